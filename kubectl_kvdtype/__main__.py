@@ -1,0 +1,7 @@
+"""``python -m kubectl_kvdtype`` runs the plugin as kubectl would."""
+
+import sys
+
+from kubectl_kvdtype._cli import main
+
+sys.exit(main())

@@ -1,0 +1,318 @@
+"""The one place that talks to a cluster, through the official ``kubernetes`` client.
+
+The client is used for what it does well (kubeconfig, exec credential plugins, TLS, the HTTP
+pool); responses are read as plain JSON, never as generated model classes, because lists can hold
+10,000+ objects. Importing this module imports the client, so only a live run does it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Optional
+from urllib.parse import urlencode
+
+import urllib3
+import yaml
+from kubernetes import config as kube_config
+from kubernetes.client import Configuration
+from kubernetes.client.exceptions import ApiException
+from kubernetes.client.rest import RESTClientObject
+from kubernetes.config.config_exception import ConfigException
+
+from kubectl_kvdtype import __version__
+from kubectl_kvdtype._sources import Kind
+from kubectl_kvdtype._status import ApiError, ClusterError, Conflict, KvdtypeError, NotFound
+
+PAGE_SIZE = 500
+#: Attempts for a request answered 429 or 5xx (reads), or 429 (writes, which a 5xx may have done).
+ATTEMPTS = 4
+_RETRY_READ = {429, 500, 502, 503, 504}
+_MAX_RETRY_AFTER = 10.0
+_LIST_RESTARTS = 3
+_IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+_REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
+            410: "Gone", 415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests"}
+
+
+class ConnectionOptions:
+    """The kubectl-style flags that say which cluster and who: a plain value object."""
+
+    def __init__(self, kubeconfig: Optional[str] = None, context: Optional[str] = None,
+                 request_timeout: Optional[float] = None, impersonate: Optional[str] = None) -> None:
+        self.kubeconfig = kubeconfig
+        self.context = context
+        self.request_timeout = request_timeout
+        self.impersonate = impersonate
+
+
+class ClusterSource:
+    """A ``Source`` over a live API server, plus the few writes ``escape`` needs."""
+
+    def __init__(self, options: ConnectionOptions, environ: Optional[dict] = None) -> None:
+        environ = dict(os.environ if environ is None else environ)
+        self._configuration, self._namespace, self.description = _load_configuration(options, environ)
+        self._rest = RESTClientObject(self._configuration)
+        self._timeout = options.request_timeout
+        self._headers = {"Accept": "application/json", "User-Agent": f"kubectl-kvdtype/{__version__}"}
+        if options.impersonate:
+            self._headers["Impersonate-User"] = options.impersonate
+        self._versions: dict[str, Optional[str]] = {}
+        self.request_count = 0
+
+    # --- Source ---------------------------------------------------------------------------
+
+    def default_namespace(self) -> Optional[str]:
+        return self._namespace
+
+    def list(self, kind: Kind, namespace: Optional[str], selector: str = "") -> list[dict]:
+        """Every object, one paged LIST; restarted when the continue token expires (410)."""
+        path = self.path(kind, namespace)
+        for _ in range(_LIST_RESTARTS):
+            items, expired = self._list_pages(path, selector, kind, namespace)
+            if not expired:
+                return items
+        raise ClusterError(f"listing {kind.resource} kept failing: the list changed faster than it could be read")
+
+    def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
+        try:
+            return self.request("GET", self.path(kind, namespace, name), verb="get", kind=kind, namespace=namespace)
+        except NotFound:
+            return None
+
+    # --- Writes (escape) ------------------------------------------------------------------
+
+    def create(self, kind: Kind, namespace: Optional[str], body: dict, dry_run: bool = False) -> dict:
+        return self.request("POST", self.path(kind, namespace), query=_dry(dry_run), body=body,
+                            verb="create", kind=kind, namespace=namespace)
+
+    def merge_patch(self, kind: Kind, namespace: Optional[str], name: str, patch: dict, dry_run: bool = False) -> dict:
+        return self.request("PATCH", self.path(kind, namespace, name), query=_dry(dry_run), body=patch,
+                            content_type="application/merge-patch+json",
+                            verb="patch", kind=kind, namespace=namespace)
+
+    def delete(self, kind: Kind, namespace: Optional[str], name: str, dry_run: bool = False) -> dict:
+        return self.request("DELETE", self.path(kind, namespace, name), query=_dry(dry_run),
+                            verb="delete", kind=kind, namespace=namespace)
+
+    def post(self, path: str, body: dict) -> dict:
+        """A POST to a fixed path (SelfSubjectAccessReview)."""
+        return self.request("POST", path, body=body, verb="create")
+
+    # --- Plumbing ---------------------------------------------------------------------------
+
+    def path(self, kind: Kind, namespace: Optional[str], name: Optional[str] = None) -> str:
+        version = self.served_version(kind)
+        base = f"/apis/{kind.group}/{version}" if kind.group else f"/api/{version}"
+        if kind.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{kind.plural}"
+        return f"{base}/{name}" if name else base
+
+    def served_version(self, kind: Kind) -> str:
+        """The version of ``kind``'s group the server serves, found once by discovery."""
+        if not kind.group or kind.group in ("apps", "batch"):
+            return kind.versions[0]
+        if kind.group not in self._versions:
+            self._versions[kind.group] = self._discover(kind)
+        version = self._versions[kind.group]
+        if version is None:
+            raise ClusterError(
+                f"the API group {kind.group} ({'/'.join(kind.versions)}) is not served by this cluster: "
+                "gpustack-operator is not installed, or is too old for this tool"
+            )
+        return version
+
+    def _discover(self, kind: Kind) -> Optional[str]:
+        try:
+            group = self.request("GET", f"/apis/{kind.group}", verb="discover")
+        except NotFound:
+            return None
+        served = {v.get("version") for v in group.get("versions", []) if isinstance(v, dict)}
+        return next((v for v in kind.versions if v in served), None)
+
+    def _list_pages(self, path: str, selector: str, kind: Kind, namespace: Optional[str]) -> tuple[list[dict], bool]:
+        items: list[dict] = []
+        query: dict[str, Any] = {"limit": PAGE_SIZE}
+        if selector:
+            query["labelSelector"] = selector
+        while True:
+            try:
+                page = self.request("GET", path, query=query, verb="list", kind=kind, namespace=namespace)
+            except ApiError as error:
+                if error.code == 410 and "continue" in query:
+                    return [], True
+                raise
+            items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items, False
+            query["continue"] = token
+
+    def request(self, method: str, path: str, query: Optional[dict] = None, body: Any = None,
+                content_type: str = "application/json", verb: str = "", kind: Optional[Kind] = None,
+                namespace: Optional[str] = None) -> dict:
+        """One API call answered as plain JSON; 429 (and 5xx on reads) retried with backoff."""
+        url = self._configuration.host + path + (f"?{urlencode(query)}" if query else "")
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Type"] = content_type
+        for attempt in range(1, ATTEMPTS + 1):
+            headers.update(self._auth_headers())
+            response = self._send(method, url, headers, body)
+            status = response.status
+            if status < 300:
+                return _json(response.read())
+            retryable = status == 429 or (method == "GET" and status in _RETRY_READ)
+            if retryable and attempt < ATTEMPTS:
+                time.sleep(_backoff(attempt, response.headers.get("Retry-After")))
+                continue
+            raise _api_error(status, response.read(), verb or method.lower(), kind, namespace, path)
+        raise AssertionError("unreachable")
+
+    def _auth_headers(self) -> dict:
+        # auth_settings() runs the client's refresh hook, which re-runs exec plugins when due.
+        settings = self._configuration.auth_settings().get("BearerToken")
+        return {"Authorization": settings["value"]} if settings and settings.get("value") else {}
+
+    def _send(self, method: str, url: str, headers: dict, body: Any) -> Any:
+        self.request_count += 1
+        try:
+            return self._rest.request(method, url, headers=headers, body=body, _request_timeout=self._timeout)
+        except ApiException as error:  # the client turns TLS failures into status 0
+            raise ClusterError(f"TLS failure talking to {self._configuration.host}: {_first_line(error.reason)}") from None
+        except urllib3.exceptions.MaxRetryError as error:
+            raise ClusterError(_connection_message(self._configuration.host, error.reason)) from None
+        except urllib3.exceptions.HTTPError as error:
+            raise ClusterError(_connection_message(self._configuration.host, error)) from None
+
+
+def _dry(dry_run: bool) -> Optional[dict]:
+    return {"dryRun": "All"} if dry_run else None
+
+
+def _json(data: bytes) -> dict:
+    try:
+        parsed = json.loads(data or b"{}")
+    except ValueError:
+        raise ClusterError("the API server answered with something that is not JSON") from None
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _backoff(attempt: int, retry_after: Optional[str]) -> float:
+    try:
+        if retry_after is not None:
+            return min(max(float(retry_after), 0.0), _MAX_RETRY_AFTER)
+    except ValueError:
+        pass
+    return min(0.25 * 2 ** (attempt - 1), _MAX_RETRY_AFTER)
+
+
+def _first_line(text: object) -> str:
+    lines = [line for line in str(text).splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "unknown error"
+
+
+def _connection_message(host: str, reason: object) -> str:
+    if isinstance(reason, urllib3.exceptions.SSLError):
+        return f"TLS failure talking to {host}: {reason}"
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):  # a ConnectTimeoutError subclass
+        pass
+    elif isinstance(reason, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.ReadTimeoutError)):
+        return f"the cluster at {host} did not answer in time"
+    detail = str(reason).split(": ", 1)[-1] if reason else "connection failed"
+    return f"cannot reach the cluster at {host}: {detail}"
+
+
+def _api_error(status: int, data: bytes, verb: str, kind: Optional[Kind], namespace: Optional[str], path: str) -> ApiError:
+    try:
+        body = json.loads(data or b"{}")
+    except ValueError:
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    server_message = body.get("message") or ""
+    reason = body.get("reason") or _REASONS.get(status, "")
+    what = kind.resource if kind else path
+    where = (f' in namespace "{namespace}"' if namespace else " in all namespaces") if kind and kind.namespaced else ""
+    if status == 401:
+        message = "the cluster refused your credentials (401 Unauthorized): log in again or check the kubeconfig user"
+    elif status == 403:
+        message = f"you may not {verb} {what}{where} (403 Forbidden)" + (f": {server_message}" if server_message else "")
+    elif status == 404:
+        message = f"{what} not found" + (f": {server_message}" if server_message else "")
+    else:
+        message = f"{verb} {what}{where} failed ({status} {reason})" + (f": {server_message}" if server_message else "")
+    error_class = {404: NotFound, 409: Conflict}.get(status, ApiError)
+    return error_class(message, status, reason)
+
+
+# --- Kubeconfig, resolved like kubectl -----------------------------------------------------
+
+def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Configuration, str, str]:
+    """(client configuration, the context's namespace, a description) — never writes a file."""
+    configuration = Configuration()
+    configuration.retries = 1
+    paths = _kubeconfig_paths(options.kubeconfig, environ)
+    if not paths:
+        return _in_cluster(configuration, environ)
+    documents = [(path, _read_kubeconfig(path)) for path in paths]
+    context = options.context or next((d.get("current-context") for _, d in documents if d.get("current-context")), None)
+    if not context:
+        raise KvdtypeError(f"the kubeconfig ({', '.join(paths)}) sets no current context: pass --context")
+    entry = next((c for _, d in documents for c in d.get("contexts") or [] if isinstance(c, dict) and c.get("name") == context), None)
+    if entry is None:
+        raise KvdtypeError(f'the context "{context}" does not exist in the kubeconfig ({", ".join(paths)})')
+    try:
+        kube_config.load_kube_config(config_file=os.pathsep.join(paths), context=context,
+                                     client_configuration=configuration, persist_config=False)
+    except (ConfigException, OSError, ValueError, TypeError, KeyError) as error:
+        raise KvdtypeError(f'cannot use the context "{context}" of the kubeconfig: {_first_line(error)}') from None
+    namespace = (entry.get("context") or {}).get("namespace") or "default"
+    return configuration, namespace, f'context "{context}"'
+
+
+def _kubeconfig_paths(explicit: Optional[str], environ: dict) -> list[str]:
+    """--kubeconfig, else the KUBECONFIG list (read now, not at import), else ~/.kube/config."""
+    if explicit:
+        if not os.path.isfile(explicit):
+            raise KvdtypeError(f"the kubeconfig {explicit} does not exist")
+        return [explicit]
+    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed:
+        existing = [os.path.expanduser(p) for p in listed if os.path.isfile(os.path.expanduser(p))]
+        if not existing:
+            raise KvdtypeError(f"none of the files in KUBECONFIG exist ({environ['KUBECONFIG']})")
+        return existing
+    home = os.path.join(os.path.expanduser(environ.get("HOME") or "~"), ".kube", "config")
+    return [home] if os.path.isfile(home) else []
+
+
+def _read_kubeconfig(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = yaml.safe_load(handle)
+    except (OSError, UnicodeDecodeError) as error:
+        raise KvdtypeError(f"cannot read the kubeconfig {path}: {getattr(error, 'strerror', None) or error}") from None
+    except yaml.YAMLError:
+        raise KvdtypeError(f"the kubeconfig {path} is not valid YAML") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise KvdtypeError(f"the kubeconfig {path} is not a kubeconfig (expected a mapping)")
+    return document
+
+
+def _in_cluster(configuration: Configuration, environ: dict) -> tuple[Configuration, str, str]:
+    if not environ.get("KUBERNETES_SERVICE_HOST"):
+        raise KvdtypeError("no kubeconfig found (~/.kube/config, KUBECONFIG, --kubeconfig) and not running in a cluster")
+    try:
+        kube_config.load_incluster_config(client_configuration=configuration)
+    except ConfigException as error:
+        raise KvdtypeError(f"cannot use the in-cluster service account: {error}") from None
+    try:
+        with open(_IN_CLUSTER_NAMESPACE, encoding="utf-8") as handle:
+            namespace = handle.read().strip() or "default"
+    except OSError:
+        namespace = "default"
+    return configuration, namespace, "the in-cluster service account"

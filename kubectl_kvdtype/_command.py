@@ -1,0 +1,78 @@
+"""What every subcommand is: a small class with ``run(context) -> Report`` (pip's pattern).
+
+``Context`` carries the parsed flags, the environment, and the object ``Source``, built on first
+use: the live cluster (which imports the kubernetes client) or, with ``-f``, the manifests.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Optional
+
+from kubectl_kvdtype._env import Environment
+from kubectl_kvdtype._report import Report
+from kubectl_kvdtype._sources import Source
+
+
+@dataclass
+class Context:
+    """Everything a subcommand may use; it prints nothing and exits nowhere."""
+
+    options: argparse.Namespace
+    env: Environment = field(default_factory=Environment)
+    _source: Optional[Source] = None
+
+    @property
+    def offline(self) -> bool:
+        return bool(self.options.filename)
+
+    @property
+    def source(self) -> Source:
+        if self._source is None:
+            self._source = self._open_source()
+        return self._source
+
+    def _open_source(self) -> Source:
+        if self.offline:
+            from kubectl_kvdtype._manifests import ManifestSource
+
+            return ManifestSource.from_paths(self.options.filename, self.env.stdin)
+        from kubectl_kvdtype._cluster import ClusterSource, ConnectionOptions  # imports the client
+
+        return ClusterSource(
+            ConnectionOptions(kubeconfig=self.options.kubeconfig, context=self.options.context,
+                              request_timeout=self.options.request_timeout, impersonate=self.options.as_user),
+            environ=dict(self.env.environ),
+        )
+
+    @property
+    def namespace(self) -> Optional[str]:
+        """The namespace in scope; None means all namespaces (-A, or a whole dump offline)."""
+        if self.options.all_namespaces:
+            return None
+        return self.options.namespace or self.source.default_namespace()
+
+    @property
+    def system_namespace(self) -> str:
+        return self.options.system_namespace
+
+
+class Command:
+    """A subcommand: its name and help, its own flags, and ``run``."""
+
+    name: ClassVar[str]
+    help: ClassVar[str]
+    description: ClassVar[str] = ""
+    #: Finding codes this subcommand can report (``--ignore`` accepts these).
+    codes: ClassVar[tuple[str, ...]] = ()
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Flags of this subcommand only; the global flags are added for it."""
+
+    def run(self, context: Context) -> Report:
+        raise NotImplementedError
+
+    @staticmethod
+    def option(context: Context, name: str, default: Any = None) -> Any:
+        return getattr(context.options, name, default)

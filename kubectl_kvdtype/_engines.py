@@ -1,0 +1,318 @@
+"""Everything the plugin knows about the two engines: names, versions, spellings, argv.
+
+This is the one place that encodes section 5 of the domain sheet: which ``--kv-cache-dtype``
+values each engine accepts at which version, which spellings mean the same, and how each engine's
+argparse reads the flag out of an argv. The rest of the package asks questions; only this module
+answers them.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
+
+VLLM = "vLLM"
+SGLANG = "SGLang"
+ENGINES = (VLLM, SGLANG)
+
+#: The operator's reference versions: what a consumer of unknown version is judged against.
+REFERENCE_VERSIONS = {VLLM: "0.29.0", SGLANG: "0.5.18"}
+
+FLAG = "--kv-cache-dtype"
+FLAG_UNDERSCORE = "--kv_cache_dtype"
+#: The shortest abbreviation treated as meaning the flag; shorter prefixes (``--kv-c``) are
+#: shared by many other engine options, so argparse would call them ambiguous anyway.
+_MIN_ABBREVIATION = len("--kv-cache-d")
+#: vLLM 0.19 added ``--kv-cache-dtype-skip-layers``, which makes every abbreviation ambiguous.
+_VLLM_ABBREVIATIONS_AMBIGUOUS_FROM = "0.19.0"
+#: vLLM 0.33 stopped enforcing choices in the parser; a bad value fails at engine start instead.
+_VLLM_LATE_VALIDATION_FROM = "0.33.0"
+
+Version = tuple  # (major, minor, patch, pre/post rank, number): comparable, built by parse_version
+
+_VERSION_RE = re.compile(
+    r"^\s*[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[.\-_]?(post|rc|a|b|dev)\.?(\d*))?"
+)
+_SUFFIX_RANK = {"dev": -4, "a": -3, "b": -2, "rc": -1, None: 0, "post": 1}
+
+
+def parse_version(text: object) -> Optional[Version]:
+    """Read free-form engine version text ("0.29.0", "v0.5.18.post1"); None when unreadable."""
+    if not isinstance(text, (str, int, float)):
+        return None
+    match = _VERSION_RE.match(str(text))
+    if not match:
+        return None
+    major, minor, patch, suffix, number = match.groups()
+    return (int(major), int(minor or 0), int(patch or 0), _SUFFIX_RANK[suffix], int(number or 0))
+
+
+def _v(text: str) -> Version:
+    parsed = parse_version(text)
+    assert parsed is not None, text
+    return parsed
+
+
+@dataclass(frozen=True)
+class Window:
+    """A half-open range of versions [since, until) in which a spelling is accepted."""
+
+    since: Optional[Version] = None
+    until: Optional[Version] = None
+
+    def contains(self, version: Version) -> bool:
+        return (self.since is None or version >= self.since) and (
+            self.until is None or version < self.until
+        )
+
+
+def _since(text: str) -> tuple[Window, ...]:
+    return (Window(since=_v(text)),)
+
+
+_ALWAYS = (Window(),)
+
+#: Spellings each engine accepts, and from (until) which version. Section 5 of the domain sheet.
+_ACCEPTED: dict[str, dict[str, tuple[Window, ...]]] = {
+    VLLM: {
+        "auto": _ALWAYS,
+        # fp8_e5m2 appeared in 0.3.0, went missing in 0.4.1-0.4.2 and came back in 0.4.3.
+        "fp8_e5m2": (Window(_v("0.3.0"), _v("0.4.1")), Window(since=_v("0.4.3"))),
+        "fp8": _since("0.4.1"),
+        "fp8_e4m3": _since("0.4.3"),
+        "fp8_inc": _since("0.10.0"),
+        "bfloat16": _since("0.11.0"),
+        "fp8_ds_mla": _since("0.11.1"),
+        "float16": _since("0.18.0"),
+        "nvfp4": _since("0.20.0"),
+        "nvfp4_4over6": _since("0.28.0"),
+    },
+    SGLANG: {
+        "auto": _since("0.2.14"),
+        "fp8_e5m2": _since("0.2.14"),
+        "fp8_e4m3": _since("0.4.2"),
+        "bf16": _since("0.5.4"),
+        "bfloat16": _since("0.5.4"),
+        "fp4_e2m1": (Window(_v("0.5.4.post3"), _v("0.5.21")),),
+        "mxfp8": _since("0.5.16"),
+        "nvfp4": _since("0.5.16"),
+        "fp4_mx_block16": _since("0.5.16"),
+    },
+}
+
+#: Spellings known to be refused by an engine at every version (the table's "no" cells).
+_NEVER = {"FP8", "BF16", "fp16", "half"}
+_REJECTED: dict[str, frozenset[str]] = {
+    VLLM: frozenset({"bf16", "mxfp8", "fp4_mx_block16"} | _NEVER),
+    SGLANG: frozenset({"fp8", "float16", "fp8_inc", "fp8_ds_mla"} | _NEVER),
+}
+
+#: Spellings that mean the same cache format, preferred spelling first. vLLM's ``fp8`` means
+#: ``fp8_e4m3``; ``float16`` has no SGLang spelling, so its class gives SGLang nothing.
+_EQUIVALENT_CLASSES: tuple[tuple[str, ...], ...] = (
+    ("bfloat16", "bf16"),
+    ("fp8_e4m3", "fp8"),
+    ("float16", "fp16", "half"),
+)
+_CLASS_OF = {spelling: cls for cls in _EQUIVALENT_CLASSES for spelling in cls}
+
+ACCEPTED = "accepted"
+REJECTED = "rejected"
+UNKNOWN = "unknown"
+
+
+def canonical_engine(name: object) -> Optional[str]:
+    """``vLLM``/``SGLang`` for any capitalisation (older objects say ``vllm``); else None."""
+    if not isinstance(name, str):
+        return None
+    return {"vllm": VLLM, "sglang": SGLANG}.get(name.strip().lower())
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """How one engine at one version takes one dtype spelling."""
+
+    engine: str
+    version: str  # the version judged against: the consumer's own, else the reference
+    version_is_reference: bool
+    dtype: str
+    verdict: str  # ACCEPTED | REJECTED | UNKNOWN
+    reason: str  # one clause a human can read ("vLLM 0.29.0 does not accept bf16")
+    failure: str = ""  # how a rejected replica fails ("exits at argument parsing")
+
+
+def judge(engine: str, version: object, dtype: str) -> Judgement:
+    """Judge ``dtype`` for ``engine`` (canonical name) at ``version`` (free text or None)."""
+    parsed = parse_version(version)
+    is_reference = parsed is None
+    shown = REFERENCE_VERSIONS[engine] if is_reference else str(version).strip()
+    at = parsed if parsed is not None else _v(REFERENCE_VERSIONS[engine])
+    label = f"{engine} {shown}" + (" (reference version)" if is_reference else "")
+    windows = _ACCEPTED[engine].get(dtype)
+    if windows is not None:
+        if any(window.contains(at) for window in windows):
+            return Judgement(engine, shown, is_reference, dtype, ACCEPTED, f"{label} accepts {dtype}")
+        return Judgement(engine, shown, is_reference, dtype, REJECTED,
+                         f"{label} does not accept {dtype} ({_availability(windows)})", _failure_mode(engine, at))
+    if dtype in _REJECTED[engine]:
+        return Judgement(engine, shown, is_reference, dtype, REJECTED,
+                         f"{label} does not accept {dtype}", _failure_mode(engine, at))
+    return Judgement(
+        engine, shown, is_reference, dtype, UNKNOWN,
+        f"{dtype} is not in this tool's table for {engine}, so it is neither confirmed nor refused",
+    )
+
+
+def _availability(windows: Sequence[Window]) -> str:
+    parts = []
+    for window in windows:
+        since = _show(window.since) if window.since else None
+        until = _show(window.until) if window.until else None
+        if since and until:
+            parts.append(f"accepted from {since} until before {until}")
+        elif since:
+            parts.append(f"accepted from {since}")
+        elif until:
+            parts.append(f"accepted until before {until}")
+    return "; ".join(parts)
+
+
+def _show(version: Version) -> str:
+    major, minor, patch, rank, number = version
+    suffix = {1: f".post{number}", 0: ""}.get(rank, f"rc{number}")
+    return f"{major}.{minor}.{patch}{suffix}"
+
+
+def _failure_mode(engine: str, at: Version) -> str:
+    if engine == VLLM and at >= _v(_VLLM_LATE_VALIDATION_FROM):
+        return "fails at engine start"
+    return "exits at argument parsing"
+
+
+def equivalents(dtype: str) -> tuple[str, ...]:
+    """Spellings that mean the same as ``dtype``, preferred first (``dtype`` alone if none)."""
+    return _CLASS_OF.get(dtype) or _CLASS_OF.get(dtype.lower()) or (dtype,)
+
+
+def suggest(dtype: str, consumers: Iterable[tuple[str, object]]) -> Optional[str]:
+    """A spelling meaning the same as ``dtype`` that every (engine, version) accepts, or None."""
+    pairs = list(consumers)
+    for candidate in equivalents(dtype):
+        if candidate == "auto":
+            continue
+        if all(judge(engine, version, candidate).verdict == ACCEPTED for engine, version in pairs):
+            return candidate
+    return None
+
+
+# --- Reading the flag out of an argv -------------------------------------------------------
+
+EXACT = "exact"
+UNDERSCORE = "underscore"
+ABBREVIATION = "abbreviation"
+
+
+@dataclass(frozen=True)
+class FlagOccurrence:
+    """One place in an argv where an engine may read ``--kv-cache-dtype``."""
+
+    index: int  # position of the token in the argv that was scanned
+    token: str  # the token as written
+    value: Optional[str]  # None when the flag ends the argv without a value
+    spelling: str  # EXACT | UNDERSCORE | ABBREVIATION
+    read: bool  # whether this engine reads it as the flag (False: the process fails instead)
+    note: str  # why, for a human; "" for the plain exact form
+    in_shell: bool = False  # found inside a shell command string such as ``sh -c "vllm ..."``
+
+    def to_dict(self) -> dict:
+        data = {"index": self.index, "token": self.token, "value": self.value,
+                "spelling": self.spelling, "read": self.read}
+        if self.note:
+            data["note"] = self.note
+        if self.in_shell:
+            data["inShell"] = True
+        return data
+
+
+def _classify(name: str, engine: Optional[str], version: object) -> Optional[tuple[str, bool, str]]:
+    """(spelling, read, note) when an option name means the flag to ``engine``; else None."""
+    dashed = name.replace("_", "-")
+    if name == FLAG:
+        return EXACT, True, ""
+    if dashed == FLAG:  # some underscores: vLLM folds them to dashes, SGLang does not
+        if engine == SGLANG:
+            return UNDERSCORE, False, (
+                "SGLang does not read the underscore spelling: it fails with "
+                "'unrecognized arguments' at startup"
+            )
+        return UNDERSCORE, True, "vLLM reads underscores in flag names as dashes"
+    if len(dashed) >= _MIN_ABBREVIATION and FLAG.startswith(dashed) and dashed.startswith("--"):
+        return _abbreviation(name, dashed, engine, version)
+    return None
+
+
+def _abbreviation(name: str, dashed: str, engine: Optional[str], version: object) -> tuple[str, bool, str]:
+    if engine == SGLANG and name != dashed:
+        return ABBREVIATION, False, "SGLang does not read underscores in flag names"
+    if engine == VLLM:
+        parsed = parse_version(version) or _v(REFERENCE_VERSIONS[VLLM])
+        if parsed >= _v(_VLLM_ABBREVIATIONS_AMBIGUOUS_FROM):
+            return ABBREVIATION, False, (
+                f"an abbreviation of {FLAG}: vLLM 0.19+ rejects it as ambiguous "
+                "(--kv-cache-dtype-skip-layers shares the prefix)"
+            )
+        return ABBREVIATION, True, f"an abbreviation argparse expands to {FLAG} (vLLM before 0.19)"
+    return ABBREVIATION, True, f"an abbreviation argparse may expand to {FLAG}"
+
+
+def find_dtype_flags(argv: object, engine: Optional[str] = None, version: object = None) -> list[FlagOccurrence]:
+    """Every occurrence of the flag in ``argv`` in any spelling ``engine`` could read as it.
+
+    ``engine`` None means "unknown": every spelling either engine reads is reported. Longer flags
+    that merely start with the name (``--kv-cache-dtype-skip-layers``) never match. Scanning stops
+    at ``--`` like argparse. A token holding a whole shell command is split and scanned too.
+    """
+    tokens = [t for t in argv if isinstance(t, str)] if isinstance(argv, list) else []
+    found: list[FlagOccurrence] = []
+    for index, token in enumerate(tokens):
+        if token == "--":
+            break
+        if token.startswith("-"):
+            found.extend(_occurrence(index, token, tokens[index + 1:index + 2], engine, version))
+        elif _looks_like_shell(token):
+            for inner in find_dtype_flags(_split_shell(token), engine, version):
+                found.append(FlagOccurrence(index, inner.token, inner.value, inner.spelling,
+                                            inner.read, inner.note, in_shell=True))
+    return found
+
+
+def _occurrence(index: int, token: str, following: list[str], engine: Optional[str], version: object) -> list[FlagOccurrence]:
+    name, has_inline, inline = token.partition("=")
+    kind = _classify(name, engine, version)
+    if kind is None:
+        return []
+    if has_inline:
+        value: Optional[str] = inline
+    else:
+        value = following[0] if following and not following[0].startswith("--") else None
+    spelling, read, note = kind
+    return [FlagOccurrence(index, token, value, spelling, read, note)]
+
+
+def _looks_like_shell(token: str) -> bool:
+    return ("kv-cache" in token or "kv_cache" in token) and any(c.isspace() for c in token)
+
+
+def _split_shell(token: str) -> list[str]:
+    try:
+        return shlex.split(token)
+    except ValueError:
+        return token.split()
+
+
+def effective_value(occurrences: Sequence[FlagOccurrence]) -> Optional[str]:
+    """The value the engine runs with: the last occurrence it reads (argparse: last wins)."""
+    read = [o for o in occurrences if o.read]
+    return read[-1].value if read else None

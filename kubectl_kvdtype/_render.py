@@ -1,0 +1,64 @@
+"""The one place that turns a ``Report`` into text: tables, wide tables, JSON and YAML."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from kubectl_kvdtype._report import Report
+
+OUTPUTS = ("table", "wide", "json", "yaml")
+
+_RESET = "\033[0m"
+_COLOURS = {
+    "red": "\033[31m", "yellow": "\033[33m", "green": "\033[32m", "cyan": "\033[36m",
+}
+#: Words that carry a judgement get a colour on a terminal; everything else stays plain.
+_WORD_COLOURS = {
+    "error": "red", "rejected": "red", "missing": "red", "mismatch": "red", "flag": "red",
+    "warning": "yellow", "unknown": "yellow", "auto": "yellow", "unmanaged": "cyan",
+    "info": "cyan", "unused": "cyan", "ok": "green",
+}
+
+
+def render(report: Report, output: str, *, no_headers: bool = False, all_namespaces: bool = True,
+           color: bool = False) -> str:
+    """The report as the text printed on stdout (the result, and only the result)."""
+    if output == "json":
+        return json.dumps(report.to_dict(), indent=2) + "\n"
+    if output == "yaml":
+        import yaml  # only this output pays for it
+
+        return yaml.safe_dump(report.to_dict(), sort_keys=False, default_flow_style=False)
+    return _render_tables(report, wide=output == "wide", no_headers=no_headers,
+                          all_namespaces=all_namespaces, color=color)
+
+
+def _render_tables(report: Report, *, wide: bool, no_headers: bool, all_namespaces: bool, color: bool) -> str:
+    blocks = []
+    columns = [c for c in report.columns if (wide or not c.wide) and (all_namespaces or not c.namespace)]
+    if report.items:
+        rows = [[_paint(c.cell(item), color) if c.status else c.cell(item) for c in columns]
+                for item in report.items]
+        blocks.append(table([c.header for c in columns], rows, no_headers))
+    if report.findings:
+        rows = [[_paint(f.severity, color), f.code, str(f.object), f.message] for f in report.findings]
+        blocks.append(table(["SEVERITY", "CODE", "OBJECT", "MESSAGE"], rows, no_headers))
+    if report.headline and not no_headers:
+        blocks.append(report.headline + "\n")
+    return "\n".join(blocks)
+
+
+def table(headers: list[str], rows: list[list], no_headers: bool = False) -> str:
+    """A kubectl-style table: upper-case headers, left-aligned, columns three spaces apart."""
+    from tabulate import tabulate
+
+    text = tabulate(rows, headers=() if no_headers else headers, tablefmt="plain",
+                    disable_numparse=True, stralign="left")
+    # tabulate's "plain" separates columns by two spaces; kubectl uses three.
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def _paint(value: object, color: bool) -> object:
+    colour: Optional[str] = _WORD_COLOURS.get(str(value)) if color else None
+    return f"{_COLOURS[colour]}{value}{_RESET}" if colour else value

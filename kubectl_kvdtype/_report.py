@@ -1,0 +1,121 @@
+"""The report every subcommand returns: items, findings, a summary, and the exit status.
+
+Subcommands build a ``Report`` from plain data and never print; ``_render`` turns it into text and
+the report itself decides the exit status (after ``--ignore`` and ``--exit-zero``), so that rule
+lives in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Union
+
+from kubectl_kvdtype._status import ExitStatus
+
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+SEVERITIES = (ERROR, WARNING, INFO)
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """The object a finding is about, as kubectl names it."""
+
+    kind: str
+    namespace: Optional[str]
+    name: str
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "namespace": self.namespace, "name": self.name}
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a human should know: ``fields`` are the code's own extra keys in JSON."""
+
+    code: str
+    severity: str
+    object: ObjectRef
+    message: str
+    fields: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "severity": self.severity, "object": self.object.to_dict(),
+                "message": self.message, **self.fields}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One table column: ``value`` reads the cell from an item; ``wide`` columns need -o wide."""
+
+    header: str
+    value: Union[str, Callable[[dict], Any]]
+    wide: bool = False
+    status: bool = False  # coloured by its value on a terminal
+    namespace: bool = False  # shown only when the report spans namespaces
+
+    def cell(self, item: dict) -> Any:
+        value = self.value(item) if callable(self.value) else item.get(self.value)
+        return "<none>" if value is None or value == "" else value
+
+
+@dataclass
+class Report:
+    """What a subcommand found. ``kind`` names the JSON document (``CheckReport``)."""
+
+    kind: str
+    columns: list[Column] = field(default_factory=list)
+    items: list[dict] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)
+    #: One line for humans under the table, built by the subcommand from ``summary``.
+    headline: str = ""
+    #: Said on stderr, not part of the result: things that limit what the report could see.
+    warnings: list[str] = field(default_factory=list)
+    #: Said on stderr when there are no items (kubectl: "No resources found").
+    empty_message: str = "No objects found."
+    ignored: int = 0
+
+    def add(self, code: str, severity: str, obj: ObjectRef, message: str, **fields: Any) -> Finding:
+        finding = Finding(code, severity, obj, message, fields)
+        self.findings.append(finding)
+        return finding
+
+    def ignore(self, codes: set[str]) -> None:
+        """Drop the findings whose code the user chose to ignore, counting them."""
+        kept = [f for f in self.findings if f.code not in codes]
+        self.ignored += len(self.findings) - len(kept)
+        self.findings = kept
+
+    def count(self, severity: str) -> int:
+        return sum(1 for f in self.findings if f.severity == severity)
+
+    def exit_status(self, exit_zero: bool = False) -> ExitStatus:
+        if self.count(ERROR) and not exit_zero:
+            return ExitStatus.FINDINGS
+        return ExitStatus.OK
+
+    def counts(self) -> dict:
+        return {"errors": self.count(ERROR), "warnings": self.count(WARNING), "info": self.count(INFO),
+                "ignored": self.ignored}
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "items": self.items,
+                "findings": [f.to_dict() for f in self.findings],
+                "summary": {**self.summary, "findings": self.counts()}}
+
+    def findings_line(self) -> str:
+        parts = [_plural(self.count(ERROR), "error"), _plural(self.count(WARNING), "warning"),
+                 _plural(self.count(INFO), "info", "info")]
+        if self.ignored:
+            parts.append(f"{self.ignored} ignored")
+        return ", ".join(parts)
+
+
+def _plural(count: int, word: str, plural: Optional[str] = None) -> str:
+    return f"{count} {word if count == 1 else (plural or word + 's')}"

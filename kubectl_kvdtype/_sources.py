@@ -1,0 +1,117 @@
+"""Where objects come from: the small interface shared by the live cluster and the manifests.
+
+``Source.list`` answers one kind in one namespace (or all) with plain JSON dicts. The live twin is
+``_cluster.ClusterSource``, the offline twin ``_manifests.ManifestSource``; subcommands see only
+this interface, so the same judgement runs on a cluster and on a dump of it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional, Protocol
+
+WORKER_GROUP = "worker.gpustack.ai"
+SETTINGS_GROUP = "gpustack.ai"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A resource the plugin reads; ``versions`` in order of preference."""
+
+    name: str
+    group: str  # "" for the core group
+    versions: tuple[str, ...]
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def resource(self) -> str:
+        """``plural.group`` as kubectl and error messages name it."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+BINDING = Kind("KVCachePoolBinding", WORKER_GROUP, ("v1", "v1alpha1"), "kvcachepoolbindings")
+POOL = Kind("KVCachePool", WORKER_GROUP, ("v1", "v1alpha1"), "kvcachepools", namespaced=False)
+DEPLOYMENT = Kind("ModelDeployment", WORKER_GROUP, ("v1", "v1alpha1"), "modeldeployments")
+SETTING = Kind("Setting", SETTINGS_GROUP, ("v1",), "settings")
+POD = Kind("Pod", "", ("v1",), "pods")
+WORKLOADS = (
+    Kind("Deployment", "apps", ("v1",), "deployments"),
+    Kind("StatefulSet", "apps", ("v1",), "statefulsets"),
+    Kind("DaemonSet", "apps", ("v1",), "daemonsets"),
+    Kind("Job", "batch", ("v1",), "jobs"),
+    Kind("CronJob", "batch", ("v1",), "cronjobs"),
+)
+KINDS = (BINDING, POOL, DEPLOYMENT, SETTING, POD) + WORKLOADS
+
+
+def kind_for(api_version: object, kind: object) -> Optional[Kind]:
+    """The known Kind of an object's ``apiVersion``/``kind``, any served version accepted."""
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return None
+    group = api_version.rpartition("/")[0]
+    return next((k for k in KINDS if k.name == kind and k.group == group), None)
+
+
+class Source(Protocol):
+    """What a subcommand may ask of the objects, wherever they live."""
+
+    #: A few words for messages: "context kind-prod" or "manifests".
+    description: str
+
+    def default_namespace(self) -> Optional[str]:
+        """The namespace used without -n/-A: the context's on a cluster, None (all) offline."""
+
+    def list(self, kind: Kind, namespace: Optional[str], selector: str = "") -> list[dict]:
+        """Every object of ``kind`` in ``namespace`` (None: all) matching a label selector."""
+
+    def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
+        """One object, or None when it does not exist."""
+
+
+# --- Label selectors (the offline twin needs what the API server does for the live one) ----
+
+_REQUIREMENT = re.compile(
+    r"^\s*(?P<neg>!)?\s*(?P<key>[A-Za-z0-9_./-]+)\s*"
+    r"(?:(?P<op>==|=|!=)\s*(?P<value>[A-Za-z0-9_.-]*)"
+    r"|\s+(?P<setop>in|notin)\s*\((?P<values>[^)]*)\))?\s*$"
+)
+
+
+def _split_requirements(selector: str) -> list[str]:
+    """Split on the commas that are not inside ``in (a,b)`` parentheses."""
+    parts, depth, current = [], 0, ""
+    for char in selector:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return [part for part in parts if part.strip()]
+
+
+def matches_selector(labels: dict, selector: str) -> bool:
+    """Kubernetes label-selector semantics for the equality, set and existence forms."""
+    for requirement in _split_requirements(selector or ""):
+        match = _REQUIREMENT.match(requirement)
+        if not match:
+            raise ValueError(f"cannot read the label selector requirement {requirement!r}")
+        key, present = match["key"], match["key"] in labels
+        value = labels.get(key)
+        if match["neg"]:
+            ok = not present
+        elif match["op"] in ("=", "=="):
+            ok = present and value == match["value"]
+        elif match["op"] == "!=":
+            ok = value != match["value"]
+        elif match["setop"]:
+            values = {v.strip() for v in match["values"].split(",")}
+            ok = (present and value in values) if match["setop"] == "in" else value not in values
+        else:
+            ok = present
+        if not ok:
+            return False
+    return True

@@ -1,0 +1,276 @@
+"""``kubectl kvdtype check``: every Binding's dtype against the engines that consume it.
+
+Replaces Step 1 of the upgrade guide. For each KVCachePoolBinding in scope: its consumers
+(ModelDeployments naming it in ``spec.kvCache.poolRef.name``, injected Pods naming it in their
+binding annotation), a verdict per consumer engine, the fix, and what the upgrade will roll.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from kubectl_kvdtype import _engines, _model
+from kubectl_kvdtype._command import Command, Context
+from kubectl_kvdtype._report import ERROR, INFO, WARNING, Column, ObjectRef, Report
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, SETTING, Source
+from kubectl_kvdtype._status import KvdtypeError
+
+DTYPE_REJECTED = "dtype-rejected"
+DTYPE_AUTO = "dtype-auto"
+DTYPE_UNKNOWN = "dtype-unknown"
+BINDING_UNUSED = "binding-unused"
+BINDING_MISSING = "binding-missing"
+ENGINE_UNKNOWN = "engine-unknown"
+
+OK, REJECTED, UNKNOWN, AUTO, UNUSED = "ok", "rejected", "unknown", "auto", "unused"
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """A ModelDeployment or injected Pod that attaches a Binding."""
+
+    kind: str
+    namespace: str
+    name: str
+    binding: str
+    engine: _model.EngineInfo
+    replicas: int  # what the upgrade replaces: managed replicas of a deployment, 1 for a Pod
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.kind, self.namespace, self.name)
+
+    def to_item(self) -> dict:
+        return {"kind": self.kind, "namespace": self.namespace, "name": self.name,
+                "engine": self.engine.name or self.engine.declared, "engineVersion": self.engine.version}
+
+    def label(self) -> str:
+        return f"{'md' if self.kind == DEPLOYMENT.name else 'pod'}/{self.name}"
+
+
+@dataclass
+class Inventory:
+    """The objects ``check`` judges, read with one LIST per kind."""
+
+    bindings: list[dict]
+    consumers: list[Consumer]
+    deployments: list[dict]
+    setting: Optional[dict]
+    setting_error: Optional[str]
+
+    @classmethod
+    def read(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "Inventory":
+        bindings = source.list(BINDING, namespace)
+        deployments = source.list(DEPLOYMENT, namespace)
+        pods = source.list(POD, namespace, f"{_model.INJECT_LABEL}=true")
+        setting, error = read_setting(source, system_namespace)
+        return cls(bindings, consumers_of(deployments, pods), deployments, setting, error)
+
+
+def consumers_of(deployments: Iterable[dict], pods: Iterable[dict]) -> list[Consumer]:
+    """Pool-attached deployments and opted-in Pods, each with the Binding it names."""
+    found = [
+        Consumer(DEPLOYMENT.name, _model.namespace_of(d), _model.name_of(d), _model.deployment_binding(d) or "",
+                 _model.deployment_engine(d), _model.managed_replicas(d))
+        for d in deployments if _model.is_pool_attached(d)
+    ]
+    found += [
+        Consumer(POD.name, _model.namespace_of(p), _model.name_of(p), _model.pod_binding(p) or "",
+                 _model.pod_engine(p), 1)
+        for p in pods if _model.opts_in(_model.labels_of(p))
+    ]
+    return found
+
+
+def read_setting(source: Source, system_namespace: str) -> tuple[Optional[dict], Optional[str]]:
+    """The Setting, or None and why not: it is context for the report, never fatal to it."""
+    try:
+        setting = source.get(SETTING, system_namespace, _model.SETTING_NAME)
+    except KvdtypeError as error:
+        return None, error.message
+    if setting is None:
+        return None, f"Setting {system_namespace}/{_model.SETTING_NAME} not found"
+    return setting, None
+
+
+class CheckCommand(Command):
+    name = "check"
+    help = "judge every Binding's dtype against the engines that consume it"
+    description = (
+        "For every KVCachePoolBinding in scope: its dtype, the ModelDeployments and injected Pods "
+        "that consume it, whether each engine accepts the spelling, the fix, and what the upgrade "
+        "will roll. Replaces Step 1 of the upgrade guide."
+    )
+    codes = (DTYPE_REJECTED, DTYPE_AUTO, DTYPE_UNKNOWN, BINDING_UNUSED, BINDING_MISSING, ENGINE_UNKNOWN)
+
+    def run(self, context: Context) -> Report:
+        inventory = Inventory.read(context.source, context.namespace, context.system_namespace)
+        return build_report(inventory, context.system_namespace, offline=context.offline)
+
+
+def build_report(inventory: Inventory, system_namespace: str, offline: bool = False) -> Report:
+    """The CheckReport of an inventory: pure, so live and offline runs judge alike."""
+    report = Report(kind="CheckReport", columns=COLUMNS, empty_message="No KVCachePoolBindings found.")
+    by_binding: dict[tuple[str, str], list[Consumer]] = {}
+    for consumer in inventory.consumers:
+        by_binding.setdefault((consumer.namespace, consumer.binding), []).append(consumer)
+    known = set()
+    for binding in inventory.bindings:
+        key = (_model.namespace_of(binding), _model.name_of(binding))
+        known.add(key)
+        report.items.append(_judge_binding(binding, by_binding.get(key, []), report))
+    for (namespace, name), consumers in by_binding.items():
+        if (namespace, name) not in known:
+            for consumer in consumers:
+                _missing_binding(consumer, report)
+    _unknown_engines(inventory.consumers, report)
+    report.summary = _summary(inventory, system_namespace, report)
+    report.headline = _headline(report.summary, report)
+    if inventory.setting_error and not offline:
+        report.warnings.append(f"cannot read the Setting: {inventory.setting_error}")
+    return report
+
+
+def _judge_binding(binding: dict, consumers: list[Consumer], report: Report) -> dict:
+    ref = ObjectRef(BINDING.name, _model.namespace_of(binding), _model.name_of(binding))
+    dtype = _model.binding_dtype(binding) or ""
+    engines = [(c.engine.name, c.engine.version) for c in consumers if c.engine.name]
+    verdicts = set()
+    suggestion = _engines.suggest(dtype, engines) if dtype else None
+    if dtype == "auto":
+        verdicts.add(AUTO)
+        report.add(DTYPE_AUTO, WARNING, ref,
+                   f"{ref} says auto, which a new Binding may not declare once the upgrade is in: "
+                   "it keeps working, but pin an explicit dtype when you next recreate it.", dtype=dtype)
+    if not dtype:
+        verdicts.add(UNKNOWN)
+        report.add(DTYPE_UNKNOWN, WARNING, ref, f"{ref} declares no spec.domain.dtype, so this tool cannot judge it.",
+                   dtype=None, engine=None, engineVersion=None)
+    elif consumers:
+        verdicts |= _judge_engines(ref, dtype, consumers, suggestion, report)
+    if not consumers:
+        verdicts.add(UNUSED)
+        report.add(BINDING_UNUSED, INFO, ref, f"{ref} has no ModelDeployment or injected Pod consuming it.")
+    verdict = next((v for v in (REJECTED, UNKNOWN, AUTO, UNUSED) if v in verdicts), OK)
+    return {
+        "namespace": ref.namespace, "name": ref.name, "dtype": dtype or None,
+        "pool": _model.binding_pool(binding), "domain": _model.binding_domain(binding),
+        "consumers": [c.to_item() for c in consumers], "verdict": verdict,
+        "suggestion": suggestion if verdict == REJECTED else None,
+        "fix": _fix(verdict, ref, suggestion),
+    }
+
+
+def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer], suggestion: Optional[str],
+                   report: Report) -> set[str]:
+    """One dtype-rejected finding per rejecting engine, one dtype-unknown per unsure engine."""
+    verdicts = set()
+    for engine in _engines.ENGINES:
+        users = [c for c in consumers if c.engine.name == engine]
+        judged = [(c, _engines.judge(engine, c.engine.version, dtype)) for c in users]
+        rejecting = [(c, j) for c, j in judged if j.verdict == _engines.REJECTED]
+        unsure = [(c, j) for c, j in judged if j.verdict == _engines.UNKNOWN]
+        if rejecting:
+            verdicts.add(REJECTED)
+            report.add(DTYPE_REJECTED, ERROR, ref, _rejected_message(ref, dtype, rejecting, suggestion),
+                       dtype=dtype, engine=engine, engineVersion=_versions(j for _, j in rejecting),
+                       suggestion=suggestion, consumers=[c.ref.to_dict() for c, _ in rejecting])
+        elif unsure:
+            verdicts.add(UNKNOWN)
+            report.add(DTYPE_UNKNOWN, WARNING, ref,
+                       f"{ref}: {unsure[0][1].reason}; check the {engine} documentation for {dtype!r} before upgrading.",
+                       dtype=dtype, engine=engine, engineVersion=_versions(j for _, j in unsure))
+    return verdicts
+
+
+def _versions(judgements: Iterable[_engines.Judgement]) -> str:
+    return ", ".join(dict.fromkeys(j.version for j in judgements))
+
+
+def _rejected_message(ref: ObjectRef, dtype: str, rejecting: list, suggestion: Optional[str]) -> str:
+    replicas = sum(c.replicas for c, _ in rejecting)
+    names = ", ".join(c.label() for c, _ in rejecting[:3]) + (" ..." if len(rejecting) > 3 else "")
+    fix = (f"move them to a Binding with dtype {suggestion} (kubectl kvdtype escape rebind {ref.name} "
+           f"-n {ref.namespace} --dtype {suggestion})" if suggestion
+           else "no spelling meaning the same is accepted by every engine consuming it, so split its consumers")
+    first = rejecting[0][1]
+    return (f"{first.reason}, so each of the {replicas} replica(s) of {names} {first.failure} once the "
+            f"upgrade renders it; {fix}.")
+
+
+def _fix(verdict: str, ref: ObjectRef, suggestion: Optional[str]) -> str:
+    if verdict == REJECTED:
+        return f"rebind with {suggestion}" if suggestion else "split consumers by engine"
+    if verdict == UNKNOWN:
+        return "confirm the spelling with the engine"
+    if verdict == AUTO:
+        return "pin a dtype when recreated"
+    return "none needed"
+
+
+def _missing_binding(consumer: Consumer, report: Report) -> None:
+    named = f"Binding {consumer.binding!r}" if consumer.binding else "no Binding"
+    report.add(BINDING_MISSING, ERROR, consumer.ref,
+               f"{consumer.ref} names {named}, which does not exist in namespace {consumer.namespace}: "
+               "create it or point the consumer at an existing Binding.",
+               binding=consumer.binding or None)
+
+
+def _unknown_engines(consumers: list[Consumer], report: Report) -> None:
+    for consumer in consumers:
+        if consumer.engine.name is None:
+            declared = consumer.engine.declared
+            report.add(ENGINE_UNKNOWN, WARNING, consumer.ref,
+                       f"{consumer.ref} runs engine {declared!r}, which is neither vLLM nor SGLang, so its dtype "
+                       "is not judged." if declared else
+                       f"{consumer.ref} declares no engine, so its dtype is not judged.",
+                       engine=declared, binding=consumer.binding or None)
+
+
+def _summary(inventory: Inventory, system_namespace: str, report: Report) -> dict:
+    attached = [d for d in inventory.deployments if _model.is_pool_attached(d)]
+    requested, in_force = _model.setting_values(inventory.setting) if inventory.setting else (None, None)
+    return {
+        "bindings": len(inventory.bindings),
+        "consumers": len(inventory.consumers),
+        "upgrade": {
+            "rollingDeployments": len(attached),
+            "replacedReplicas": sum(_model.managed_replicas(d) for d in attached),
+        },
+        "setting": {"namespace": system_namespace, "name": _model.SETTING_NAME,
+                    "value": in_force, "requested": requested},
+    }
+
+
+def _headline(summary: dict, report: Report) -> str:
+    upgrade, setting = summary["upgrade"], summary["setting"]
+    value = f'"{setting["value"]}"' if setting["value"] is not None else "unknown"
+    return (f"{summary['bindings']} Binding(s), {summary['consumers']} consumer(s): {report.findings_line()}. "
+            f"The upgrade rolls {upgrade['rollingDeployments']} pool-attached ModelDeployment(s) "
+            f"({upgrade['replacedReplicas']} replica(s)); Setting {setting['name']} is {value}.")
+
+
+def _engines_cell(item: dict) -> str:
+    seen = dict.fromkeys(
+        f"{c['engine'] or '?'}{' ' + c['engineVersion'] if c.get('engineVersion') else ''}" for c in item["consumers"]
+    )
+    return ", ".join(seen)
+
+
+def _consumer_names(item: dict) -> str:
+    return ",".join(f"{'md' if c['kind'] == DEPLOYMENT.name else 'pod'}/{c['name']}" for c in item["consumers"])
+
+
+COLUMNS = [
+    Column("NAMESPACE", "namespace", namespace=True),
+    Column("NAME", "name"),
+    Column("DTYPE", "dtype"),
+    Column("POOL", "pool"),
+    Column("CONSUMERS", lambda item: str(len(item["consumers"]))),
+    Column("ENGINES", _engines_cell),
+    Column("VERDICT", "verdict", status=True),
+    Column("FIX", "fix"),
+    Column("DOMAIN", "domain", wide=True),
+    Column("CONSUMER NAMES", _consumer_names, wide=True),
+]

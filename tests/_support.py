@@ -1,0 +1,77 @@
+"""Helpers the test modules share: example data, and running the plugin the ways users do."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import yaml
+
+from conftest import kubectl_path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+PLUGIN = str(Path(sys.executable).parent / "kubectl-kvdtype")
+
+
+def documents(path: Path) -> list[dict]:
+    """Objects in a YAML file or directory, ``kind: List`` unrolled (independent of the plugin)."""
+    files = sorted(path.rglob("*.y*ml")) if path.is_dir() else [path]
+    found: list[dict] = []
+    for file in files:
+        for document in yaml.safe_load_all(file.read_text()):
+            if isinstance(document, dict) and document.get("kind") == "List":
+                found.extend(document["items"])
+            elif isinstance(document, dict):
+                found.append(document)
+    return found
+
+
+def seed(fake, objects: Iterable[dict]) -> None:
+    for obj in objects:
+        fake.add(json.loads(json.dumps(obj)))
+
+
+def kvdtype(env: dict, *args: str, input: Optional[str] = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``kubectl kvdtype ARGS``: the real kubectl finds the plugin on PATH and runs it."""
+    return subprocess.run([kubectl_path(), "kvdtype", *args], env=env, input=input, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def direct(env: dict, *args: str, input: Optional[str] = None) -> subprocess.CompletedProcess:
+    """``kubectl-kvdtype ARGS`` without kubectl in between (for offline runs)."""
+    return subprocess.run([PLUGIN, *args], env=env, input=input, text=True, capture_output=True, timeout=60)
+
+
+def in_process(args: Sequence[str], environ: Optional[dict] = None, stdin: str = "") -> tuple[int, str, str]:
+    """Run the plugin's ``run`` with swapped streams: (exit status, stdout, stderr)."""
+    from kubectl_kvdtype._cli import run
+    from kubectl_kvdtype._env import Environment
+
+    out, err = io.StringIO(), io.StringIO()
+    env = Environment(stdin=io.StringIO(stdin), stdout=out, stderr=err,
+                      environ=dict(os.environ if environ is None else environ))
+    return run(list(args), env), out.getvalue(), err.getvalue()
+
+
+def report(result: subprocess.CompletedProcess) -> dict:
+    assert result.stdout, result.stderr
+    return json.loads(result.stdout)
+
+
+def codes(document: dict) -> list[tuple[str, str]]:
+    """(code, "namespace/name") of every finding in a JSON report."""
+    return [(f["code"], f"{f['object']['namespace']}/{f['object']['name']}") for f in document["findings"]]
+
+
+def assert_one_clean_line(stderr: str) -> None:
+    """Errors are one sentence on stderr: no traceback, no Python noise."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: "), stderr
+    assert "Traceback" not in stderr and "Exception" not in stderr, stderr

@@ -1,0 +1,243 @@
+"""``kubectl kvdtype check`` through real kubectl against the fake API server, and offline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from _support import EXAMPLES, codes, direct, documents, kvdtype, report, seed
+
+
+@pytest.fixture
+def cluster(fake, kube_env):
+    """The fake cluster holding the bundled example dump."""
+    seed(fake, documents(EXAMPLES))
+    return kube_env
+
+
+def test_every_finding_code_on_the_examples(cluster):
+    result = kvdtype(cluster, "check", "-A", "-o", "json")
+    assert result.returncode == 1, result.stderr
+    found = report(result)
+    assert found["kind"] == "CheckReport"
+    assert sorted(codes(found)) == sorted([
+        ("dtype-rejected", "team-a/legacy"),
+        ("dtype-auto", "team-a/scratch"),
+        ("binding-unused", "team-a/scratch"),
+        ("dtype-rejected", "team-b/half"),
+        ("dtype-rejected", "team-b/mixed"),
+        ("dtype-unknown", "team-b/turbo"),
+        ("binding-missing", "team-b/qwen-orphan"),
+        ("engine-unknown", "team-b/trt-chat"),
+    ])
+    by_key = {(f["code"], f["object"]["name"]): f for f in found["findings"]}
+    legacy = by_key[("dtype-rejected", "legacy")]
+    assert (legacy["severity"], legacy["engine"], legacy["engineVersion"], legacy["suggestion"]) == (
+        "error", "vLLM", "0.29.0", "bfloat16")
+    mixed = by_key[("dtype-rejected", "mixed")]
+    assert (mixed["engine"], mixed["suggestion"]) == ("SGLang", "fp8_e4m3")
+    assert by_key[("dtype-rejected", "half")]["suggestion"] is None
+    assert by_key[("binding-missing", "qwen-orphan")]["binding"] == "gone"
+    assert by_key[("binding-missing", "qwen-orphan")]["object"]["kind"] == "ModelDeployment"
+    assert by_key[("engine-unknown", "trt-chat")]["severity"] == "warning"
+    assert by_key[("binding-unused", "scratch")]["severity"] == "info"
+    for finding in found["findings"]:
+        assert set(finding) >= {"code", "severity", "object", "message"}
+        assert finding["message"].endswith(".")
+
+
+def test_items_verdicts_consumers_and_upgrade_summary(cluster):
+    found = report(kvdtype(cluster, "check", "-A", "-o", "json"))
+    verdicts = {(i["namespace"], i["name"]): i["verdict"] for i in found["items"]}
+    assert verdicts == {
+        ("team-a", "chat"): "ok", ("team-a", "legacy"): "rejected", ("team-a", "scratch"): "auto",
+        ("team-b", "half"): "rejected", ("team-b", "mixed"): "rejected", ("team-b", "turbo"): "unknown",
+    }
+    chat = next(i for i in found["items"] if i["name"] == "chat")
+    assert (chat["dtype"], chat["pool"], chat["domain"]) == ("fp8_e4m3", "shared-dram", "qwen-72b-v2")
+    assert {(c["kind"], c["name"], c["engine"], c["engineVersion"]) for c in chat["consumers"]} == {
+        ("ModelDeployment", "qwen-chat", "vLLM", "0.29.0"),
+        ("ModelDeployment", "qwen-chat-sglang", "SGLang", "v0.5.18.post1"),
+    }
+    mixed = next(i for i in found["items"] if i["name"] == "mixed")
+    assert {c["kind"] for c in mixed["consumers"]} == {"ModelDeployment", "Pod"}
+    scratch = next(i for i in found["items"] if i["name"] == "scratch")
+    assert scratch["domain"] == "default"  # an omitted domain name is stored as "default"
+    summary = found["summary"]
+    # Pool-attached deployments: qwen-chat(2) qwen-chat-sglang(3) qwen-legacy(3) qwen3-vllm(2)
+    # qwen3-half(1) qwen3-turbo(1) qwen-orphan(1) trt-chat(1); qwen-batch is not attached.
+    assert summary["upgrade"] == {"rollingDeployments": 8, "replacedReplicas": 14}
+    assert summary["setting"]["value"] == "true"
+    assert summary["findings"] == {"errors": 4, "warnings": 3, "info": 1, "ignored": 0}
+
+
+def test_oracle_guide_step1_lists_the_same_bindings(cluster, kubectl):
+    """The upgrade guide's Step 1 command, run by real kubectl, lists what check lists."""
+    guide = kubectl("get", "kvcachepoolbindings", "-A", "-o",
+                    "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,DTYPE:.spec.domain.dtype")
+    assert guide.returncode == 0, guide.stderr
+    rows = [tuple(line.split()) for line in guide.stdout.splitlines()[1:] if line.strip()]
+    found = report(kvdtype(cluster, "check", "-A", "-o", "json"))
+    assert sorted(rows) == sorted((i["namespace"], i["name"], i["dtype"]) for i in found["items"])
+    assert len(rows) == 6
+
+
+def test_offline_gives_the_same_report_as_live(cluster):
+    live = report(kvdtype(cluster, "check", "-A", "-o", "json"))
+    offline = direct(cluster, "check", "-f", str(EXAMPLES), "-o", "json")
+    assert offline.returncode == 1
+    assert json.loads(offline.stdout) == live
+
+
+def test_offline_reads_stdin_and_single_files(cluster):
+    text = (EXAMPLES / "team-a.yaml").read_text()
+    from_stdin = direct(cluster, "check", "-f", "-", "-o", "json", input=text)
+    from_file = direct(cluster, "check", "-f", str(EXAMPLES / "team-a.yaml"), "-o", "json")
+    assert json.loads(from_stdin.stdout) == json.loads(from_file.stdout)
+    assert {i["name"] for i in json.loads(from_file.stdout)["items"]} == {"chat", "legacy", "scratch"}
+
+
+def test_yaml_output_is_the_json_document(cluster):
+    as_json = report(kvdtype(cluster, "check", "-A", "-o", "json"))
+    as_yaml = yaml.safe_load(kvdtype(cluster, "check", "-A", "-o", "yaml").stdout)
+    assert as_yaml == as_json
+
+
+def test_table_namespace_column_only_across_namespaces(cluster):
+    wide = kvdtype(cluster, "check", "-A")
+    lines = wide.stdout.splitlines()
+    assert lines[0].split()[:3] == ["NAMESPACE", "NAME", "DTYPE"]
+    assert "VERDICT" in lines[0] and "FIX" in lines[0]
+    assert any("SEVERITY" in line and "MESSAGE" in line for line in lines)
+    assert "The upgrade rolls 8 pool-attached ModelDeployment(s) (14 replica(s))" in lines[-1]
+    narrow = kvdtype(cluster, "check", "-n", "team-a")
+    assert narrow.stdout.splitlines()[0].split()[:2] == ["NAME", "DTYPE"]
+    assert "\x1b[" not in wide.stdout  # no colour off a terminal
+
+
+def test_wide_adds_columns_and_no_headers_drops_them(cluster):
+    wide = kvdtype(cluster, "check", "-A", "-o", "wide").stdout.splitlines()[0]
+    assert "DOMAIN" in wide and "CONSUMER NAMES" in wide
+    bare = kvdtype(cluster, "check", "-n", "team-a", "--no-headers").stdout
+    assert "NAME" not in bare and "SEVERITY" not in bare and "upgrade rolls" not in bare
+    assert bare.splitlines()[0].split()[:2] == ["chat", "fp8_e4m3"]
+
+
+def test_namespace_from_context_and_flags_on_either_side(fake, kube_env, tmp_path):
+    seed(fake, documents(EXAMPLES))
+    kube_env["KUBECONFIG"] = str(fake.write_kubeconfig(tmp_path / "ctx", namespace="team-b"))
+    from_context = report(kvdtype(kube_env, "check", "-o", "json"))
+    assert {i["namespace"] for i in from_context["items"]} == {"team-b"}
+    before = report(kvdtype(kube_env, "-n", "team-a", "-o", "json", "check"))
+    after = report(kvdtype(kube_env, "check", "-n", "team-a", "-o", "json"))
+    assert before == after
+    assert {i["namespace"] for i in after["items"]} == {"team-a"}
+
+
+def test_exit_codes_zero_one_ignore_and_exit_zero(cluster):
+    assert kvdtype(cluster, "check", "-A").returncode == 1
+    assert kvdtype(cluster, "check", "-A", "--exit-zero").returncode == 0
+    ignoring = kvdtype(cluster, "check", "-A", "--ignore", "dtype-rejected", "--ignore", "binding-missing", "-o", "json")
+    assert ignoring.returncode == 0
+    document = report(ignoring)
+    assert not {c for c, _ in codes(document)} & {"dtype-rejected", "binding-missing"}
+    assert document["summary"]["findings"]["ignored"] == 4
+    clean = kvdtype(cluster, "check", "-n", "team-a", "--ignore", "dtype-rejected")
+    assert clean.returncode == 0  # warnings and info alone never fail
+
+
+def test_a_clean_namespace_exits_zero(fake, kube_env):
+    seed(fake, [o for o in documents(EXAMPLES)
+                if o["metadata"].get("name") in ("chat", "qwen-chat", "qwen-chat-sglang")])
+    result = kvdtype(kube_env, "check", "-n", "team-a", "-o", "json")
+    assert result.returncode == 0, result.stdout
+    assert report(result)["findings"] == []
+
+
+def test_v1alpha1_only_cluster(tmp_path, kube_env):
+    from fakekube import FakeKube
+
+    with FakeKube(groups_versions={"worker.gpustack.ai": ("v1alpha1",)}) as old:
+        seed(old, documents(EXAMPLES))
+        kube_env["KUBECONFIG"] = str(old.write_kubeconfig(tmp_path / "old"))
+        found = report(kvdtype(kube_env, "check", "-A", "-o", "json"))
+        assert len(found["items"]) == 6
+        paths = {r.path for r in old.requests}
+        assert "/apis/worker.gpustack.ai/v1alpha1/kvcachepoolbindings" in paths
+
+
+def test_strange_shapes_are_judged_not_crashed(fake, kube_env):
+    seed(fake, [
+        {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
+         "metadata": {"name": "odd", "namespace": "team-a"}},  # no spec at all
+        {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+         "metadata": {"name": "odd-md", "namespace": "team-a"},
+         "spec": {"engine": {"name": "vLLM", "version": None}, "kvCache": {"poolRef": {"name": "odd"}},
+                  "roles": [{"name": "s", "extraArgs": "--kv-cache-dtype fp8", "command": None, "replicas": "2"},
+                            "not-a-role"]}},
+        {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+         "metadata": {"name": "no-spec", "namespace": "team-a"}},
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "p", "namespace": "team-a", "labels": {"kvcache.gpustack.ai/inject": "true"}},
+         "spec": {"containers": "oops"}},
+    ])
+    result = kvdtype(kube_env, "check", "-n", "team-a", "-o", "json")
+    assert "Traceback" not in result.stderr
+    document = report(result)
+    assert ("dtype-unknown", "team-a/odd") in codes(document)
+    assert ("binding-missing", "team-a/p") in codes(document)  # opted in, names no Binding
+    assert ("engine-unknown", "team-a/p") in codes(document)
+    assert document["summary"]["upgrade"] == {"rollingDeployments": 1, "replacedReplicas": 2}
+
+
+def test_paging_reads_every_object_with_one_list_per_page(fake, kube_env):
+    bindings = [
+        {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
+         "metadata": {"name": f"b{i:04d}", "namespace": "team-a"},
+         "spec": {"poolRef": {"name": "shared-dram"}, "domain": {"name": f"d{i}", "dtype": "bfloat16"}}}
+        for i in range(1203)
+    ]
+    seed(fake, bindings)
+    fake.clear_log()
+    found = report(kvdtype(kube_env, "check", "-A", "-o", "json"))
+    assert len(found["items"]) == 1203
+    lists = [r for r in fake.requests if r.path.endswith("/kvcachepoolbindings")]
+    assert len(lists) == 3  # 500 + 500 + 203
+    assert all(r.query.get("limit") == "500" for r in lists)
+
+
+def test_expired_continue_token_restarts_the_list(fake, kube_env):
+    seed(fake, [
+        {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
+         "metadata": {"name": f"b{i:04d}", "namespace": "team-a"}, "spec": {"domain": {"dtype": "bfloat16"}}}
+        for i in range(700)
+    ])
+    fake.expire_continue(times=1)
+    found = report(kvdtype(kube_env, "check", "-A", "-o", "json"))
+    assert len(found["items"]) == 700
+    assert len({i["name"] for i in found["items"]}) == 700
+
+
+def test_429_and_500_are_retried(fake, kube_env):
+    seed(fake, documents(EXAMPLES))
+    fake.fail(429, path=r"/kvcachepoolbindings$", times=1, retry_after=0)
+    fake.fail(500, path=r"/modeldeployments$", times=2)
+    result = kvdtype(kube_env, "check", "-A", "-o", "json")
+    assert result.returncode == 1, result.stderr
+    assert len(report(result)["items"]) == 6
+    statuses = [r.status for r in fake.requests if r.path.endswith("/modeldeployments")]
+    assert statuses == [500, 500, 200]
+
+
+def test_setting_unreadable_is_a_warning_not_a_failure(kube_env, tmp_path):
+    from fakekube import FakeKube
+
+    with FakeKube(groups_versions={"gpustack.ai": None}) as old:
+        seed(old, [o for o in documents(EXAMPLES) if o["kind"] != "Setting"])
+        kube_env["KUBECONFIG"] = str(old.write_kubeconfig(tmp_path / "nosetting"))
+        result = kvdtype(kube_env, "check", "-A", "-o", "json")
+        assert result.returncode == 1
+        assert report(result)["summary"]["setting"]["value"] is None
+        assert "Warning: cannot read the Setting" in result.stderr

@@ -1,0 +1,88 @@
+"""The command line itself: help, version, start-up cost, colour."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from _support import EXAMPLES, PLUGIN, in_process, kvdtype
+
+
+def test_help_says_kubectl_kvdtype_through_kubectl(kube_env):
+    result = kvdtype(kube_env, "--help")
+    assert result.returncode == 0
+    assert result.stdout.startswith("usage: kubectl kvdtype ")
+    assert "check" in result.stdout
+    sub = kvdtype(kube_env, "check", "--help")
+    assert sub.stdout.startswith("usage: kubectl kvdtype check")
+    assert "--all-namespaces" in sub.stdout and "--filename" in sub.stdout
+
+
+def test_version(kube_env):
+    from kubectl_kvdtype import __version__
+
+    result = kvdtype(kube_env, "--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"kubectl-kvdtype v{__version__}"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["check", "-f", str(EXAMPLES), "-o", "json"],
+                                  ["check", "-f", str(EXAMPLES)]])
+def test_fast_paths_never_import_the_kubernetes_client(args):
+    code = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
+            "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print('KUBERNETES-IMPORTED' if any(m.split('.')[0] == 'kubernetes' for m in sys.modules) else 'CLEAN',"
+            " file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60)
+    assert result.stderr.strip().endswith("CLEAN"), result.stderr
+
+
+def test_live_run_does_import_it(kube_env):
+    """The probe above can tell: a live run imports the client (and fails cleanly here)."""
+    code = ("import sys; from kubectl_kvdtype._cli import run\n"
+            "run(['check'])\n"
+            "print('KUBERNETES-IMPORTED' if 'kubernetes' in sys.modules else 'CLEAN')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=kube_env, timeout=60)
+    assert "KUBERNETES-IMPORTED" in result.stdout
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color():
+    import io
+
+    from kubectl_kvdtype._cli import run
+    from kubectl_kvdtype._env import Environment
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for environ, coloured in (({}, True), ({"NO_COLOR": "1"}, False)):
+        out = Terminal()
+        run(["check", "-f", str(EXAMPLES)], Environment(stdout=out, stderr=io.StringIO(), environ=environ))
+        assert ("\x1b[31mrejected" in out.getvalue()) is coloured
+
+
+def test_empty_scope_says_so_on_stderr(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("apiVersion: v1\nkind: List\nitems: []\n")
+    status, out, err = in_process(["check", "-f", str(empty)])
+    assert status == 0
+    assert "No KVCachePoolBindings found." in err
+    assert "0 Binding(s)" in out
+
+
+def test_repeated_filename_before_and_after_the_subcommand():
+    status, out, _ = in_process(["-f", str(EXAMPLES / "team-a.yaml"), "check", "-f", str(EXAMPLES / "team-b.yaml"),
+                                 "-o", "json"])
+    import json
+
+    assert {i["namespace"] for i in json.loads(out)["items"]} == {"team-a", "team-b"}
+    assert status == 1
+
+
+def test_console_script_is_installed():
+    assert os.access(PLUGIN, os.X_OK)

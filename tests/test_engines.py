@@ -1,0 +1,112 @@
+"""The engine table of the domain sheet (section 5), judged spelling by spelling."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubectl_kvdtype import _engines
+from kubectl_kvdtype._engines import ACCEPTED, REJECTED, SGLANG, UNKNOWN, VLLM, judge, parse_version, suggest
+
+# The reference-version table, row by row: (value, vLLM 0.29.0, SGLang 0.5.18).
+TABLE = [
+    ("bfloat16", ACCEPTED, ACCEPTED), ("fp8_e4m3", ACCEPTED, ACCEPTED), ("fp8_e5m2", ACCEPTED, ACCEPTED),
+    ("nvfp4", ACCEPTED, ACCEPTED), ("auto", ACCEPTED, ACCEPTED),
+    ("bf16", REJECTED, ACCEPTED),
+    ("fp8", ACCEPTED, REJECTED), ("float16", ACCEPTED, REJECTED), ("fp8_inc", ACCEPTED, REJECTED),
+    ("fp8_ds_mla", ACCEPTED, REJECTED),
+    ("mxfp8", REJECTED, ACCEPTED), ("fp4_mx_block16", REJECTED, ACCEPTED),
+    ("FP8", REJECTED, REJECTED), ("BF16", REJECTED, REJECTED), ("fp16", REJECTED, REJECTED),
+    ("half", REJECTED, REJECTED),
+    ("turboquant_3bit", UNKNOWN, UNKNOWN),
+]
+
+
+@pytest.mark.parametrize("value, vllm, sglang", TABLE)
+def test_reference_versions(value, vllm, sglang):
+    assert judge(VLLM, None, value).verdict == vllm
+    assert judge(SGLANG, None, value).verdict == sglang
+    assert judge(VLLM, None, value).version_is_reference
+
+
+@pytest.mark.parametrize("engine, version, value, verdict", [
+    (VLLM, "0.3.0", "fp8_e5m2", ACCEPTED),
+    (VLLM, "0.4.1", "fp8_e5m2", REJECTED),  # missing in 0.4.1-0.4.2
+    (VLLM, "0.4.2", "fp8_e5m2", REJECTED),
+    (VLLM, "0.4.3", "fp8_e5m2", ACCEPTED),
+    (VLLM, "0.4.0", "fp8", REJECTED),
+    (VLLM, "0.4.1", "fp8", ACCEPTED),
+    (VLLM, "0.4.2", "fp8_e4m3", REJECTED),
+    (VLLM, "0.9.9", "fp8_inc", REJECTED),
+    (VLLM, "0.10.0", "fp8_inc", ACCEPTED),
+    (VLLM, "0.10.2", "bfloat16", REJECTED),
+    (VLLM, "v0.11.0", "bfloat16", ACCEPTED),
+    (VLLM, "0.11.0", "fp8_ds_mla", REJECTED),
+    (VLLM, "0.17.1", "float16", REJECTED),
+    (VLLM, "0.18.0", "float16", ACCEPTED),
+    (VLLM, "0.19.5", "nvfp4", REJECTED),
+    (VLLM, "0.20.0", "nvfp4", ACCEPTED),
+    (VLLM, "0.27.0", "nvfp4_4over6", REJECTED),
+    (VLLM, "0.28.0", "nvfp4_4over6", ACCEPTED),
+    (VLLM, "0.1.0", "auto", ACCEPTED),
+    (SGLANG, "0.2.13", "fp8_e5m2", REJECTED),
+    (SGLANG, "0.2.14", "fp8_e5m2", ACCEPTED),
+    (SGLANG, "0.4.1", "fp8_e4m3", REJECTED),
+    (SGLANG, "0.4.2", "fp8_e4m3", ACCEPTED),
+    (SGLANG, "0.5.3", "bf16", REJECTED),
+    (SGLANG, "0.5.4", "bfloat16", ACCEPTED),
+    (SGLANG, "0.5.4", "fp4_e2m1", REJECTED),
+    (SGLANG, "0.5.4.post3", "fp4_e2m1", ACCEPTED),
+    (SGLANG, "0.5.20", "fp4_e2m1", ACCEPTED),
+    (SGLANG, "0.5.21", "fp4_e2m1", REJECTED),  # removed
+    (SGLANG, "0.5.15", "mxfp8", REJECTED),
+    (SGLANG, "v0.5.16", "mxfp8", ACCEPTED),
+    (SGLANG, "0.5.18.post1", "nvfp4", ACCEPTED),
+])
+def test_versions(engine, version, value, verdict):
+    result = judge(engine, version, value)
+    assert result.verdict == verdict, result.reason
+    assert result.version == version and not result.version_is_reference
+
+
+def test_unreadable_version_falls_back_to_the_reference():
+    result = judge(VLLM, "latest", "bf16")
+    assert result.version_is_reference and result.version == "0.29.0"
+    assert "reference version" in result.reason
+
+
+def test_vllm_033_fails_at_engine_start_not_parsing():
+    assert judge(VLLM, "0.33.0", "bf16").failure == "fails at engine start"
+    assert judge(VLLM, "0.32.9", "bf16").failure == "exits at argument parsing"
+
+
+@pytest.mark.parametrize("text, parsed", [
+    ("0.29.0", (0, 29, 0, 0, 0)), ("v0.5.18.post1", (0, 5, 18, 1, 1)), ("0.5.4.post3", (0, 5, 4, 1, 3)),
+    ("1.2", (1, 2, 0, 0, 0)), ("0.6.0rc1", (0, 6, 0, -1, 1)), ("latest", None), (None, None), ("", None),
+])
+def test_parse_version(text, parsed):
+    assert parse_version(text) == parsed
+
+
+def test_rc_sorts_before_release_and_post_after():
+    assert parse_version("0.6.0rc1") < parse_version("0.6.0") < parse_version("0.6.0.post1")
+
+
+@pytest.mark.parametrize("dtype, consumers, expected", [
+    ("bf16", [(VLLM, "0.29.0")], "bfloat16"),
+    ("bf16", [(VLLM, "0.29.0"), (SGLANG, "0.5.18")], "bfloat16"),
+    ("fp8", [(SGLANG, None)], "fp8_e4m3"),
+    ("fp8", [(VLLM, "0.4.1")], "fp8"),  # fp8_e4m3 came in 0.4.3; fp8 itself is fine there
+    ("float16", [(SGLANG, None)], None),
+    ("float16", [(VLLM, "0.17.0")], None),
+    ("BF16", [(VLLM, None)], "bfloat16"),
+    ("fp16", [(VLLM, None)], "float16"),
+    ("bfloat16", [(VLLM, "0.10.0")], None),  # no spelling of bf16 that vLLM 0.10 accepts
+    ("mxfp8", [(VLLM, None), (SGLANG, None)], None),
+])
+def test_suggest(dtype, consumers, expected):
+    assert suggest(dtype, consumers) == expected
+
+
+def test_canonical_engine_names():
+    assert [_engines.canonical_engine(n) for n in ("vLLM", "vllm", "VLLM", "SGLang", "sglang", "Ascend", None, 3)] == [
+        VLLM, VLLM, VLLM, SGLANG, SGLANG, None, None, None]
