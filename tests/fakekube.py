@@ -1,39 +1,47 @@
 """A fake Kubernetes API server for tests (standard library only).
 
 Speaks enough of the real REST protocol (legacy JSON discovery, LIST with selectors and
-paging, GET/POST/PUT/PATCH/DELETE, Status errors) for the real ``kubectl`` binary and the
-official ``kubernetes`` Python client.  Loopback only, plain HTTP, bearer-token auth.
+paging, GET/POST/PUT/PATCH/DELETE, status subresource, Status errors) for the real ``kubectl``
+binary and the official ``kubernetes`` Python client.  Loopback only.
 
 Public API::
 
-    fake = FakeKube(groups_versions=None, token="fake-token", username="fake-user")
+    fake = FakeKube(groups_versions=None, token="fake-token", username="fake-user", tls=True)
     with fake:                                  # or fake.start() ... fake.stop()
-        fake.url                                # "http://127.0.0.1:<port>"
+        fake.url                                # "https://127.0.0.1:<port>"; fake.ca_pem
         fake.add(obj) -> dict                   # store a dict (upsert); fills uid/RV/...
-        fake.add_many(objs) -> None             # bulk add, no copies returned
+        fake.add_many(objs) -> None             # bulk add, nothing copied back
         fake.get(kind_or_resource, namespace, name) -> dict | None   (a deep copy)
         fake.objects(kind_or_resource, namespace=None) -> list[dict] (deep copies, sorted)
-        fake.update(kind_or_resource, namespace, name, merge_patch) -> dict  (incl. status)
+        fake.update(kind_or_resource, namespace, name, merge_patch) -> dict  (status too)
         fake.remove(kind_or_resource, namespace, name) -> bool
-        fake.deny(verb, resource, namespace=None, group=None)   # 403 + SSAR "allowed: false"
+        fake.deny(verb, resource, namespace=None, group=None)   # 403 + SSAR allowed=false
         fake.fail(status, method=None, path=None, times=1, retry_after=None, delay=0.0,
                   message=None, reason=None)    # path: regex searched in the URL path
         fake.delay(seconds, method=None, path=None, times=1)   # times=None: every match
+        fake.clear_faults()                     # drop fail/delay/deny rules
         fake.expire_continue(times=1)           # next N continue-requests answer 410 Expired
-        fake.admission(fn)                      # fn(op, new, old) -> None | denial text
+        fake.admission(fn)                      # fn(op, new, old) -> None | denial text (403)
         fake.setting_lag = 0.0                  # seconds until Setting status.value follows spec
         fake.requests / fake.clear_log()        # RequestRecord list, arrival order
         fake.write_kubeconfig(path, context="fake", namespace=None, token=None,
                               user="fake-user", exec_command=None) -> path
 
-Notes: ``groups_versions`` overrides the default ``{"worker.gpustack.ai": ("v1", "v1alpha1"),
-"gpustack.ai": ("v1",)}`` per group (first version preferred); map a group to ``None`` to
-leave it unserved (CRD missing).  ``/version`` and the health endpoints are open (as with the
-default ``system:public-info-viewer`` RBAC); everything else needs the token.  Like a real
-server, items of built-in LISTs carry no ``kind``/``apiVersion``; custom-resource items do.
-Writes to the main resource keep ``.status``; the ``/status`` subresource writes only status.
-Watch is not supported (405).  A namespace-limited ``deny`` also denies the all-namespaces
-request.  When a Setting's status follows its spec lazily, that bumps its resourceVersion.
+Behaviour worth knowing:
+- HTTPS by default with a built-in test CA (the kubeconfig carries it): kubectl never sends a
+  token or runs an exec plugin for an ``http://`` server.  ``tls=False`` serves plain HTTP
+  (fine for the Python client, but kubectl then sends no credentials: use ``token=None``).
+- ``groups_versions`` overrides the default ``{"worker.gpustack.ai": ("v1", "v1alpha1"),
+  "gpustack.ai": ("v1",)}`` per group (first version preferred); map a group to ``None`` to
+  leave it unserved (CRDs missing: absent from discovery, its paths 404).
+- ``/version`` and ``/healthz|livez|readyz`` are open (like the default public-info RBAC);
+  everything else needs ``Authorization: Bearer <token>`` (unless ``token=None``).
+- Like a real server, items of built-in LISTs carry no ``kind``/``apiVersion``; custom-resource
+  items do.  A no-op write keeps the resourceVersion.  Writes to the main resource keep
+  ``.status``; ``/status`` writes only status.  A lagging Setting's status bumps its RV when it
+  catches up.  A namespace-limited ``deny`` also denies the all-namespaces request.
+- Not served: watch (405), OpenAPI (404: ``kubectl create/apply`` need ``--validate=false``),
+  server-side apply (415), Table output (kubectl falls back to NAME/AGE columns).
 """
 from __future__ import annotations
 
@@ -848,7 +856,10 @@ class FakeKube:
     # -- test helpers: behaviour
     def deny(self, verb: Optional[str], resource: str, namespace: Optional[str] = None,
              group: Optional[str] = None) -> None:
-        """Forbid ``verb`` (None/"*" = any) on ``resource`` (kind, plural, short, "*", "x/status")."""
+        """Forbid ``verb`` (None/"*" = any) on ``resource``.
+
+        ``resource``: kind, plural, short name, ``plural.group``, ``"*"`` or ``"plural/status"``.
+        """
         base, _, sub = resource.partition("/")
         try:
             rt = find_type(base, group)
@@ -1121,12 +1132,12 @@ class FakeKube:
         rt = target.rt
         if verb not in rt.verbs or (verb == "create" and target.name) \
                 or (target.sub and verb not in ("get", "update", "patch")):
-            raise ApiError(405, f"the server does not allow this method on the requested "
-                                f"resource")
+            raise ApiError(405, "the server does not allow this method on the requested "
+                                "resource")
         self._authorize(verb, target)
         if verb == "watch":
             raise ApiError(405, "watch is not supported by the fake API server")
-        dry = self._dry_run(query, verb)
+        dry = self._dry_run(query)
         body = None
         if verb in ("create", "update"):
             body = self._decode_body(rt, ctype, raw)
@@ -1150,7 +1161,7 @@ class FakeKube:
         raise ApiError(403, message, details=_details(rt, target.name))
 
     @staticmethod
-    def _dry_run(query: dict[str, str], verb: str) -> bool:
+    def _dry_run(query: dict[str, str]) -> bool:
         value = query.get("dryRun")
         if not value:
             return False
