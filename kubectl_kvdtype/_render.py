@@ -29,6 +29,8 @@ def render(report: Report, output: str, *, no_headers: bool = False, all_namespa
     if output == "yaml":
         import yaml  # only this output pays for it
 
+        if report.manifests:
+            return yaml.safe_dump_all(report.manifests, sort_keys=False, default_flow_style=False)
         return yaml.safe_dump(report.to_dict(), sort_keys=False, default_flow_style=False)
     return _render_tables(report, wide=output == "wide", no_headers=no_headers,
                           all_namespaces=all_namespaces, color=color)

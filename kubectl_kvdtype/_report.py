@@ -80,6 +80,9 @@ class Report:
     #: Said on stderr when there are no items (kubectl: "No resources found").
     empty_message: str = "No objects found."
     ignored: int = 0
+    #: Objects a subcommand would create; when set, ``-o yaml`` prints them as a multi-document
+    #: YAML stream of manifests (for GitOps) instead of the report document.
+    manifests: list[dict] = field(default_factory=list)
 
     def add(self, code: str, severity: str, obj: ObjectRef, message: str, **fields: Any) -> Finding:
         finding = Finding(code, severity, obj, message, fields)

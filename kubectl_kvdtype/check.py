@@ -36,6 +36,8 @@ class Consumer:
     binding: str
     engine: _model.EngineInfo
     replicas: int  # what the upgrade replaces: managed replicas of a deployment, 1 for a Pod
+    #: False for a deployment whose every role is a take-over: the operator renders no flag there.
+    receives_flag: bool = True
 
     @property
     def ref(self) -> ObjectRef:
@@ -72,7 +74,7 @@ def consumers_of(deployments: Iterable[dict], pods: Iterable[dict]) -> list[Cons
     """Pool-attached deployments and opted-in Pods, each with the Binding it names."""
     found = [
         Consumer(DEPLOYMENT.name, _model.namespace_of(d), _model.name_of(d), _model.deployment_binding(d) or "",
-                 _model.deployment_engine(d), _model.managed_replicas(d))
+                 _model.deployment_engine(d), _model.managed_replicas(d), not _takeover_only(d))
         for d in deployments if _model.is_pool_attached(d)
     ]
     found += [
@@ -81,6 +83,11 @@ def consumers_of(deployments: Iterable[dict], pods: Iterable[dict]) -> list[Cons
         for p in pods if _model.opts_in(_model.labels_of(p))
     ]
     return found
+
+
+def _takeover_only(deployment: dict) -> bool:
+    roles = _model.roles_of(deployment)
+    return bool(roles) and all(_model.role_is_takeover(r) for r in roles)
 
 
 def read_setting(source: Source, system_namespace: str) -> tuple[Optional[dict], Optional[str]]:
@@ -135,7 +142,7 @@ def build_report(inventory: Inventory, system_namespace: str, offline: bool = Fa
 def _judge_binding(binding: dict, consumers: list[Consumer], report: Report) -> dict:
     ref = ObjectRef(BINDING.name, _model.namespace_of(binding), _model.name_of(binding))
     dtype = _model.binding_dtype(binding) or ""
-    engines = [(c.engine.name, c.engine.version) for c in consumers if c.engine.name]
+    engines = [(c.engine.name, c.engine.version) for c in consumers if c.engine.name and c.receives_flag]
     verdicts = set()
     suggestion = _engines.suggest(dtype, engines) if dtype else None
     if dtype == "auto":
@@ -167,7 +174,7 @@ def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer], sugges
     """One dtype-rejected finding per rejecting engine, one dtype-unknown per unsure engine."""
     verdicts = set()
     for engine in _engines.ENGINES:
-        users = [c for c in consumers if c.engine.name == engine]
+        users = [c for c in consumers if c.engine.name == engine and c.receives_flag]
         judged = [(c, _engines.judge(engine, c.engine.version, dtype)) for c in users]
         rejecting = [(c, j) for c, j in judged if j.verdict == _engines.REJECTED]
         unsure = [(c, j) for c, j in judged if j.verdict == _engines.UNKNOWN]

@@ -241,3 +241,41 @@ def test_setting_unreadable_is_a_warning_not_a_failure(kube_env, tmp_path):
         assert result.returncode == 1
         assert report(result)["summary"]["setting"]["value"] is None
         assert "Warning: cannot read the Setting" in result.stderr
+
+
+def test_a_kubectl_json_dump_checks_offline_like_the_live_cluster(cluster, kubectl, tmp_path):
+    """``kubectl get ... -A -o json`` (a List whose built-in items kubectl completes) as -f input."""
+    dump = kubectl("get", "kvcachepoolbindings,modeldeployments,pods,settings", "-A", "-o", "json")
+    assert dump.returncode == 0, dump.stderr
+    (tmp_path / "dump.json").write_text(dump.stdout)
+    offline = direct(cluster, "check", "-f", str(tmp_path / "dump.json"), "-o", "json")
+    assert json.loads(offline.stdout) == report(kvdtype(cluster, "check", "-A", "-o", "json"))
+
+
+def test_impersonation_header_is_sent(cluster, fake):
+    fake.clear_log()
+    kvdtype(cluster, "check", "-A", "--as", "alice")
+    assert fake.requests
+    assert all(r.headers.get("Impersonate-User") == "alice" for r in fake.requests if r.path.startswith("/apis/"))
+
+
+def test_take_over_only_deployments_are_not_judged(fake, kube_env):
+    """A role with its own command gets no operator argument, so no dtype to reject."""
+    seed(fake, [
+        {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
+         "metadata": {"name": "b", "namespace": "team-a"},
+         "spec": {"poolRef": {"name": "shared-dram"}, "domain": {"name": "d", "dtype": "bf16"}}},
+        {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+         "metadata": {"name": "own-argv", "namespace": "team-a"},
+         "spec": {"engine": {"name": "vLLM", "version": "0.29.0"}, "kvCache": {"poolRef": {"name": "b"}},
+                  "roles": [{"name": "s", "command": ["vllm", "serve", "m"], "replicas": 2}]}},
+    ])
+    document = report(kvdtype(kube_env, "check", "-n", "team-a", "-o", "json"))
+    assert [i["verdict"] for i in document["items"]] == ["ok"]
+    assert document["findings"] == []
+    assert document["summary"]["upgrade"] == {"rollingDeployments": 1, "replacedReplicas": 0}
+    # The same deployment with one managed role is judged, and rejected.
+    fake.update("modeldeployments", "team-a", "own-argv",
+                {"spec": {"roles": [{"name": "s", "command": ["vllm"], "replicas": 2}, {"name": "t", "replicas": 1}]}})
+    again = report(kvdtype(kube_env, "check", "-n", "team-a", "-o", "json"))
+    assert [(c, o) for c, o in codes(again)] == [("dtype-rejected", "team-a/b")]

@@ -180,3 +180,11 @@ def test_first_kubeconfig_in_the_list_sets_the_context(fake, kube_env, tmp_path)
         assert not other.requests or all(r.path in ("/version",) for r in other.requests)
         explicit = kvdtype(kube_env, "check", "-A", "-o", "json", "--context", "other")
         assert json.loads(explicit.stdout)["items"] == []
+
+
+def test_request_timeout(fake, kube_env):
+    fake.delay(3.0, path=r"/kvcachepoolbindings$", times=None)
+    result = kvdtype(kube_env, "check", "-A", "--request-timeout", "500ms")
+    assert result.returncode == 3
+    assert_one_clean_line(result.stderr)
+    assert "did not answer in time" in result.stderr
