@@ -18,11 +18,16 @@ from kubectl_kvdtype._flags import APPENDED, DEFAULTS, Parser, add_global_flags
 from kubectl_kvdtype._render import render
 from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError
 from kubectl_kvdtype.check import CheckCommand
+from kubectl_kvdtype.completion import CompletionCommand, complete
+from kubectl_kvdtype.escape import EscapeCommand
+from kubectl_kvdtype.find_flags import FindFlagsCommand
+from kubectl_kvdtype.verify import VerifyCommand
 
 PROG = "kubectl kvdtype"
 
 #: The registry: every subcommand, in the order ``--help`` lists them.
-COMMANDS: tuple[type[Command], ...] = (CheckCommand,)
+COMMANDS: tuple[type[Command], ...] = (CheckCommand, FindFlagsCommand, VerifyCommand, EscapeCommand,
+                                       CompletionCommand)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,10 +78,16 @@ def _validate(options: argparse.Namespace) -> None:
 def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
     """Parse, run one subcommand, print its report; return the exit status (never raises)."""
     env = env or Environment()
+    if argv and argv[0] == "__complete":  # the shell scripts and kubectl_complete-kvdtype ask this
+        return complete(argv[1:], env)
     try:
         options = parse(argv)
         context = Context(options=options, env=env)
         report = options.handler.run(context)
+        if report.text is not None:  # a text result (completion): verbatim, and no cluster asked
+            env.stdout.write(render(report, options.output))
+            env.stdout.flush()
+            return int(ExitStatus.OK)
         report.ignore(set(options.ignore))
         for warning in report.warnings:
             env.warn(warning)
@@ -106,4 +117,25 @@ def _silence_stdout() -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The console script ``kubectl-kvdtype``."""
+    _restore_frozen_environment()
+    if argv is None and os.path.basename(sys.argv[0]).startswith("kubectl_complete-"):
+        return complete(sys.argv[1:])  # the binary linked as kubectl_complete-kvdtype (krew installs)
     return run(sys.argv[1:] if argv is None else argv)
+
+
+def _restore_frozen_environment() -> None:
+    """In the PyInstaller binary, give child processes (exec credential plugins such as aws,
+    gke-gcloud-auth-plugin, kubelogin) the user's environment: the bootloader prepended its
+    unpack directory to LD_LIBRARY_PATH (saving the user's value in LD_LIBRARY_PATH_ORIG) and set
+    its own _PYI_* variables. This process is not affected: its libraries are loaded already."""
+    if not getattr(sys, "frozen", False):
+        return
+    if sys.platform.startswith(("linux", "aix")):
+        name = "LIBPATH" if sys.platform.startswith("aix") else "LD_LIBRARY_PATH"
+        original = os.environ.pop(name + "_ORIG", None)
+        if original is not None:
+            os.environ[name] = original
+        else:
+            os.environ.pop(name, None)
+    for name in [n for n in os.environ if n.startswith("_PYI_") or n == "_MEIPASS2"]:
+        del os.environ[name]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Optional, Sequence
 
 VLLM = "vLLM"
@@ -212,6 +212,9 @@ def suggest(dtype: str, consumers: Iterable[tuple[str, object]]) -> Optional[str
 EXACT = "exact"
 UNDERSCORE = "underscore"
 ABBREVIATION = "abbreviation"
+#: One argv entry holding the flag, a space and a value (``"--kv-cache-dtype fp8"``): argparse
+#: takes an entry with a space as a positional argument, so no engine reads it as the flag.
+SPACED = "spaced"
 
 
 @dataclass(frozen=True)
@@ -225,10 +228,25 @@ class FlagOccurrence:
     read: bool  # whether this engine reads it as the flag (False: the process fails instead)
     note: str  # why, for a human; "" for the plain exact form
     in_shell: bool = False  # found inside a shell command string such as ``sh -c "vllm ..."``
+    field: str = ""  # the container/role field scanned ("command", "args", "extraArgs"), if known
+
+    @property
+    def where(self) -> str:
+        """``args[3]``: the position a human can find in the object."""
+        return f"{self.field or 'argv'}[{self.index}]"
+
+    @property
+    def shown(self) -> str:
+        """``--kv-cache-dtype fp8 at args[3]``: the occurrence as a message quotes it."""
+        written = self.token if "=" in self.token or self.value is None or self.spelling == SPACED \
+            else f"{self.token} {self.value}"
+        return f"{written} at {self.where}"
 
     def to_dict(self) -> dict:
         data = {"index": self.index, "token": self.token, "value": self.value,
                 "spelling": self.spelling, "read": self.read}
+        if self.field:
+            data["field"] = self.field
         if self.note:
             data["note"] = self.note
         if self.in_shell:
@@ -264,7 +282,10 @@ def _abbreviation(name: str, dashed: str, engine: Optional[str], version: object
                 "(--kv-cache-dtype-skip-layers shares the prefix)"
             )
         return ABBREVIATION, True, f"an abbreviation argparse expands to {FLAG} (vLLM before 0.19)"
-    return ABBREVIATION, True, f"an abbreviation argparse may expand to {FLAG}"
+    return ABBREVIATION, True, (
+        f"an abbreviation argparse may expand to {FLAG} (argparse prefix rules: refused as ambiguous "
+        "when another option of this engine shares the prefix)"
+    )
 
 
 def find_dtype_flags(argv: object, engine: Optional[str] = None, version: object = None) -> list[FlagOccurrence]:
@@ -279,7 +300,9 @@ def find_dtype_flags(argv: object, engine: Optional[str] = None, version: object
     for index, token in enumerate(tokens):
         if token == "--":
             break
-        if token.startswith("-"):
+        if token.startswith("-") and any(c.isspace() for c in token.strip()):
+            found.extend(_spaced(index, token, engine, version))
+        elif token.startswith("-"):
             found.extend(_occurrence(index, token, tokens[index + 1:index + 2], engine, version))
         elif _looks_like_shell(token):
             for inner in find_dtype_flags(_split_shell(token), engine, version):
@@ -296,9 +319,34 @@ def _occurrence(index: int, token: str, following: list[str], engine: Optional[s
     if has_inline:
         value: Optional[str] = inline
     else:
-        value = following[0] if following and not following[0].startswith("--") else None
+        value = following[0] if following and _is_value(following[0]) else None
     spelling, read, note = kind
     return [FlagOccurrence(index, token, value, spelling, read, note)]
+
+
+def _is_value(token: str) -> bool:
+    """Whether argparse takes ``token`` as the flag's value rather than as the next option.
+
+    argparse treats ``-`` alone, negative numbers and entries holding a space as arguments;
+    any other entry starting with ``-`` is an option, and the flag is then left without a value.
+    """
+    if not token.startswith("-") or token == "-" or " " in token:
+        return True
+    return re.fullmatch(r"-\d+(\.\d+)?|-\.\d+", token) is not None
+
+
+def _spaced(index: int, token: str, engine: Optional[str], version: object) -> list[FlagOccurrence]:
+    """``"--kv-cache-dtype fp8"`` as ONE entry: argparse reads a positional, never the flag."""
+    head, _, rest = token.strip().partition(" ")
+    name, has_inline, inline = head.partition("=")
+    kind = _classify(name, engine, version)
+    if kind is None:
+        return []
+    value = inline if has_inline else (rest.strip().split() or [None])[0]
+    return [FlagOccurrence(index, token, value, SPACED, False,
+                           "one argv entry holding a space: argparse takes it as a positional argument, "
+                           "not as the flag, so the engine does not read it (and fails with "
+                           "'unrecognized arguments')")]
 
 
 def _looks_like_shell(token: str) -> bool:
@@ -310,6 +358,27 @@ def _split_shell(token: str) -> list[str]:
         return shlex.split(token)
     except ValueError:
         return token.split()
+
+
+def find_in_fields(fields: Sequence[tuple[str, object]], engine: Optional[str] = None,
+                   version: object = None) -> list[FlagOccurrence]:
+    """Occurrences in the argv the fields make together (a container's ``command`` + ``args``).
+
+    The engine sees one argv, so the fields are scanned as one (a flag ending ``command`` takes
+    its value from ``args``; ``--`` in ``command`` ends option parsing in ``args`` too); each
+    occurrence is then located in its own field, ``index`` counted within that field.
+    """
+    argv: list[str] = []
+    spans: list[tuple[str, int]] = []
+    for name, values in fields:
+        spans.append((name, len(argv)))
+        if isinstance(values, list):
+            argv.extend(t for t in values if isinstance(t, str))
+    located = []
+    for occurrence in find_dtype_flags(argv, engine, version):
+        name, start = next((n, s) for n, s in reversed(spans) if s <= occurrence.index)
+        located.append(replace(occurrence, index=occurrence.index - start, field=name))
+    return located
 
 
 def effective_value(occurrences: Sequence[FlagOccurrence]) -> Optional[str]:

@@ -216,6 +216,26 @@ def argv_of(container: dict, field: str) -> list[str]:
     return [arg for arg in as_list(container.get(field)) if isinstance(arg, str)]
 
 
+def pod_template(workload: dict) -> Optional[dict]:
+    """The Pod template of a workload: ``spec.template``, or a CronJob's ``spec.jobTemplate.spec.template``."""
+    template = dig(workload, "spec", "template")
+    if not isinstance(template, dict):
+        template = dig(workload, "spec", "jobTemplate", "spec", "template")
+    return template if isinstance(template, dict) else None
+
+
+def webhook_copy(pod_like: dict, occurrences: list[_engines.FlagOccurrence]) -> Optional[_engines.FlagOccurrence]:
+    """The webhook's own appended flag on a Pod it injected: the last occurrence in ``args``.
+
+    Domain sheet section 4: only a Pod carrying the ``injected`` annotation has one; every other
+    occurrence (earlier in ``args``, or in ``command``) is the Pod's own.
+    """
+    if INJECTED_ANNOTATION not in annotations_of(pod_like):
+        return None
+    in_args = [o for o in occurrences if o.field == "args"]
+    return in_args[-1] if in_args else None
+
+
 def controller_of(obj: dict) -> Optional[dict]:
     """The controlling ownerReference (``controller: true``), else the first one."""
     owners = [o for o in as_list(dig(obj, "metadata", "ownerReferences")) if isinstance(o, dict)]
@@ -227,6 +247,15 @@ def controller_of(obj: dict) -> Optional[dict]:
 def setting_values(setting: dict) -> tuple[Optional[str], Optional[str]]:
     """(requested ``spec.value``, in force ``status.value``), as strings."""
     return _bool_text(dig(setting, "spec", "value")), _bool_text(dig(setting, "status", "value"))
+
+
+def setting_is_on(setting: Optional[dict]) -> Optional[bool]:
+    """Whether the Setting in force renders the dtype: ``status.value``, else ``spec.value``; None if unreadable."""
+    if not setting:
+        return None
+    requested, in_force = setting_values(setting)
+    value = (in_force if in_force is not None else requested or "").strip().lower()
+    return {"true": True, "false": False}.get(value)
 
 
 def _bool_text(value: Any) -> Optional[str]:

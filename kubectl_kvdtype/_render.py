@@ -24,6 +24,8 @@ _WORD_COLOURS = {
 def render(report: Report, output: str, *, no_headers: bool = False, all_namespaces: bool = True,
            color: bool = False) -> str:
     """The report as the text printed on stdout (the result, and only the result)."""
+    if report.text is not None:
+        return report.text
     if output == "json":
         return json.dumps(report.to_dict(), indent=2) + "\n"
     if output == "yaml":
@@ -31,7 +33,9 @@ def render(report: Report, output: str, *, no_headers: bool = False, all_namespa
 
         if report.manifests:
             return yaml.safe_dump_all(report.manifests, sort_keys=False, default_flow_style=False)
-        return yaml.safe_dump(report.to_dict(), sort_keys=False, default_flow_style=False)
+        # libyaml's emitter when PyYAML has it: the same text, several times faster on 10,000 items.
+        return yaml.dump(report.to_dict(), Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
+                         default_flow_style=False)
     return _render_tables(report, wide=output == "wide", no_headers=no_headers,
                           all_namespaces=all_namespaces, color=color)
 

@@ -80,6 +80,9 @@ class Report:
     #: Said on stderr when there are no items (kubectl: "No resources found").
     empty_message: str = "No objects found."
     ignored: int = 0
+    #: A subcommand whose result is text, not findings (``completion``), sets this: it is printed
+    #: verbatim whatever ``-o`` says, and nothing else is printed.
+    text: Optional[str] = None
     #: Objects a subcommand would create; when set, ``-o yaml`` prints them as a multi-document
     #: YAML stream of manifests (for GitOps) instead of the report document.
     manifests: list[dict] = field(default_factory=list)

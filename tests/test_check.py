@@ -54,6 +54,7 @@ def test_items_verdicts_consumers_and_upgrade_summary(cluster):
     assert verdicts == {
         ("team-a", "chat"): "ok", ("team-a", "legacy"): "rejected", ("team-a", "scratch"): "auto",
         ("team-b", "half"): "rejected", ("team-b", "mixed"): "rejected", ("team-b", "turbo"): "unknown",
+        ("team-c", "chat-c"): "ok", ("team-c", "sg"): "ok",  # team-c holds the find-flags/verify cases
     }
     chat = next(i for i in found["items"] if i["name"] == "chat")
     assert (chat["dtype"], chat["pool"], chat["domain"]) == ("fp8_e4m3", "shared-dram", "qwen-72b-v2")
@@ -68,7 +69,9 @@ def test_items_verdicts_consumers_and_upgrade_summary(cluster):
     summary = found["summary"]
     # Pool-attached deployments: qwen-chat(2) qwen-chat-sglang(3) qwen-legacy(3) qwen3-vllm(2)
     # qwen3-half(1) qwen3-turbo(1) qwen-orphan(1) trt-chat(1); qwen-batch is not attached.
-    assert summary["upgrade"] == {"rollingDeployments": 8, "replacedReplicas": 14}
+    # team-c: qwen-flagged(2) qwen-same(1) qwen-twice(1) qwen-skip(1) qwen-abbrev(1) qwen-pd(2, its
+    # take-over decode role not counted) sglang-underscore(1); qwen-detached is not attached.
+    assert summary["upgrade"] == {"rollingDeployments": 15, "replacedReplicas": 23}
     assert summary["setting"]["value"] == "true"
     assert summary["findings"] == {"errors": 4, "warnings": 3, "info": 1, "ignored": 0}
 
@@ -81,7 +84,7 @@ def test_oracle_guide_step1_lists_the_same_bindings(cluster, kubectl):
     rows = [tuple(line.split()) for line in guide.stdout.splitlines()[1:] if line.strip()]
     found = report(kvdtype(cluster, "check", "-A", "-o", "json"))
     assert sorted(rows) == sorted((i["namespace"], i["name"], i["dtype"]) for i in found["items"])
-    assert len(rows) == 6
+    assert len(rows) == 8
 
 
 def test_offline_gives_the_same_report_as_live(cluster):
@@ -111,7 +114,7 @@ def test_table_namespace_column_only_across_namespaces(cluster):
     assert lines[0].split()[:3] == ["NAMESPACE", "NAME", "DTYPE"]
     assert "VERDICT" in lines[0] and "FIX" in lines[0]
     assert any("SEVERITY" in line and "MESSAGE" in line for line in lines)
-    assert "The upgrade rolls 8 pool-attached ModelDeployment(s) (14 replica(s))" in lines[-1]
+    assert "The upgrade rolls 15 pool-attached ModelDeployment(s) (23 replica(s))" in lines[-1]
     narrow = kvdtype(cluster, "check", "-n", "team-a")
     assert narrow.stdout.splitlines()[0].split()[:2] == ["NAME", "DTYPE"]
     assert "\x1b[" not in wide.stdout  # no colour off a terminal
@@ -163,7 +166,7 @@ def test_v1alpha1_only_cluster(tmp_path, kube_env):
         seed(old, documents(EXAMPLES))
         kube_env["KUBECONFIG"] = str(old.write_kubeconfig(tmp_path / "old"))
         found = report(kvdtype(kube_env, "check", "-A", "-o", "json"))
-        assert len(found["items"]) == 6
+        assert len(found["items"]) == 8
         paths = {r.path for r in old.requests}
         assert "/apis/worker.gpustack.ai/v1alpha1/kvcachepoolbindings" in paths
 
@@ -226,7 +229,7 @@ def test_429_and_500_are_retried(fake, kube_env):
     fake.fail(500, path=r"/modeldeployments$", times=2)
     result = kvdtype(kube_env, "check", "-A", "-o", "json")
     assert result.returncode == 1, result.stderr
-    assert len(report(result)["items"]) == 6
+    assert len(report(result)["items"]) == 8
     statuses = [r.status for r in fake.requests if r.path.endswith("/modeldeployments")]
     assert statuses == [500, 500, 200]
 

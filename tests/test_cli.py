@@ -30,7 +30,8 @@ def test_version(kube_env):
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["check", "-f", str(EXAMPLES), "-o", "json"],
-                                  ["check", "-f", str(EXAMPLES)]])
+                                  ["check", "-f", str(EXAMPLES)], ["completion", "bash"],
+                                  ["__complete", "check", "--o"]])
 def test_fast_paths_never_import_the_kubernetes_client(args):
     code = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
             "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"

@@ -163,7 +163,7 @@ def test_exec_credential_plugin_and_kubeconfig_left_untouched(fake, kube_env, tm
     kube_env["KUBECONFIG"] = str(path)
     result = kvdtype(kube_env, "check", "-A", "-o", "json")
     assert result.returncode == 1, result.stderr
-    assert len(report(result)["items"]) == 6
+    assert len(report(result)["items"]) == 8  # the Bindings of examples/ (team-a, -b, -c)
     assert open(path, "rb").read() == before
 
 
@@ -176,7 +176,7 @@ def test_first_kubeconfig_in_the_list_sets_the_context(fake, kube_env, tmp_path)
         second = other.write_kubeconfig(tmp_path / "second", context="other")
         kube_env["KUBECONFIG"] = os.pathsep.join([str(first), str(second)])
         found = report(kvdtype(kube_env, "check", "-A", "-o", "json"))
-        assert len(found["items"]) == 6
+        assert len(found["items"]) == 8
         assert not other.requests or all(r.path in ("/version",) for r in other.requests)
         explicit = kvdtype(kube_env, "check", "-A", "-o", "json", "--context", "other")
         assert json.loads(explicit.stdout)["items"] == []

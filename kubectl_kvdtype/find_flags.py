@@ -1,0 +1,238 @@
+"""``kubectl kvdtype find-flags``: every role, Pod and Pod template that passes the flag itself.
+
+Replaces Step 2 of the upgrade guide, and goes further where the guide's jq filter is wrong: the
+argv is read the way each engine's argparse reads it (``_engines.find_dtype_flags``), so the longer
+``--kv-cache-dtype-skip-layers`` is not a match and abbreviations are. It also looks where the guide
+does not: Pods that opt into injection, and the Pod templates of the workloads that create them,
+because the webhook refuses those at creation once the upgrade is in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from kubectl_kvdtype import _engines, _model
+from kubectl_kvdtype._command import Command, Context
+from kubectl_kvdtype._engines import FlagOccurrence
+from kubectl_kvdtype._report import ERROR, Column, ObjectRef, Report
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, WORKLOADS, Kind, Source
+from kubectl_kvdtype._status import ApiError
+
+ROLE_FLAG = "role-flag"
+POD_FLAG = "pod-flag"
+
+
+@dataclass
+class Inventory:
+    """What ``find-flags`` reads: one LIST per kind, nothing per object."""
+
+    deployments: list[dict]
+    bindings: list[dict]
+    pods: list[dict]
+    workloads: list[tuple[Kind, dict]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, source: Source, namespace: Optional[str]) -> "Inventory":
+        inventory = cls(source.list(DEPLOYMENT, namespace), source.list(BINDING, namespace),
+                        source.list(POD, namespace, f"{_model.INJECT_LABEL}=true"))
+        for kind in WORKLOADS:
+            try:
+                inventory.workloads += [(kind, obj) for obj in source.list(kind, namespace)]
+            except ApiError as error:
+                # Workload templates are a bonus over the guide: a user who may not list them
+                # still gets the roles and Pods, and is told what was not examined.
+                if error.code not in (403, 404):
+                    raise
+                inventory.warnings.append(f"{kind.resource} not examined: {error.message}")
+        return inventory
+
+
+class FindFlagsCommand(Command):
+    name = "find-flags"
+    help = "find roles, injected Pods and Pod templates that pass --kv-cache-dtype themselves"
+    description = (
+        "Roles of pool-attached ModelDeployments whose extraArgs pass --kv-cache-dtype (in any "
+        "spelling their engine reads), injected Pods and opted-in Pod templates whose target "
+        "container passes it. After the upgrade the operator refuses the role's next edit and the "
+        "webhook refuses such Pods. Replaces Step 2 of the upgrade guide."
+    )
+    codes = (ROLE_FLAG, POD_FLAG)
+
+    def run(self, context: Context) -> Report:
+        return build_report(Inventory.read(context.source, context.namespace))
+
+
+def build_report(inventory: Inventory) -> Report:
+    """The FindFlagsReport of an inventory: pure, so live and offline runs agree."""
+    report = Report(kind="FindFlagsReport", columns=COLUMNS,
+                    empty_message="No role, Pod or Pod template passes --kv-cache-dtype itself.")
+    dtypes = {(_model.namespace_of(b), _model.name_of(b)): _model.binding_dtype(b) for b in inventory.bindings}
+    for deployment in inventory.deployments:
+        if _model.is_pool_attached(deployment):
+            _deployment(deployment, dtypes, report)
+    for pod in inventory.pods:
+        _pod_like(POD.name, pod, pod, _model.pod_spec(pod), dtypes, report)
+    for kind, workload in inventory.workloads:
+        template = _model.pod_template(workload)
+        if template is not None and _model.opts_in(_model.labels_of(template)):
+            _pod_like(kind.name, workload, template, _model.pod_spec(template), dtypes, report)
+    report.warnings += inventory.warnings
+    report.summary = _summary(inventory, report)
+    report.headline = (f"{len(report.items)} place(s) pass --kv-cache-dtype themselves: "
+                       f"{report.summary['roles']} role(s), {report.summary['pods']} Pod(s), "
+                       f"{report.summary['templates']} Pod template(s); {report.findings_line()}.")
+    return report
+
+
+# --- Roles ---------------------------------------------------------------------------------
+
+def _deployment(deployment: dict, dtypes: dict, report: Report) -> None:
+    engine = _model.deployment_engine(deployment)
+    namespace, binding = _model.namespace_of(deployment), _model.deployment_binding(deployment) or ""
+    ref = ObjectRef(DEPLOYMENT.name, namespace, _model.name_of(deployment))
+    for role in _model.roles_of(deployment):
+        if _model.role_is_takeover(role):
+            continue  # the operator adds nothing to a take-over role and refuses nothing there
+        found = _engines.find_in_fields([("extraArgs", _model.role_extra_args(role))], engine.name, engine.version)
+        if not found:
+            continue
+        known = (namespace, binding) in dtypes
+        binding_dtype = dtypes.get((namespace, binding))
+        value = _engines.effective_value(found)
+        role_name = _model.role_name(role)
+        report.add(ROLE_FLAG, ERROR, ref,
+                   _role_message(ref, role_name, engine, found, value, binding, known, binding_dtype),
+                   role=role_name, value=value, binding=binding or None, bindingDtype=binding_dtype,
+                   engine=engine.name or engine.declared, occurrences=[o.to_dict() for o in found])
+        report.items.append(_item(ref, role_name, None, engine, found, value, binding, binding_dtype, None))
+
+
+def _role_message(ref: ObjectRef, role: str, engine: _model.EngineInfo, found: list[FlagOccurrence],
+                  value: Optional[str], binding: str, known: bool, binding_dtype: Optional[str]) -> str:
+    head = f"{ref} role {role} passes {_where(found)}"
+    if value is None:
+        return (f"{head}, in a form {engine.name or 'its engine'} does not read as the flag "
+                f"({_unread_note(found)}): the role fails at startup anyway; remove it from extraArgs.")
+    if not known:
+        return (f"{head} ({value}), and its Binding {binding!r} does not exist: remove the flag, and create "
+                "the Binding or point the deployment at one (kubectl kvdtype check).")
+    if binding_dtype is None:
+        return (f"{head} ({value}); its Binding {binding} declares no dtype, so after removal the role "
+                "runs none: give it a Binding with a dtype, then remove the flag.")
+    refused = "its next edit is refused until the flag is gone from extraArgs"
+    if value == binding_dtype:
+        return (f"{head}: the same value as its Binding {binding} ({value}), so removing the flag changes "
+                f"nothing; remove it, since {refused}.")
+    same = (f" ({value} and {binding_dtype} are spellings of the same format)"
+            if binding_dtype in _engines.equivalents(value) else "")
+    return (f"{head}: the role runs {value} today (its copy comes after the operator's and wins); after "
+            f"removal it runs its Binding {binding}'s {binding_dtype}{same}. Remove it once {binding_dtype} is "
+            f"what the role should run; {refused}.")
+
+
+# --- Pods and Pod templates ----------------------------------------------------------------
+
+def _pod_like(kind: str, obj: dict, pod_like: dict, spec: dict, dtypes: dict, report: Report) -> None:
+    """A Pod (``obj`` is ``pod_like``) or a workload and its template: the target container's own flag."""
+    container = _model.target_container(pod_like, spec)
+    if container is None:
+        return
+    engine = _model.pod_engine(pod_like)
+    fields = [("command", _model.argv_of(container, "command")), ("args", _model.argv_of(container, "args"))]
+    found = _engines.find_in_fields(fields, engine.name, engine.version)
+    webhook = _model.webhook_copy(pod_like, found)
+    own = [o for o in found if o is not webhook]
+    if not own:
+        return
+    namespace = _model.namespace_of(obj)
+    ref = ObjectRef(kind, namespace, _model.name_of(obj))
+    binding = _model.pod_binding(pod_like) or ""
+    binding_dtype = dtypes.get((namespace, binding))
+    owner = _owner(obj) if kind == POD.name else None
+    name = _model.text(container.get("name")) or ""
+    value = _engines.effective_value(own)
+    report.add(POD_FLAG, ERROR, ref, _pod_message(ref, name, own, owner),
+               container=name, owner=owner, value=value, binding=binding or None, bindingDtype=binding_dtype,
+               engine=engine.name or engine.declared, occurrences=[o.to_dict() for o in own])
+    report.items.append(_item(ref, None, name, engine, own, value, binding, binding_dtype, owner))
+
+
+def _owner(pod: dict) -> Optional[dict]:
+    reference = _model.controller_of(pod)
+    if reference is None:
+        return None
+    return {"kind": _model.text(reference.get("kind")), "name": _model.text(reference.get("name"))}
+
+
+def _pod_message(ref: ObjectRef, container: str, own: list[FlagOccurrence], owner: Optional[dict]) -> str:
+    head = f"{ref} passes {_where(own)} itself, in container {container}"
+    unread = "" if any(o.read for o in own) else f" (in a form its engine does not read: {_unread_note(own)})"
+    if ref.kind == POD.name and owner:
+        fix = (f"the webhook refuses such a Pod at creation, so its owner {owner['kind']} {owner['name']} reports "
+               "FailedCreate for every new Pod until its template drops the flag: fix the owner")
+    elif ref.kind == POD.name:
+        fix = "the webhook refuses such a Pod at creation; it has no owner, so recreate it without the flag"
+    else:
+        fix = (f"the webhook refuses every Pod this {ref.kind} creates, which it reports as FailedCreate, "
+               "until its Pod template drops the flag")
+    return f"{head}{unread}; {fix}."
+
+
+# --- Shared pieces -------------------------------------------------------------------------
+
+def _where(found: list[FlagOccurrence]) -> str:
+    """``--kv-cache-dtype fp8 at extraArgs[1]``, or the several places and which one wins."""
+    places = [o.shown + (f" ({o.note})" if o.note and o.read else "") for o in found]
+    if len(found) == 1:
+        return places[0]
+    return f"the flag {len(found)} times ({'; '.join(places)}; the last one its engine reads wins)"
+
+
+def _unread_note(found: list[FlagOccurrence]) -> str:
+    return "; ".join(dict.fromkeys(o.note for o in found if not o.read and o.note))
+
+
+def _item(ref: ObjectRef, role: Optional[str], container: Optional[str], engine: _model.EngineInfo,
+          found: list[FlagOccurrence], value: Optional[str], binding: str, binding_dtype: Optional[str],
+          owner: Optional[dict]) -> dict:
+    return {
+        "namespace": ref.namespace, "kind": ref.kind, "name": ref.name, "role": role, "container": container,
+        "engine": engine.name or engine.declared, "value": value, "binding": binding or None,
+        "bindingDtype": binding_dtype, "where": [o.where for o in found],
+        "occurrences": [o.to_dict() for o in found], "owner": owner,
+    }
+
+
+def _summary(inventory: Inventory, report: Report) -> dict:
+    kinds = [item["kind"] for item in report.items]
+    return {
+        "examined": {
+            "poolAttachedDeployments": sum(1 for d in inventory.deployments if _model.is_pool_attached(d)),
+            "injectedPods": len(inventory.pods),
+            "optedInTemplates": sum(1 for _, w in inventory.workloads
+                                    if _model.opts_in(_model.labels_of(_model.pod_template(w) or {}))),
+        },
+        "roles": kinds.count(DEPLOYMENT.name),
+        "pods": kinds.count(POD.name),
+        "templates": sum(1 for k in kinds if k not in (DEPLOYMENT.name, POD.name)),
+    }
+
+
+def _owner_cell(item: dict) -> Optional[str]:
+    owner = item.get("owner")
+    return f"{owner['kind']}/{owner['name']}" if owner else None
+
+
+COLUMNS = [
+    Column("NAMESPACE", "namespace", namespace=True),
+    Column("KIND", "kind"),
+    Column("NAME", "name"),
+    Column("ROLE/CONTAINER", lambda item: item["role"] or item["container"]),
+    Column("VALUE", "value"),
+    Column("BINDING DTYPE", "bindingDtype"),
+    Column("WHERE", lambda item: ",".join(item["where"])),
+    Column("ENGINE", "engine", wide=True),
+    Column("OWNER", _owner_cell, wide=True),
+]

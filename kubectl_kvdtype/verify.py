@@ -1,0 +1,474 @@
+"""``kubectl kvdtype verify [DEPLOYMENT]``: what the replicas and injected Pods really run.
+
+Replaces the Verification section of the upgrade guide. The guide greps ``containers[0].command``
+for ``--kv-cache-dtype","``; this reads the engine container's whole argv the way the engine does
+(every spelling, the last copy wins), says which copy is the operator's or the webhook's, and
+judges each Pod against its Binding's dtype. ``--wait`` polls until every judged Pod passes, for
+running right after the upgrade.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from kubectl_kvdtype import _engines, _model
+from kubectl_kvdtype._command import Command, Context
+from kubectl_kvdtype._engines import FlagOccurrence
+from kubectl_kvdtype._flags import parse_duration
+from kubectl_kvdtype._report import ERROR, INFO, WARNING, Column, ObjectRef, Report
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, Source
+from kubectl_kvdtype._status import ApiError, ClusterError, KvdtypeError, UsageError
+from kubectl_kvdtype.check import read_setting
+
+REPLICA_MISSING = "replica-missing-flag"
+REPLICA_MISMATCH = "replica-dtype-mismatch"
+POD_MISSING = "pod-missing-flag"
+POD_MISMATCH = "pod-dtype-mismatch"
+ROLE_UNMANAGED = "role-unmanaged"
+NOT_ATTACHED = "deployment-not-attached"
+BINDING_MISSING = "binding-missing"  # the same condition as check's code of that name
+DTYPE_UNKNOWN = "dtype-unknown"
+
+OK, MISSING, MISMATCH, UNMANAGED, UNKNOWN = "ok", "missing", "mismatch", "unmanaged", "unknown"
+FAILING = (MISSING, MISMATCH)
+INJECTED = "injected"
+DEFAULT_WAIT = 600.0
+#: Seconds between polls unless --poll-interval says otherwise: short waits poll more often.
+MAX_POLL_INTERVAL = 2.0
+MIN_POLL_INTERVAL = 0.05
+
+REPLICA_SELECTOR = f"{_model.REPLICA_NAME_LABEL}={_model.REPLICA_NAME_VALUE}"
+
+
+@dataclass
+class Inventory:
+    """The objects one poll reads: deployments in scope, their Bindings, the Pods to judge."""
+
+    deployments: list[dict]
+    bindings: dict[tuple[str, str], dict]
+    replicas: list[dict]
+    injected: list[dict]
+    setting: Optional[dict]
+    setting_error: Optional[str]
+    named: bool = False
+
+    @classmethod
+    def read_named(cls, source: Source, namespace: Optional[str], name: str, system_namespace: str) -> "Inventory":
+        """One deployment: a GET (a LIST when the namespace is unknown), its Binding, its Pods."""
+        deployment = _find_deployment(source, namespace, name)
+        namespace = _model.namespace_of(deployment)
+        binding_name = _model.deployment_binding(deployment)
+        binding = source.get(BINDING, namespace, binding_name) if binding_name else None
+        selector = f"{REPLICA_SELECTOR},{_model.REPLICA_INSTANCE_LABEL}={name}"
+        setting, error = read_setting(source, system_namespace)
+        return cls([deployment], {(namespace, binding_name or ""): binding} if binding else {},
+                   source.list(POD, namespace, selector), [], setting, error, named=True)
+
+    @classmethod
+    def read_all(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "Inventory":
+        """Everything in scope: one LIST per kind (two for Pods: replicas, injected)."""
+        deployments = [d for d in source.list(DEPLOYMENT, namespace) if _model.is_pool_attached(d)]
+        bindings = {(_model.namespace_of(b), _model.name_of(b)): b for b in source.list(BINDING, namespace)}
+        replicas = source.list(POD, namespace, REPLICA_SELECTOR)
+        injected = source.list(POD, namespace, f"{_model.INJECT_LABEL}=true")
+        setting, error = read_setting(source, system_namespace)
+        return cls(deployments, bindings, replicas, injected, setting, error)
+
+
+def _find_deployment(source: Source, namespace: Optional[str], name: str) -> dict:
+    if namespace is not None:
+        found = source.get(DEPLOYMENT, namespace, name)
+        if found is None:
+            raise KvdtypeError(f'ModelDeployment "{name}" not found in namespace "{namespace}"')
+        return found
+    matches = [d for d in source.list(DEPLOYMENT, None) if _model.name_of(d) == name]
+    if not matches:
+        raise KvdtypeError(f'ModelDeployment "{name}" not found in any namespace')
+    if len(matches) > 1:
+        spaces = ", ".join(sorted(_model.namespace_of(d) for d in matches))
+        raise UsageError(f'ModelDeployment "{name}" exists in several namespaces ({spaces}): pass -n NAMESPACE')
+    return matches[0]
+
+
+class VerifyCommand(Command):
+    name = "verify"
+    help = "check that every replica and injected Pod runs its Binding's dtype (optionally waiting)"
+    description = (
+        "Read the engine container of each replica of a pool-attached ModelDeployment (or of every "
+        "one in scope, and every injected Pod) and compare the --kv-cache-dtype the engine runs with "
+        "the Binding's dtype. --wait polls until every judged Pod passes or the time is up. "
+        "Replaces the Verification section of the upgrade guide."
+    )
+    codes = (REPLICA_MISSING, REPLICA_MISMATCH, POD_MISSING, POD_MISMATCH, ROLE_UNMANAGED, NOT_ATTACHED,
+             BINDING_MISSING, DTYPE_UNKNOWN)
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("deployment", nargs="?", metavar="DEPLOYMENT",
+                            help="a ModelDeployment (namespace from -n or the context); default: everything in scope")
+        parser.add_argument("--wait", nargs="?", const="10m", default=None, metavar="DURATION",
+                            help="poll until every judged Pod passes, at most DURATION (default 10m)")
+        # Hidden: seconds between polls (default: a twentieth of --wait, between 0.05s and 2s).
+        parser.add_argument("--poll-interval", type=parse_duration, default=None, help=argparse.SUPPRESS)
+
+    def run(self, context: Context) -> Report:
+        name, wait = _name_and_wait(self.option(context, "deployment"), self.option(context, "wait"))
+        if wait is not None and context.offline:
+            raise UsageError("--wait polls a cluster; it cannot be used with -f")
+        if wait is None:
+            return _poll(context, name)
+        interval = self.option(context, "poll_interval") or _interval(wait)
+        return _wait(context, name, wait, interval)
+
+
+def _name_and_wait(name: Optional[str], wait: Optional[str]) -> tuple[Optional[str], Optional[float]]:
+    """``--wait NAME`` reads NAME as the wait's value (argparse's optional value): take it back."""
+    if wait is None:
+        return name, None
+    try:
+        return name, parse_duration(wait)
+    except argparse.ArgumentTypeError as error:
+        if name is None:
+            return wait, DEFAULT_WAIT
+        raise UsageError(f"--wait {wait}: {error}") from None
+
+
+def _interval(wait: float) -> float:
+    """Poll often enough to end soon after the last Pod passes, without hammering the server."""
+    return min(MAX_POLL_INTERVAL, max(MIN_POLL_INTERVAL, wait / 20))
+
+
+def _poll(context: Context, name: Optional[str]) -> Report:
+    if name:
+        inventory = Inventory.read_named(context.source, context.namespace, name, context.system_namespace)
+    else:
+        inventory = Inventory.read_all(context.source, context.namespace, context.system_namespace)
+    return build_report(inventory, offline=context.offline)
+
+
+def _wait(context: Context, name: Optional[str], wait: float, interval: float) -> Report:
+    """Poll (one read of the inventory per poll) until every judged Pod passes or time is up."""
+    deadline = time.monotonic() + wait
+    polls, report, skipped = 0, None, []
+    try:
+        while True:
+            polls += 1
+            try:
+                report = _poll(context, name)
+            except ClusterError as error:
+                if report is None or not _transient(error):
+                    raise  # the first poll, or an answer that waiting will not change
+                skipped.append(error.message)
+            else:
+                _progress(context, report)
+            passing = not _failing(report)
+            remaining = deadline - time.monotonic()
+            if passing or remaining <= 0:
+                break
+            time.sleep(min(interval, remaining))
+    finally:  # also on Ctrl-C or a failed poll: leave the terminal on a fresh line
+        _end_progress(context, polls)
+    report.summary["wait"] = {"seconds": wait, "polls": polls, "timedOut": not passing}
+    if skipped:
+        report.warnings.append(f"{len(skipped)} poll(s) failed and were retried; the last: {skipped[-1]}")
+    if not passing:
+        report.warnings.append(f"gave up waiting after {_show_seconds(wait)}: {_progress_line(report)}")
+    return report
+
+
+def _transient(error: ClusterError) -> bool:
+    """A failure a later poll may not meet (timeouts, 5xx, 429), unlike 401/403/404."""
+    return not isinstance(error, ApiError) or error.code not in (401, 403, 404)
+
+
+def _failing(report: Report) -> list:
+    """What keeps --wait waiting: failing Pods, and roles whose Pods are not all there yet."""
+    return [item for item in report.items if item["verdict"] in FAILING] + report.summary.get("pending", [])
+
+
+def _progress_line(report: Report) -> str:
+    """``7/12 replicas carry bfloat16``: what the one-line display and the time-up warning say."""
+    judged = [item for item in report.items if item["verdict"] in (OK,) + FAILING]
+    passing = sum(1 for item in judged if item["verdict"] == OK)
+    expected = sorted({item["expected"] for item in judged if item["expected"]})
+    what = "replicas" if all(item["role"] != INJECTED for item in judged) else "Pods"
+    absent = sum(p["desired"] - p["found"] for p in report.summary.get("pending", []))
+    total = len(judged) + absent
+    tail = f" ({absent} not created yet)" if absent else ""
+    if not expected:
+        return f"{passing}/{total} {what} pass (no flag expected){tail}"
+    return f"{passing}/{total} {what} carry {', '.join(expected)}{tail}"
+
+
+def _progress(context: Context, report: Report) -> None:
+    """A one-line live display on a terminal; nothing when stderr is a file or a pipe."""
+    if context.env.stderr_isatty:
+        context.env.stderr.write("\r\033[K" + _progress_line(report))
+        context.env.stderr.flush()
+
+
+def _end_progress(context: Context, polls: int) -> None:
+    if context.env.stderr_isatty and polls:
+        context.env.stderr.write("\n")
+        context.env.stderr.flush()
+
+
+def _show_seconds(seconds: float) -> str:
+    """``10m``, ``1m30s``, ``3s``: a duration as it was probably written."""
+    minutes, rest = divmod(seconds, 60)
+    if not minutes:
+        return f"{rest:g}s"
+    return f"{minutes:g}m" + (f"{rest:g}s" if rest else "")
+
+
+# --- Judging -------------------------------------------------------------------------------
+
+@dataclass
+class Judged:
+    """One Pod's verdict, ready to become an item and perhaps a finding."""
+
+    verdict: str
+    expected: Optional[str]
+    effective: Optional[str]
+    occurrences: list[dict] = field(default_factory=list)
+    message: str = ""
+
+
+def build_report(inventory: Inventory, offline: bool = False) -> Report:
+    """The VerifyReport of one inventory: pure, so live and offline runs judge alike."""
+    report = Report(kind="VerifyReport", columns=COLUMNS,
+                    empty_message="No replica or injected Pod to verify.")
+    setting_on = _model.setting_is_on(inventory.setting)
+    if setting_on is None:
+        why = inventory.setting_error or f"Setting {_model.SETTING_NAME} has no readable value"
+        if not offline or inventory.setting:
+            report.warnings.append(f"{why}; judging as if it is on (its default)")
+    on = setting_on is not False
+    pods_by_deployment: dict[tuple[str, str], list[dict]] = {}
+    for pod in inventory.replicas:
+        key = (_model.namespace_of(pod), _model.text(_model.labels_of(pod).get(_model.REPLICA_INSTANCE_LABEL)) or "")
+        pods_by_deployment.setdefault(key, []).append(pod)
+    pending: list[dict] = []
+    for deployment in inventory.deployments:
+        key = (_model.namespace_of(deployment), _model.name_of(deployment))
+        pending += _deployment(deployment, pods_by_deployment.get(key, []), inventory, on, report)
+    for pod in inventory.injected:
+        _injected(pod, inventory.bindings, on, report)
+    report.items.sort(key=lambda item: (item["namespace"] or "", item["name"]))
+    report.summary = {**_summary(report, inventory, setting_on), "pending": pending}
+    report.headline = _headline(report)
+    return report
+
+
+def _expected(namespace: str, binding: str, bindings: dict, ref: ObjectRef, on: bool,
+              report: Report) -> tuple[bool, Optional[str]]:
+    """(judgeable, expected value): the Binding's dtype with the Setting on, no flag with it off."""
+    found = bindings.get((namespace, binding))
+    if found is None:
+        named = f"Binding {binding!r}" if binding else "no Binding"
+        report.add(BINDING_MISSING, ERROR, ref,
+                   f"{ref} names {named}, which does not exist in namespace {namespace}, so its Pods cannot "
+                   "be verified: create it or point the consumer at an existing Binding.", binding=binding or None)
+        return False, None
+    dtype = _model.binding_dtype(found)
+    if dtype is None and on:
+        if any(f.code == DTYPE_UNKNOWN and f.object.name == binding and f.object.namespace == namespace
+               for f in report.findings):
+            return False, None
+        report.add(DTYPE_UNKNOWN, WARNING, ObjectRef(BINDING.name, namespace, binding),
+                   f"{BINDING.name} {namespace}/{binding} declares no spec.domain.dtype, so the Pods of {ref} "
+                   "cannot be verified.", dtype=None)
+        return False, None
+    return True, dtype if on else None
+
+
+def _deployment(deployment: dict, pods: list[dict], inventory: Inventory, on: bool, report: Report) -> list[dict]:
+    """Judge a deployment's replica Pods; return its roles still short of Pods."""
+    ref = ObjectRef(DEPLOYMENT.name, _model.namespace_of(deployment), _model.name_of(deployment))
+    if not _model.is_pool_attached(deployment):
+        report.add(NOT_ATTACHED, WARNING, ref,
+                   f"{ref} is not pool-attached (no spec.kvCache): the operator renders no --kv-cache-dtype "
+                   "for it, so there is nothing to verify.")
+        return []
+    judgeable, expected = _expected(ref.namespace or "", _model.deployment_binding(deployment) or "",
+                                    inventory.bindings, ref, on, report)
+    engine = _model.deployment_engine(deployment)
+    roles = {_model.role_name(r): r for r in _model.roles_of(deployment)}
+    for role_name, role in roles.items():
+        if _model.role_is_takeover(role):
+            report.add(ROLE_UNMANAGED, INFO, ref,
+                       f"{ref} role {role_name} is a take-over role (command set): the operator adds no "
+                       "--kv-cache-dtype to it, so its Pods are not judged.", role=role_name)
+    seen: dict[str, int] = {}
+    for pod in pods:
+        role = roles.get(_model.text(_model.labels_of(pod).get(_model.REPLICA_COMPONENT_LABEL)) or "")
+        if role is None:
+            continue  # router Pods share the instance label; only the roles' replicas are judged
+        seen[_model.role_name(role)] = seen.get(_model.role_name(role), 0) + 1
+        judged = _judge_replica(pod, role, engine, on, expected if judgeable else None, judgeable)
+        _record(report, pod, ref.name, _model.role_name(role), _model.engine_container(pod), judged,
+                REPLICA_MISSING, REPLICA_MISMATCH)
+    return _pending_replicas(ref, roles, seen)
+
+
+def _pending_replicas(ref: ObjectRef, roles: dict[str, dict], seen: dict[str, int]) -> list[dict]:
+    """Managed roles with fewer Pods than replicas: mid-rollout, so what is absent cannot pass yet.
+
+    Not a finding (a dump without Pods would drown the report in them), but ``--wait`` keeps
+    waiting while any remain, so it never ends between a replica's deletion and its successor.
+    """
+    return [
+        {"namespace": ref.namespace, "deployment": ref.name, "role": role_name,
+         "desired": _model.role_replicas(role), "found": seen.get(role_name, 0)}
+        for role_name, role in roles.items()
+        if not _model.role_is_takeover(role) and seen.get(role_name, 0) < _model.role_replicas(role)
+    ]
+
+
+def _judge_replica(pod: dict, role: dict, engine: _model.EngineInfo, on: bool, expected: Optional[str],
+                   judgeable: bool) -> Judged:
+    container = _model.engine_container(pod) or {}
+    found = _container_flags(container, engine)
+    own = len(_engines.find_dtype_flags(_model.role_extra_args(role), engine.name, engine.version))
+    origins = ["operator"] * max(len(found) - own, 0) + ["extraArgs"] * min(own, len(found))
+    occurrences = [{**o.to_dict(), "origin": origin} for o, origin in zip(found, origins)]
+    effective = _engines.effective_value(found)
+    if _model.role_is_takeover(role):
+        return Judged(UNMANAGED, None, effective, occurrences)
+    if not judgeable:
+        return Judged(UNKNOWN, None, effective, occurrences)
+    operator = [o for o, origin in zip(found, origins) if origin == "operator"]
+    if not on:
+        if operator:
+            return Judged(MISMATCH, None, effective, occurrences,
+                          f"not rolled back yet: the Setting is off, so the operator renders no flag, but "
+                          f"this replica still carries the operator's {_show(operator[-1])}; it is replaced at "
+                          "the deployment's next reconcile")
+        return Judged(OK, None, effective, occurrences)
+    return _compare(found, origins, expected, effective, occurrences, "replica")
+
+
+def _compare(found: list[FlagOccurrence], origins: list[str], expected: Optional[str], effective: Optional[str],
+             occurrences: list[dict], what: str) -> Judged:
+    """Setting on: the effective value must be the Binding's dtype."""
+    read = [(o, origin) for o, origin in zip(found, origins) if o.read]
+    if not read:
+        tokens = ", ".join(repr(o.token) for o in found)
+        unread = f" (it passes {tokens}, which its engine does not read)" if found else ""
+        why = ("it has not been replaced since the upgrade yet; the rollout replaces it at the deployment's next "
+               "reconcile" if what == "replica" else "the webhook has not injected it; recreate the Pod")
+        return Judged(MISSING, expected, None, occurrences,
+                      f"no --kv-cache-dtype in its engine container{unread}, but its Binding says {expected}: {why}")
+    if effective == expected:
+        return Judged(OK, expected, effective, occurrences)
+    last, origin = read[-1]
+    if effective is None:
+        detail = f"{last.shown} has no value: the engine exits at argument parsing"
+    elif origin == "extraArgs" and any(o.value == expected for o, g in read if g == "operator"):
+        detail = (f"the operator's copy is right ({expected}), but the role's own {_show(last)} from extraArgs "
+                  "comes later and wins: remove it from the role's extraArgs (see kubectl kvdtype find-flags)")
+    elif origin == "pod":
+        detail = (f"the Pod's own {_show(last)} comes after the webhook's copy and wins: remove it from the "
+                  "Pod's template")
+    else:
+        detail = f"runs {effective} ({_show(last)}) while its Binding says {expected}"
+        if what == "replica" and "operator" not in origins:
+            detail += "; it carries no operator copy, so the rollout has not replaced it yet"
+        elif what == "pod":
+            detail += "; recreate the Pod so the webhook appends its Binding's dtype"
+    return Judged(MISMATCH, expected, effective, occurrences, detail)
+
+
+def _injected(pod: dict, bindings: dict, on: bool, report: Report) -> None:
+    ref = ObjectRef(POD.name, _model.namespace_of(pod), _model.name_of(pod))
+    judgeable, expected = _expected(ref.namespace or "", _model.pod_binding(pod) or "", bindings, ref, on, report)
+    container = _model.target_container(pod, _model.pod_spec(pod))
+    if container is None:
+        judged = Judged(MISSING if judgeable else UNKNOWN, expected, None, [],
+                        "no target container (several containers and no kvcache.gpustack.ai/container "
+                        "annotation naming one of them), so the webhook cannot inject it")
+    else:
+        judged = _judge_injected(pod, container, on, expected, judgeable)
+    _record(report, pod, None, INJECTED, container, judged, POD_MISSING, POD_MISMATCH)
+
+
+def _judge_injected(pod: dict, container: dict, on: bool, expected: Optional[str], judgeable: bool) -> Judged:
+    found = _container_flags(container, _model.pod_engine(pod))
+    webhook = _model.webhook_copy(pod, found)
+    origins = ["webhook" if o is webhook else "pod" for o in found]
+    occurrences = [{**o.to_dict(), "origin": origin} for o, origin in zip(found, origins)]
+    effective = _engines.effective_value(found)
+    if not judgeable:
+        return Judged(UNKNOWN, None, effective, occurrences)
+    if not on:
+        if webhook is not None:
+            return Judged(MISMATCH, None, effective, occurrences,
+                          f"not rolled back yet: the Setting is off, but it still carries the webhook's "
+                          f"{_show(webhook)}; recreate the Pod")
+        return Judged(OK, None, effective, occurrences)
+    if not any(o.field == "args" for o in found):
+        return Judged(MISSING, expected, effective, occurrences,
+                      f"no --kv-cache-dtype in its target container's args, where the webhook appends "
+                      f"{expected}: it was not injected since the upgrade; recreate the Pod")
+    return _compare(found, origins, expected, effective, occurrences, "pod")
+
+
+def _container_flags(container: dict, engine: _model.EngineInfo) -> list[FlagOccurrence]:
+    fields = [("command", _model.argv_of(container, "command")), ("args", _model.argv_of(container, "args"))]
+    return _engines.find_in_fields(fields, engine.name, engine.version)
+
+
+def _show(occurrence: FlagOccurrence) -> str:
+    return occurrence.shown
+
+
+def _record(report: Report, pod: dict, deployment: Optional[str], role: str, container: Optional[dict],
+            judged: Judged, missing_code: str, mismatch_code: str) -> None:
+    ref = ObjectRef(POD.name, _model.namespace_of(pod), _model.name_of(pod))
+    name = _model.text((container or {}).get("name"))
+    report.items.append({
+        "namespace": ref.namespace, "name": ref.name, "deployment": deployment, "role": role, "container": name,
+        "expected": judged.expected, "effective": judged.effective, "occurrences": judged.occurrences,
+        "verdict": judged.verdict,
+    })
+    if judged.verdict not in FAILING:
+        return
+    code = missing_code if judged.verdict == MISSING else mismatch_code
+    whose = f"replica of ModelDeployment {deployment}, role {role}" if deployment else "injected Pod"
+    report.add(code, ERROR, ref, f"{ref} ({whose}): {judged.message}.", deployment=deployment,
+               role=role, container=name, expected=judged.expected, effective=judged.effective,
+               occurrences=judged.occurrences)
+
+
+def _summary(report: Report, inventory: Inventory, setting_on: Optional[bool]) -> dict:
+    verdicts = [item["verdict"] for item in report.items]
+    return {
+        "deployments": len(inventory.deployments),
+        "pods": len(report.items),
+        "verdicts": {v: verdicts.count(v) for v in (OK, MISSING, MISMATCH, UNMANAGED, UNKNOWN)},
+        "setting": {"name": _model.SETTING_NAME,
+                    "value": None if setting_on is None else ("true" if setting_on else "false")},
+    }
+
+
+def _headline(report: Report) -> str:
+    return f"{_progress_line(report)}; {report.findings_line()}."
+
+
+def _occurrences_cell(item: dict) -> str:
+    return ",".join(f"{o['field']}[{o['index']}]={o['value']}" for o in item["occurrences"]) or "-"
+
+
+COLUMNS = [
+    Column("NAMESPACE", "namespace", namespace=True),
+    Column("POD", "name"),
+    Column("ROLE", "role"),
+    Column("CONTAINER", "container"),
+    Column("EXPECTED", lambda item: item["expected"] or ("(no flag)" if item["verdict"] in (OK,) + FAILING else None)),
+    Column("EFFECTIVE", "effective"),
+    Column("VERDICT", "verdict", status=True),
+    Column("DEPLOYMENT", "deployment", wide=True),
+    Column("OCCURRENCES", _occurrences_cell, wide=True),
+]
