@@ -45,6 +45,10 @@ STEP2_JQ = r'''.items[]
   | select((.command // []) == [] and ((.extraArgs // []) | any(test("^--kv[-_]cache[-_]dtype"))))
   | "\($md.metadata.namespace)/\($md.metadata.name) role \(.name)"'''
 STEP1_COLUMNS = "NAMESPACE:.metadata.namespace,NAME:.metadata.name,DTYPE:.spec.domain.dtype"
+#: Step 1 goes on: "then compare each with the engines of the deployments that name it". The guide
+#: gives no command for that half; this is the least a reader must list to do it by hand.
+STEP1_ENGINE_COLUMNS = ("NAMESPACE:.metadata.namespace,NAME:.metadata.name,BINDING:.spec.kvCache.poolRef.name,"
+                        "ENGINE:.spec.engine.name,VERSION:.spec.engine.version")
 VERIFY_JSONPATH = r'{range .items[*]}{.metadata.name}{"\t"}{.spec.containers[0].command}{"\n"}{end}'
 
 
@@ -198,11 +202,22 @@ def bench_size(n: int, repeat: int, plugin_dir: str) -> list[dict]:
                          "status": plugin[-1].status, "guide_lines": theirs[-1].lines})
             if name == "verify":  # the guide's command is per deployment: time its loop on a sample
                 rows.append(_verification_loop(n, kubectl, env, rows[-1]))
-            for row in rows[-2 if name == "verify" else -1:]:
+            if name == "check":  # Step 1's whole job also needs each deployment's Binding and engine
+                rows.append(_step1_whole_job(kubectl, env, repeat, rows[-1]))
+            for row in rows[-2 if name in ("verify", "check") else -1:]:
                 print(f"  {row['command']:<14} {row['ours']:7.2f} s  vs {row['guide']:<44} {row['theirs']:8.2f} s  "
                       f"ratio {row['ours'] / row['theirs']:5.2f}  RSS {row['rss']:6.1f} MB (guide {row['guide_rss']:.1f})"
                       f"  requests {row['requests']} (LIST {row['lists']})", flush=True)
     return rows
+
+
+def _step1_whole_job(kubectl: str, env: dict, repeat: int, ours: dict) -> dict:
+    """Step 1's listing plus the deployments' Bindings and engines it says to compare with."""
+    pipeline = ["bash", "-c", f"{kubectl} get kvcachepoolbindings -A -o custom-columns={STEP1_COLUMNS} && "
+                              f"{kubectl} get modeldeployments -A -o custom-columns={STEP1_ENGINE_COLUMNS}"]
+    theirs = measure(pipeline, env, repeat)
+    return {**ours, "guide": "Step 1 + deployments' engines (custom-columns)", "theirs": median(theirs),
+            "guide_rss": max(r.rss_mb for r in theirs)}
 
 
 def _verification_loop(n: int, kubectl: str, env: dict, ours: dict, sample: int = 20) -> dict:

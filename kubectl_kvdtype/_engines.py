@@ -8,6 +8,7 @@ answers them.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from dataclasses import dataclass, replace
@@ -144,7 +145,17 @@ class Judgement:
 
 
 def judge(engine: str, version: object, dtype: str) -> Judgement:
-    """Judge ``dtype`` for ``engine`` (canonical name) at ``version`` (free text or None)."""
+    """Judge ``dtype`` for ``engine`` (canonical name) at ``version`` (free text or None).
+
+    Memoized: a cluster has few distinct (engine, version, dtype) triples and many consumers.
+    """
+    try:
+        return _judge_cached(engine, version, dtype)
+    except TypeError:  # an unhashable version (a hand-written manifest's list or mapping)
+        return _judge(engine, version, dtype)
+
+
+def _judge(engine: str, version: object, dtype: str) -> Judgement:
     parsed = parse_version(version)
     is_reference = parsed is None
     shown = REFERENCE_VERSIONS[engine] if is_reference else str(version).strip()
@@ -163,6 +174,9 @@ def judge(engine: str, version: object, dtype: str) -> Judgement:
         engine, shown, is_reference, dtype, UNKNOWN,
         f"{dtype} is not in this tool's table for {engine}, so it is neither confirmed nor refused",
     )
+
+
+_judge_cached = functools.lru_cache(maxsize=4096)(_judge)
 
 
 def _availability(windows: Sequence[Window]) -> str:

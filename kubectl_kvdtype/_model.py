@@ -31,9 +31,10 @@ SETTING_NAME = "model-deployment-kv-cache-dtype-owned"
 def dig(obj: Any, *path: str) -> Any:
     """``obj[path[0]][path[1]]...``, or None as soon as a level is not a mapping."""
     for key in path:
-        if not isinstance(obj, dict):
+        try:
+            obj = obj.get(key)  # JSON values: only a mapping has .get
+        except AttributeError:
             return None
-        obj = obj.get(key)
     return obj
 
 

@@ -1,0 +1,613 @@
+"""``escape rebind``: move a Binding's workloads to a new Binding with a corrected dtype.
+
+The plan (``Step``, ``Plan``, ``make_plan``: read the cluster, refuse what is unsafe, build every
+write), the access check, the execution, the resumption from a journal, and the report. The
+largest and most dangerous part of ``escape``, so it stands alone; the command line stays in
+``escape``, the Setting's reads and writes come from ``_setting``, the backup directory and the
+journal from ``_journal``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from kubectl_kvdtype import _model
+from kubectl_kvdtype._command import Context
+from kubectl_kvdtype._journal import Journal, default_directory, unfinished
+from kubectl_kvdtype._report import INFO, WARNING, Column, ObjectRef, Report
+from kubectl_kvdtype._setting import OFF, ON, POLL_SECONDS, blockers_of, require_setting, write_setting
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL, SETTING, Kind, Source
+from kubectl_kvdtype._status import ApiError, Conflict, ExitStatus, KvdtypeError, NotFound, UsageError
+from kubectl_kvdtype.check import DTYPE_REJECTED, DTYPE_UNKNOWN, Consumer, Inventory, build_report, read_setting
+
+#: How long ``--strategy replace`` waits for a deleted ModelDeployment to be gone before recreating it.
+GONE_TIMEOUT = 300.0
+REBIND_ANNOTATION = "kvdtype.gpustack.ai/rebound-from"
+SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+REPLACE, SIDE_BY_SIDE = "replace", "side-by-side"
+
+MANUAL_STEP = "manual-step"
+NAME_CHANGE = "name-change"
+SETTING_STAYS_OFF = "setting-stays-off"
+SETTING_MISSING = "setting-missing"
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
+               "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers")
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+class Interrupted(KvdtypeError):
+    """Ctrl-C during ``--apply``: said like any failure, with how to resume, exit 130."""
+
+    status = ExitStatus.INTERRUPTED
+
+
+# --- escape rebind: the plan ----------------------------------------------------------------------
+
+@dataclass
+class Step:
+    """One write of the plan; ``body`` is the object to create, or the Setting value to write."""
+
+    id: str
+    action: str  # "patch" | "create" | "delete" | "setting-on"
+    kind: str
+    namespace: str
+    name: str
+    detail: str
+    body: Any = None
+
+    def label(self) -> str:
+        verb = _ACTION_WORDS.get(self.action, self.action)
+        return f"{verb} {self.kind} {self.namespace}/{self.name}"
+
+
+@dataclass
+class Plan:
+    """Everything ``rebind`` will do, decided before the first write."""
+
+    namespace: str
+    binding: str
+    options: dict  # the resolved names: newName, domainName, dtype, strategy, suffix, keepOldBinding
+    steps: list[Step]
+    originals: list[dict] = field(default_factory=list)  # saved before the first write
+    manifests: list[dict] = field(default_factory=list)  # the new objects, for -o yaml
+    blockers: list[str] = field(default_factory=list)  # Bindings that keep the Setting off
+    report: Report = field(default_factory=lambda: Report(kind="RebindPlan"))
+
+
+KINDS_BY_NAME = {k.name: k for k in (BINDING, DEPLOYMENT, SETTING)}
+
+
+def rebind(context: Context) -> Report:
+    """Plan by default; with --apply, back up, journal and execute (or resume a journal)."""
+    options = context.options
+    if options.all_namespaces:
+        raise UsageError("escape rebind works on one Binding in one namespace: use -n, not -A")
+    namespace = context.namespace or "default"
+    _validate_names(options)
+    journal = _find_journal(options, namespace)
+    if journal is not None:
+        return _resume(context, journal)
+    plan = make_plan(context, namespace)
+    if options.dry_run == "server":
+        check_access(context.source, plan.steps)
+        execute(context, plan, None, dry_run=True)
+    elif options.apply and options.dry_run == "none":
+        check_access(context.source, plan.steps)
+        directory = Path(options.backup_dir) if options.backup_dir else default_directory(namespace, plan.binding)
+        journal = Journal.create(directory, _header(plan), [dataclasses.asdict(s) for s in plan.steps], plan.originals)
+        context.env.progress(f"Saved {len(plan.originals)} object(s) and the journal to {journal.directory}/")
+        execute(context, plan, journal)
+    return _plan_report(context, plan, journal)
+
+
+def _validate_names(options: argparse.Namespace) -> None:
+    for flag, value in (("--new-name", options.new_name), ("--domain-name", options.domain_name),
+                        ("--suffix", options.suffix)):
+        if value is not None and not _DNS_LABEL.match(value):
+            raise UsageError(f"{flag} {value!r} is not a valid DNS label (lower-case letters, digits and '-')")
+
+
+def make_plan(context: Context, namespace: str) -> Plan:
+    """Read the cluster, refuse what cannot be done safely, and build every step (no write)."""
+    options, source, system = context.options, context.source, context.system_namespace
+    binding = source.get(BINDING, namespace, options.binding)
+    if binding is None:
+        raise KvdtypeError(f"the KVCachePoolBinding {namespace}/{options.binding} does not exist; nothing was changed")
+    dtype = options.dtype
+    _refuse_dtype(binding, dtype)
+    inventory, cluster_wide = _read_inventory(source, namespace, system)
+    moved = [d for d in inventory.deployments
+             if _model.namespace_of(d) == namespace and _model.deployment_binding(d) == options.binding]
+    names = _resolve_names(options, binding, dtype)
+    new_binding = _new_binding(source, binding, names)
+    _refuse_taken(source, inventory, binding, names, moved, namespace)
+    plan = Plan(namespace, options.binding, names, [])
+    _judge_new_dtype(inventory, new_binding, moved, names, system, plan)
+    pods = [p for p in source.list(POD, namespace, f"{_model.INJECT_LABEL}=true")
+            if _model.pod_binding(p) == options.binding]
+    setting, _ = read_setting(source, system)  # None also when the gpustack.ai group is not served
+    _build_steps(plan, source, binding, new_binding, moved, pods, setting, system)
+    _judge_setting_after(plan, inventory, binding, new_binding, moved, system, cluster_wide, bool(pods))
+    _manual_steps(plan, pods, names["newName"])
+    return plan
+
+
+def _refuse_dtype(binding: dict, dtype: str) -> None:
+    if dtype == "auto":
+        raise KvdtypeError("--dtype auto is refused on a new Binding while the Setting is on: name an explicit "
+                           "dtype; nothing was changed")
+    if dtype == _model.binding_dtype(binding):
+        raise KvdtypeError(f"the Binding already has dtype {dtype}: there is nothing to correct; nothing was changed")
+
+
+def _read_inventory(source: Source, namespace: str, system: str) -> tuple[Inventory, bool]:
+    """The whole cluster for step 5's judgement; only the namespace when listing more is forbidden."""
+    try:
+        return Inventory.read(source, None, system), True
+    except ApiError as error:
+        if error.code != 403:
+            raise
+        return Inventory.read(source, namespace, system), False
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "new"
+
+
+def _label(base: str, suffix: str) -> str:
+    """``<base>-<suffix>`` cut to a valid 63-character DNS label."""
+    head = base[: 63 - len(suffix) - 1].rstrip("-")
+    return f"{head}-{suffix}"
+
+
+def _resolve_names(options: argparse.Namespace, binding: dict, dtype: str) -> dict:
+    slug = _slug(dtype)
+    return {
+        "dtype": dtype,
+        "newName": options.new_name or _label(options.binding, slug),
+        "domainName": options.domain_name or _label(_model.binding_domain(binding), slug),
+        "strategy": options.strategy or REPLACE,
+        "suffix": options.suffix or slug,
+        "keepOldBinding": bool(options.keep_old_binding),
+    }
+
+
+def _api_version(source: Source, kind: Kind) -> str:
+    served = getattr(source, "served_version", None)
+    return f"{kind.group}/{served(kind) if served else kind.versions[0]}"
+
+
+def _fresh_metadata(obj: dict, name: str, origin: str) -> dict:
+    """The metadata a new copy may carry: no server-set field, no stale last-applied annotation."""
+    meta = copy.deepcopy(obj.get("metadata") or {})
+    for key in _SERVER_SET:
+        meta.pop(key, None)
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != _LAST_APPLIED}
+    annotations[REBIND_ANNOTATION] = origin
+    meta.update(name=name, annotations=annotations)
+    return meta
+
+
+def _new_binding(source: Source, binding: dict, names: dict) -> dict:
+    spec = copy.deepcopy(binding.get("spec") or {})
+    domain = spec.get("domain") if isinstance(spec.get("domain"), dict) else {}
+    spec["domain"] = {**domain, "name": names["domainName"], "dtype": names["dtype"]}
+    origin = f"{_model.namespace_of(binding)}/{_model.name_of(binding)}"
+    return {"apiVersion": _api_version(source, BINDING), "kind": BINDING.name,
+            "metadata": _fresh_metadata(binding, names["newName"], origin), "spec": spec}
+
+
+def _new_deployment(source: Source, deployment: dict, name: str, binding_name: str, origin: str) -> dict:
+    spec = copy.deepcopy(deployment.get("spec") or {})
+    kv_cache = spec.get("kvCache") if isinstance(spec.get("kvCache"), dict) else {}
+    pool_ref = kv_cache.get("poolRef") if isinstance(kv_cache.get("poolRef"), dict) else {}
+    spec["kvCache"] = {**kv_cache, "poolRef": {**pool_ref, "name": binding_name}}
+    return {"apiVersion": _api_version(source, DEPLOYMENT), "kind": DEPLOYMENT.name,
+            "metadata": _fresh_metadata(deployment, name, origin), "spec": spec}
+
+
+def _refuse_taken(source: Source, inventory: Inventory, binding: dict, names: dict, moved: list[dict],
+                  namespace: str) -> None:
+    """A new name or domain already claimed: refuse before anything is written."""
+    if source.get(BINDING, namespace, names["newName"]) is not None:
+        raise KvdtypeError(f"a KVCachePoolBinding {namespace}/{names['newName']} already exists: pass another "
+                           "--new-name; nothing was changed")
+    pool = _model.binding_pool(binding)
+    claimed = {_model.binding_domain(b) for b in inventory.bindings if _model.binding_pool(b) == pool}
+    try:  # the pool echoes every domain it holds; a user may not read cluster-scoped pools
+        pool_obj = source.get(POOL, None, pool) if pool else None
+    except ApiError:
+        pool_obj = None
+    claimed |= {_model.text(d.get("name")) for d in _model.as_list(_model.dig(pool_obj, "status", "domains"))
+                if isinstance(d, dict)}
+    if names["domainName"] in claimed:
+        raise KvdtypeError(f"the domain name {names['domainName']} is already claimed on the pool {pool}: pass "
+                           "another --domain-name; nothing was changed")
+    if names["strategy"] == SIDE_BY_SIDE:
+        for deployment in moved:
+            new = _label(_model.name_of(deployment), names["suffix"])
+            if source.get(DEPLOYMENT, namespace, new) is not None:
+                raise KvdtypeError(f"a ModelDeployment {namespace}/{new} already exists: pass another --suffix; "
+                                   "nothing was changed")
+
+
+def _moved_consumers(inventory: Inventory, moved: list[dict], binding_name: str) -> list[Consumer]:
+    keys = {(_model.namespace_of(d), _model.name_of(d)) for d in moved}
+    return [dataclasses.replace(c, binding=binding_name) for c in inventory.consumers
+            if c.kind == DEPLOYMENT.name and (c.namespace, c.name) in keys]
+
+
+def _judge_new_dtype(inventory: Inventory, new_binding: dict, moved: list[dict], names: dict, system: str,
+                     plan: Plan) -> None:
+    """check's judgement of the new Binding with its future consumers: refuse a rejected spelling."""
+    trial = Inventory([new_binding], _moved_consumers(inventory, moved, names["newName"]), [], None, None)
+    judged = build_report(trial, system, offline=True)
+    rejected = [f for f in judged.findings if f.code == DTYPE_REJECTED]
+    if rejected:
+        finding = rejected[0]
+        users = ", ".join(f"md/{c['name']}" for c in finding.fields.get("consumers") or [])
+        hint = f" (try --dtype {finding.fields['suggestion']})" if finding.fields.get("suggestion") else ""
+        raise KvdtypeError(f"refusing the new dtype: {finding.message.split(', so ')[0]}, and {users} would run on "
+                           f"it{hint}; nothing was changed")
+    for finding in judged.findings:
+        if finding.code == DTYPE_UNKNOWN:
+            plan.report.add(DTYPE_UNKNOWN, WARNING, finding.object, finding.message, **finding.fields)
+
+
+def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, moved: list[dict],
+                 pods: list[dict], setting: Optional[dict], system: str) -> None:
+    names, namespace, old = plan.options, plan.namespace, plan.binding
+    steps = plan.steps
+    if setting is None:
+        plan.report.add(SETTING_MISSING, INFO, ObjectRef(SETTING.name, system, _model.SETTING_NAME),
+                        f"The Setting {system}/{_model.SETTING_NAME} is not there: the operator does not render "
+                        "the dtype, so the plan does not switch it.")
+    elif _model.setting_values(setting) != (OFF, OFF):  # on, or on in force until the operator catches up
+        steps.append(Step("setting-off", "patch", SETTING.name, system, _model.SETTING_NAME,
+                          'spec.value -> "false": replicas stop receiving the broken flag', OFF))
+        plan.originals.append(setting)
+    steps.append(Step("create-binding", "create", BINDING.name, namespace, names["newName"],
+                      f"same pool, quota and blockSize; dtype {names['dtype']}, domain {names['domainName']}",
+                      new_binding))
+    plan.originals.append(binding)
+    plan.manifests.append(new_binding)
+    origin = f"{namespace}/{old}"
+    creates, deletes = [], []
+    for deployment in moved:
+        name = _model.name_of(deployment)
+        new_name = name if names["strategy"] == REPLACE else _label(name, names["suffix"])
+        body = _new_deployment(source, deployment, new_name, names["newName"], origin)
+        plan.originals.append(deployment)
+        plan.manifests.append(body)
+        creates.append(Step(f"create-md:{new_name}", "create", DEPLOYMENT.name, namespace, new_name,
+                            f"copy of {name} with kvCache.poolRef.name {names['newName']}", body))
+        deletes.append(Step(f"delete-md:{name}", "delete", DEPLOYMENT.name, namespace, name,
+                            "the old deployment" + (" (outage until it is created again)"
+                                                    if names["strategy"] == REPLACE else "")))
+    if names["strategy"] == REPLACE:
+        for delete, create in zip(deletes, creates):
+            steps += [delete, create]
+    else:
+        steps += creates + deletes
+        if moved:
+            plan.report.add(NAME_CHANGE, WARNING, ObjectRef(BINDING.name, namespace, old),
+                            f"--strategy side-by-side renames every moved deployment to <name>-{names['suffix']}: "
+                            "anything addressing it by name (Services and routers selecting "
+                            "app.kubernetes.io/instance=<name>, clients, dashboards, alerts, GitOps manifests) must "
+                            "follow the new name.", renamed={_model.name_of(d): _label(_model.name_of(d), names['suffix'])
+                                                            for d in moved})
+    if not names["keepOldBinding"] and not pods:
+        steps.append(Step("delete-binding", "delete", BINDING.name, namespace, old,
+                          "the old Binding; its deletion completes once nothing holds it"))
+    if setting is not None:
+        steps.append(Step("setting-on", "setting-on", SETTING.name, system, _model.SETTING_NAME,
+                          'spec.value -> "true", unless another Binding would still break an engine', ON))
+
+
+def _judge_setting_after(plan: Plan, inventory: Inventory, binding: dict, new_binding: dict, moved: list[dict],
+                         system: str, cluster_wide: bool, keeps_old: bool) -> None:
+    """Step 5 as planned: check's judgement of the cluster as it will be after the move."""
+    if not any(s.action == "setting-on" for s in plan.steps):
+        return
+    gone = (plan.namespace, plan.binding)
+    bindings = [b for b in inventory.bindings
+                if keeps_old or (_model.namespace_of(b), _model.name_of(b)) != gone] + [new_binding]
+    moved_keys = {(_model.namespace_of(d), _model.name_of(d)) for d in moved}
+    consumers = [c for c in inventory.consumers if (c.namespace, c.name) not in moved_keys or c.kind != DEPLOYMENT.name]
+    after = Inventory(bindings, consumers + _moved_consumers(inventory, moved, plan.options["newName"]), [], None, None)
+    plan.blockers = blockers_of(build_report(after, system, offline=True))
+    if not cluster_wide:
+        plan.blockers.append("(other namespaces: not readable with your permissions)")
+    step = next(s for s in plan.steps if s.action == "setting-on")
+    if plan.blockers:
+        step.detail = f"leave it off: {', '.join(plan.blockers)} would still break an engine (judged again then)"
+
+
+def _manual_steps(plan: Plan, pods: list[dict], new_name: str) -> None:
+    """Injected Pods are created by their owners: this tool cannot move them safely."""
+    by_owner: dict[str, list[str]] = {}
+    for pod in pods:
+        owner = _model.controller_of(pod)
+        label = f"{owner.get('kind')} {owner.get('name')}" if owner else f"Pod {_model.name_of(pod)} (no owner)"
+        by_owner.setdefault(label, []).append(_model.name_of(pod))
+    for owner, pod_names in by_owner.items():
+        plan.report.add(
+            MANUAL_STEP, WARNING, ObjectRef(BINDING.name, plan.namespace, plan.binding),
+            f"{owner} runs injected Pod(s) {', '.join(pod_names)} naming this Binding: by hand, change the annotation "
+            f"{_model.BINDING_ANNOTATION}: {plan.binding} to {new_name} in its Pod template (or on the Pod), let it "
+            f"roll, then delete the old Binding (kubectl -n {plan.namespace} delete kvcachepoolbinding {plan.binding}); "
+            "this tool keeps the old Binding meanwhile.",
+            owner=owner, pods=pod_names, annotation=_model.BINDING_ANNOTATION, to=new_name)
+
+
+# --- escape rebind: permissions, execution, resumption ---------------------------------------------
+
+def check_access(source: Source, steps: list[Step]) -> None:
+    """Every verb the plan needs, asked up front with SelfSubjectAccessReview: refuse before any write."""
+    needed = dict.fromkeys((_verb(s), s.kind, s.namespace) for s in steps)
+    denied = []
+    for verb, kind_name, namespace in needed:
+        kind = KINDS_BY_NAME[kind_name]
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                  "spec": {"resourceAttributes": {"namespace": namespace, "verb": verb, "group": kind.group,
+                                                  "resource": kind.plural}}}
+        try:
+            answer = source.post(SSAR_PATH, review)  # type: ignore[attr-defined]
+        except ApiError:
+            return  # cannot ask: each write then fails on its own 403, journaled
+        if not _model.dig(answer, "status", "allowed"):
+            denied.append(f"{verb} {kind.resource} in namespace {namespace}")
+    if denied:
+        raise KvdtypeError(f"you may not {'; nor '.join(denied)} (SelfSubjectAccessReview), which the plan needs; "
+                           "nothing was changed")
+
+
+def _verb(step: Step) -> str:
+    return "patch" if step.action in ("patch", "setting-on") else step.action
+
+
+def execute(context: Context, plan: Plan, journal: Optional[Journal], dry_run: bool = False) -> None:
+    """Each step not yet journaled, in order; a failure says what is done and how to resume."""
+    done = journal.done if journal is not None else {}
+    total = len(plan.steps)
+    for index, step in enumerate(plan.steps, 1):
+        if step.id in done:
+            continue
+        context.env.progress(f"[{index}/{total}] {step.label()}{' (dry run)' if dry_run else ''}")
+        try:
+            outcome = run_step(context, plan, step, dry_run)
+            if journal is not None:
+                journal.mark(step.id, outcome)
+            else:
+                done[step.id] = outcome
+        except KvdtypeError as error:
+            raise KvdtypeError(_failure(plan, journal, index, step, error.message)) from None
+        except KeyboardInterrupt:  # the step may be done but not journaled: repeating it is safe
+            raise Interrupted(_failure(plan, journal, index, step, "interrupted")) from None
+    plan.report.summary["outcomes"] = dict(done)
+
+
+def _failure(plan: Plan, journal: Optional[Journal], index: int, step: Step, why: str) -> str:
+    if journal is None:
+        return f"dry run: step {index} ({step.label()}) failed: {why}; nothing was changed"
+    finished = [s.label() for s in plan.steps if s.id in journal.done]
+    return (f"step {index} of {len(plan.steps)} ({step.label()}) failed: {why}. Done so far: "
+            f"{'; '.join(finished) or 'nothing'}. The originals and the journal are in {journal.directory}/: "
+            f"run the same command again (with --apply) to resume from step {index}")
+
+
+def run_step(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
+    """One step, idempotent: a rerun after an unknown outcome finds the work done and moves on."""
+    source = context.source
+    kind = KINDS_BY_NAME[step.kind]
+    if step.action == "patch":
+        return _set(source, step, dry_run)
+    if step.action == "setting-on":
+        return _setting_on(context, plan, step, dry_run)
+    if step.action == "create":
+        return _create(source, kind, step, plan, dry_run)
+    return _delete(source, kind, step, plan, dry_run)
+
+
+def _set(source: Source, step: Step, dry_run: bool) -> str:
+    setting = require_setting(source, step.namespace)
+    if _model.setting_values(setting)[0] == step.body and not dry_run:  # a dry run changed nothing before
+        return f'already "{step.body}"'
+    write_setting(source, step.namespace, setting, step.body, dry_run=dry_run)
+    return f'set to "{step.body}"' + (" (dry run)" if dry_run else "")
+
+
+def _setting_on(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
+    """Step 5: judge the cluster as it is now, exactly as check does; turn on only if nothing breaks."""
+    if dry_run:
+        blockers = plan.blockers
+    else:
+        inventory, cluster_wide = _read_inventory(context.source, plan.namespace, context.system_namespace)
+        blockers = blockers_of(build_report(inventory, context.system_namespace))
+        if not cluster_wide:
+            blockers.append("(other namespaces: not readable with your permissions)")
+    plan.blockers = blockers
+    if blockers:
+        return f"left off: {', '.join(blockers)} would still break an engine"
+    return _set(context.source, step, dry_run)
+
+
+def _create(source: Source, kind: Kind, step: Step, plan: Plan, dry_run: bool) -> str:
+    try:
+        source.create(kind, step.namespace, step.body, dry_run=dry_run)  # type: ignore[attr-defined]
+        return "created (dry run)" if dry_run else "created"
+    except Conflict:
+        existing = source.get(kind, step.namespace, step.name)
+    if existing is not None and _is_ours(existing, step, plan):
+        return "already created"
+    if dry_run and existing is not None and plan.options["strategy"] == REPLACE and kind is DEPLOYMENT:
+        return "not created (dry run: the name is still held by the deployment the real run deletes first)"
+    raise KvdtypeError(f"{kind.name} {step.namespace}/{step.name} already exists and is not the one this rebind "
+                       "creates: move it away or rename it, then resume")
+
+
+def _is_ours(existing: dict, step: Step, plan: Plan) -> bool:
+    origin = _model.annotations_of(existing).get(REBIND_ANNOTATION)
+    if step.kind == BINDING.name:
+        return origin == f"{plan.namespace}/{plan.binding}" and _model.binding_dtype(existing) == plan.options["dtype"]
+    return _model.deployment_binding(existing) == plan.options["newName"]
+
+
+def _delete(source: Source, kind: Kind, step: Step, plan: Plan, dry_run: bool) -> str:
+    try:
+        source.delete(kind, step.namespace, step.name, dry_run=dry_run)  # type: ignore[attr-defined]
+    except NotFound:
+        return "already gone"
+    if dry_run:
+        return "deleted (dry run)"
+    if kind is DEPLOYMENT and plan.options["strategy"] == REPLACE:
+        _wait_gone(source, kind, step)
+    return "deleted"
+
+
+def _wait_gone(source: Source, kind: Kind, step: Step) -> None:
+    """The same name is created next: wait until the old object's finalizers have let it go."""
+    deadline = time.monotonic() + GONE_TIMEOUT
+    while source.get(kind, step.namespace, step.name) is not None:
+        if time.monotonic() > deadline:
+            raise KvdtypeError(f"{kind.name} {step.namespace}/{step.name} was deleted but is still there after "
+                               f"{GONE_TIMEOUT:g}s (a finalizer holds it)")
+        time.sleep(POLL_SECONDS)
+
+
+def _header(plan: Plan) -> dict:
+    return {"namespace": plan.namespace, "binding": plan.binding, "options": plan.options,
+            "blockers": plan.blockers, "manifests": plan.manifests,
+            "findings": [f.to_dict() for f in plan.report.findings]}
+
+
+def _find_journal(options: argparse.Namespace, namespace: str) -> Optional[Journal]:
+    """The unfinished journal of this rebind: in --backup-dir, else in the current directory."""
+    if options.backup_dir:
+        directory = Path(options.backup_dir)
+        if not (directory / "journal.json").is_file():
+            return None
+        journal = Journal.read(directory)
+        if not journal.matches(namespace, options.binding):
+            raise UsageError(f"{directory} holds the journal of a rebind of {journal.data.get('namespace')}/"
+                             f"{journal.data.get('binding')}, not {namespace}/{options.binding}")
+        return journal
+    found = unfinished(Path.cwd(), namespace, options.binding)
+    if len(found) > 1:
+        raise UsageError(f"several unfinished rebinds of {namespace}/{options.binding} here "
+                         f"({', '.join(map(str, found))}): pick one with --backup-dir")
+    return Journal.read(found[0]) if found else None
+
+
+def _check_same_options(options: argparse.Namespace, journal: Journal) -> None:
+    recorded = journal.options
+    given = {"dtype": options.dtype, "newName": options.new_name, "domainName": options.domain_name,
+             "strategy": options.strategy, "suffix": options.suffix}
+    for key, value in given.items():
+        if value is not None and value != recorded.get(key):
+            raise UsageError(f"the unfinished rebind in {journal.directory}/ was started with {key} "
+                             f"{recorded.get(key)!r}, not {value!r}: rerun it with the same options to resume, "
+                             "or pass another --backup-dir to start over")
+
+
+def _resume(context: Context, journal: Journal) -> Report:
+    """Rebuild the plan from the journal (the cluster has already changed) and carry on."""
+    options = context.options
+    _check_same_options(options, journal)
+    data = journal.data
+    plan = Plan(data["namespace"], data["binding"], journal.options, [Step(**s) for s in journal.steps],
+                manifests=data.get("manifests") or [], blockers=data.get("blockers") or [])
+    for finding in data.get("findings") or []:
+        obj = finding["object"]
+        extra = {k: v for k, v in finding.items() if k not in ("code", "severity", "object", "message")}
+        plan.report.add(finding["code"], finding["severity"], ObjectRef(obj["kind"], obj["namespace"], obj["name"]),
+                        finding["message"], **extra)
+    if journal.finished:
+        return _plan_report(context, plan, journal)
+    remaining = [s for s in plan.steps if s.id not in journal.done]
+    if options.apply and options.dry_run == "none":
+        context.env.progress(f"Resuming the rebind journaled in {journal.directory}/: "
+                             f"{len(plan.steps) - len(remaining)} of {len(plan.steps)} step(s) already done")
+        check_access(context.source, remaining)
+        execute(context, plan, journal)
+    return _plan_report(context, plan, journal)
+
+
+# --- escape rebind: the report ------------------------------------------------------------------
+
+_ACTION_WORDS = {"patch": "turn off", "setting-on": "turn on"}
+REBIND_COLUMNS = [
+    Column("STEP", "step"),
+    Column("ACTION", "action"),
+    Column("OBJECT", "object"),
+    Column("STATE", "state", status=True),
+    Column("DETAIL", "detail"),
+]
+
+
+def _plan_report(context: Context, plan: Plan, journal: Optional[Journal]) -> Report:
+    options = context.options
+    report = plan.report
+    report.columns = REBIND_COLUMNS
+    report.findings = [f for f in report.findings if f.code != SETTING_STAYS_OFF]
+    if plan.blockers:
+        report.add(SETTING_STAYS_OFF, WARNING, ObjectRef(SETTING.name, context.system_namespace, _model.SETTING_NAME),
+                   f"The Setting stays off after the move: {', '.join(plan.blockers)} would still break an engine "
+                   "(kubectl kvdtype check -A says why); turn it on with kubectl kvdtype escape on once they are fixed.",
+                   blockedBy=plan.blockers)
+    report.manifests = plan.manifests
+    outcomes = journal.done if journal is not None else report.summary.get("outcomes", {})
+    for index, step in enumerate(plan.steps, 1):
+        outcome = outcomes.get(step.id)
+        report.items.append({
+            "step": index, "id": step.id, "action": _ACTION_WORDS.get(step.action, step.action),
+            "object": f"{step.kind} {step.namespace}/{step.name}", "kind": step.kind,
+            "namespace": step.namespace, "name": step.name,
+            "state": outcome or "planned", "detail": step.detail,
+        })
+    mode = _mode(options, journal)
+    report.summary = {
+        "mode": mode, "namespace": plan.namespace, "binding": plan.binding, **plan.options,
+        "backupDir": str(journal.directory) if journal is not None else None,
+        "settingBlockedBy": plan.blockers, "newObjects": plan.manifests,
+        "done": sum(1 for s in plan.steps if s.id in outcomes), "steps": len(plan.steps),
+    }
+    report.headline = _rebind_headline(plan, journal, mode)
+    return report
+
+
+def _mode(options: argparse.Namespace, journal: Optional[Journal]) -> str:
+    if options.dry_run != "none":
+        return f"dry-run-{options.dry_run}"
+    if journal is not None and journal.finished:
+        return "applied"
+    return "applied" if options.apply else ("half-done" if journal is not None else "plan")
+
+
+def _rebind_headline(plan: Plan, journal: Optional[Journal], mode: str) -> str:
+    moved = sum(1 for s in plan.steps if s.id.startswith("create-md:"))
+    what = (f"move {moved} ModelDeployment(s) from Binding {plan.namespace}/{plan.binding} to "
+            f"{plan.options['newName']} (dtype {plan.options['dtype']}, domain {plan.options['domainName']}, "
+            f"strategy {plan.options['strategy']})")
+    if mode == "plan":
+        return (f"Plan only, nothing was changed: {len(plan.steps)} step(s) to {what}. Run again with --apply to carry "
+                f"it out; the originals are saved first to ./kvdtype-backup-{plan.namespace}-{plan.binding}-<UTC time>/ "
+                "(or --backup-dir).")
+    if mode.startswith("dry-run"):
+        sent = "every write was sent with dryRun=All" if mode == "dry-run-server" else "no write was sent"
+        return f"Dry run: {sent} and nothing was changed. The plan would {what}."
+    if mode == "half-done":
+        return (f"Half done: {len(journal.done)} of {len(plan.steps)} step(s) journaled in {journal.directory}/. "
+                "Run the same command with --apply to resume.")
+    setting = next((journal.done.get(s.id) for s in plan.steps if s.action == "setting-on"), None) if journal else None
+    return (f"Done: {what}. The originals and the journal are in {journal.directory}/." if journal else "Done.") + (
+        f" The Setting was {setting}." if setting and setting.startswith("left off") else "")
