@@ -7,6 +7,7 @@ outcome (findings, usage errors, cluster failures, Ctrl-C) into an ``ExitStatus`
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from typing import Optional, Sequence
@@ -117,6 +118,10 @@ def _silence_stdout() -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The console script ``kubectl-kvdtype``."""
+    # A short-lived process holding tens of thousands of parsed objects: the cyclic garbage
+    # collector would rescan them all again and again while nothing forms cycles (plain JSON),
+    # costing ~30% of a 10,000-deployment run. Reference counting still frees everything.
+    gc.disable()
     _restore_frozen_environment()
     if argv is None and os.path.basename(sys.argv[0]).startswith("kubectl_complete-"):
         return complete(sys.argv[1:])  # the binary linked as kubectl_complete-kvdtype (krew installs)

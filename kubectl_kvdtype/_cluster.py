@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from typing import Any, Optional
 from urllib.parse import urlencode
@@ -50,6 +51,10 @@ class ConnectionOptions:
 class ClusterSource:
     """A ``Source`` over a live API server, plus the few writes ``escape`` needs."""
 
+    #: LISTs of different kinds may run side by side (``_sources.list_many``): each waits on the
+    #: network and the server most of its time, and the HTTP pool is thread-safe.
+    parallel = True
+
     def __init__(self, options: ConnectionOptions, environ: Optional[dict] = None) -> None:
         environ = dict(os.environ if environ is None else environ)
         self._configuration, self._namespace, self.description = _load_configuration(options, environ)
@@ -59,6 +64,7 @@ class ClusterSource:
         if options.impersonate:
             self._headers["Impersonate-User"] = options.impersonate
         self._versions: dict[str, Optional[str]] = {}
+        self._discovery = threading.Lock()  # one discovery per group, even from parallel LISTs
         self.request_count = 0
 
     # --- Source ---------------------------------------------------------------------------
@@ -114,8 +120,9 @@ class ClusterSource:
         """The version of ``kind``'s group the server serves, found once by discovery."""
         if not kind.group or kind.group in ("apps", "batch"):
             return kind.versions[0]
-        if kind.group not in self._versions:
-            self._versions[kind.group] = self._discover(kind)
+        with self._discovery:
+            if kind.group not in self._versions:
+                self._versions[kind.group] = self._discover(kind)
         version = self._versions[kind.group]
         if version is None:
             raise ClusterError(

@@ -314,6 +314,8 @@ def find_dtype_flags(argv: object, engine: Optional[str] = None, version: object
     for index, token in enumerate(tokens):
         if token == "--":
             break
+        if "kv" not in token:  # every spelling of the flag, and every shell line holding it, says "kv"
+            continue
         if token.startswith("-") and any(c.isspace() for c in token.strip()):
             found.extend(_spaced(index, token, engine, version))
         elif token.startswith("-"):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Optional, Protocol, Sequence, Union
+
+from kubectl_kvdtype._status import KvdtypeError
 
 WORKER_GROUP = "worker.gpustack.ai"
 SETTINGS_GROUP = "gpustack.ai"
@@ -68,6 +70,44 @@ class Source(Protocol):
 
     def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
         """One object, or None when it does not exist."""
+
+
+@dataclass(frozen=True)
+class Query:
+    """One LIST: a kind, a namespace (None: all), a label selector."""
+
+    kind: Kind
+    namespace: Optional[str]
+    selector: str = ""
+
+
+def list_many(source: Source, queries: Sequence[Query]) -> list[Union[list[dict], KvdtypeError]]:
+    """Each query's objects, or the error it met, in order.
+
+    A live source runs the LISTs side by side (``parallel``): on a real cluster each one mostly
+    waits on the network and the API server, so a subcommand reading four kinds pays for about
+    the slowest, not the sum. Errors are returned, not raised, so a caller can forgive some kinds.
+    """
+    def one(query: Query) -> Union[list[dict], KvdtypeError]:
+        try:
+            return source.list(query.kind, query.namespace, query.selector)
+        except KvdtypeError as error:
+            return error
+
+    if not getattr(source, "parallel", False) or len(queries) < 2:
+        return [one(query) for query in queries]
+    from concurrent.futures import ThreadPoolExecutor  # only live runs pay for it
+
+    with ThreadPoolExecutor(max_workers=min(len(queries), 4)) as pool:
+        return list(pool.map(one, queries))
+
+
+def unwrap(results: Sequence[Union[list[dict], KvdtypeError]]) -> list[list[dict]]:
+    """The objects of every query, raising the first error in query order."""
+    for result in results:
+        if isinstance(result, KvdtypeError):
+            raise result
+    return list(results)  # type: ignore[arg-type]
 
 
 # --- Label selectors (the offline twin needs what the API server does for the live one) ----

@@ -13,7 +13,7 @@ from typing import Iterable, Optional
 from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._report import ERROR, INFO, WARNING, Column, ObjectRef, Report
-from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, SETTING, Source
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, SETTING, Query, Source, list_many, unwrap
 from kubectl_kvdtype._status import KvdtypeError
 
 DTYPE_REJECTED = "dtype-rejected"
@@ -63,9 +63,10 @@ class Inventory:
 
     @classmethod
     def read(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "Inventory":
-        bindings = source.list(BINDING, namespace)
-        deployments = source.list(DEPLOYMENT, namespace)
-        pods = source.list(POD, namespace, f"{_model.INJECT_LABEL}=true")
+        bindings, deployments, pods = unwrap(list_many(source, [
+            Query(BINDING, namespace), Query(DEPLOYMENT, namespace),
+            Query(POD, namespace, f"{_model.INJECT_LABEL}=true"),
+        ]))
         setting, error = read_setting(source, system_namespace)
         return cls(bindings, consumers_of(deployments, pods), deployments, setting, error)
 
@@ -142,9 +143,8 @@ def build_report(inventory: Inventory, system_namespace: str, offline: bool = Fa
 def _judge_binding(binding: dict, consumers: list[Consumer], report: Report) -> dict:
     ref = ObjectRef(BINDING.name, _model.namespace_of(binding), _model.name_of(binding))
     dtype = _model.binding_dtype(binding) or ""
-    engines = [(c.engine.name, c.engine.version) for c in consumers if c.engine.name and c.receives_flag]
     verdicts = set()
-    suggestion = _engines.suggest(dtype, engines) if dtype else None
+    suggestion = None
     if dtype == "auto":
         verdicts.add(AUTO)
         report.add(DTYPE_AUTO, WARNING, ref,
@@ -155,7 +155,8 @@ def _judge_binding(binding: dict, consumers: list[Consumer], report: Report) -> 
         report.add(DTYPE_UNKNOWN, WARNING, ref, f"{ref} declares no spec.domain.dtype, so this tool cannot judge it.",
                    dtype=None, engine=None, engineVersion=None)
     elif consumers:
-        verdicts |= _judge_engines(ref, dtype, consumers, suggestion, report)
+        engine_verdicts, suggestion = _judge_engines(ref, dtype, consumers, report)
+        verdicts |= engine_verdicts
     if not consumers:
         verdicts.add(UNUSED)
         report.add(BINDING_UNUSED, INFO, ref, f"{ref} has no ModelDeployment or injected Pod consuming it.")
@@ -169,16 +170,23 @@ def _judge_binding(binding: dict, consumers: list[Consumer], report: Report) -> 
     }
 
 
-def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer], suggestion: Optional[str],
-                   report: Report) -> set[str]:
-    """One dtype-rejected finding per rejecting engine, one dtype-unknown per unsure engine."""
-    verdicts = set()
+def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer],
+                   report: Report) -> tuple[set[str], Optional[str]]:
+    """One dtype-rejected finding per rejecting engine, one dtype-unknown per unsure engine.
+
+    Also returns the suggested spelling, sought only once an engine rejects (most Bindings pass).
+    """
+    verdicts: set[str] = set()
+    suggestion = None
     for engine in _engines.ENGINES:
         users = [c for c in consumers if c.engine.name == engine and c.receives_flag]
         judged = [(c, _engines.judge(engine, c.engine.version, dtype)) for c in users]
         rejecting = [(c, j) for c, j in judged if j.verdict == _engines.REJECTED]
         unsure = [(c, j) for c, j in judged if j.verdict == _engines.UNKNOWN]
         if rejecting:
+            if REJECTED not in verdicts:
+                suggestion = _engines.suggest(dtype, [(c.engine.name, c.engine.version) for c in consumers
+                                                      if c.engine.name and c.receives_flag])
             verdicts.add(REJECTED)
             report.add(DTYPE_REJECTED, ERROR, ref, _rejected_message(ref, dtype, rejecting, suggestion),
                        dtype=dtype, engine=engine, engineVersion=_versions(j for _, j in rejecting),
@@ -188,7 +196,7 @@ def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer], sugges
             report.add(DTYPE_UNKNOWN, WARNING, ref,
                        f"{ref}: {unsure[0][1].reason}; check the {engine} documentation for {dtype!r} before upgrading.",
                        dtype=dtype, engine=engine, engineVersion=_versions(j for _, j in unsure))
-    return verdicts
+    return verdicts, suggestion
 
 
 def _versions(judgements: Iterable[_engines.Judgement]) -> str:

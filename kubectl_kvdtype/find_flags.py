@@ -16,7 +16,7 @@ from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._engines import FlagOccurrence
 from kubectl_kvdtype._report import ERROR, Column, ObjectRef, Report
-from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, WORKLOADS, Kind, Source
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, WORKLOADS, Kind, Query, Source, list_many, unwrap
 from kubectl_kvdtype._status import ApiError
 
 ROLE_FLAG = "role-flag"
@@ -35,17 +35,17 @@ class Inventory:
 
     @classmethod
     def read(cls, source: Source, namespace: Optional[str]) -> "Inventory":
-        inventory = cls(source.list(DEPLOYMENT, namespace), source.list(BINDING, namespace),
-                        source.list(POD, namespace, f"{_model.INJECT_LABEL}=true"))
-        for kind in WORKLOADS:
-            try:
-                inventory.workloads += [(kind, obj) for obj in source.list(kind, namespace)]
-            except ApiError as error:
+        queries = [Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
+                   Query(POD, namespace, f"{_model.INJECT_LABEL}=true")] + [Query(k, namespace) for k in WORKLOADS]
+        results = list_many(source, queries)
+        inventory = cls(*unwrap(results[:3]))
+        for kind, result in zip(WORKLOADS, results[3:]):
+            if isinstance(result, ApiError) and result.code in (403, 404):
                 # Workload templates are a bonus over the guide: a user who may not list them
                 # still gets the roles and Pods, and is told what was not examined.
-                if error.code not in (403, 404):
-                    raise
-                inventory.warnings.append(f"{kind.resource} not examined: {error.message}")
+                inventory.warnings.append(f"{kind.resource} not examined: {result.message}")
+                continue
+            inventory.workloads += [(kind, obj) for obj in unwrap([result])[0]]
         return inventory
 
 

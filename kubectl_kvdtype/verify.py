@@ -19,7 +19,7 @@ from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._engines import FlagOccurrence
 from kubectl_kvdtype._flags import parse_duration
 from kubectl_kvdtype._report import ERROR, INFO, WARNING, Column, ObjectRef, Report
-from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, Source
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, Query, Source, list_many, unwrap
 from kubectl_kvdtype._status import ApiError, ClusterError, KvdtypeError, UsageError
 from kubectl_kvdtype.check import read_setting
 
@@ -70,12 +70,13 @@ class Inventory:
     @classmethod
     def read_all(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "Inventory":
         """Everything in scope: one LIST per kind (two for Pods: replicas, injected)."""
-        deployments = [d for d in source.list(DEPLOYMENT, namespace) if _model.is_pool_attached(d)]
-        bindings = {(_model.namespace_of(b), _model.name_of(b)): b for b in source.list(BINDING, namespace)}
-        replicas = source.list(POD, namespace, REPLICA_SELECTOR)
-        injected = source.list(POD, namespace, f"{_model.INJECT_LABEL}=true")
+        listed, bindings, replicas, injected = unwrap(list_many(source, [
+            Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
+            Query(POD, namespace, REPLICA_SELECTOR), Query(POD, namespace, f"{_model.INJECT_LABEL}=true"),
+        ]))
         setting, error = read_setting(source, system_namespace)
-        return cls(deployments, bindings, replicas, injected, setting, error)
+        return cls([d for d in listed if _model.is_pool_attached(d)],
+                   {(_model.namespace_of(b), _model.name_of(b)): b for b in bindings}, replicas, injected, setting, error)
 
 
 def _find_deployment(source: Source, namespace: Optional[str], name: str) -> dict:

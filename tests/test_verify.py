@@ -291,8 +291,8 @@ def test_wait_gives_up_when_time_is_up(fake, kube_env):
     fake.update("Pod", "roll", "qwen-server-r0-m0", {"spec": _rollout_objects(flagged=True)[-2]["spec"]})
 
     def fail_polls_after_the_first() -> None:  # a 503 the client gives up on: the wait goes on
-        _after_polls(fake, 1)
-        fake.fail(503, method="GET", path=r"/pods$", times=4)
+        _after_polls(fake, 2)  # a poll of everything in scope lists Pods twice (replicas, injected)
+        fake.fail(503, method="GET", path=r"/pods$", times=8)  # both side-by-side LISTs give up
     threading.Thread(target=fail_polls_after_the_first, daemon=True).start()
     started = time.monotonic()
     result = kvdtype(kube_env, "verify", "-n", "roll", "--wait=2s", "-o", "json")
