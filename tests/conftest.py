@@ -62,3 +62,12 @@ def kubectl(kube_env: dict[str, str]):
             timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return run_kubectl(list(args), kube_env, input=input, timeout=timeout)
     return run
+
+
+@pytest.fixture
+def cluster(fake: FakeKube, kube_env: dict[str, str]) -> dict[str, str]:
+    """The fake cluster holding the bundled example dump (examples/); returns ``kube_env``."""
+    from _support import EXAMPLES, documents, seed
+
+    seed(fake, documents(EXAMPLES))
+    return kube_env

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import yaml
 
 from _support import EXAMPLES, codes, direct, documents, kvdtype, report, seed
-
-
-@pytest.fixture
-def cluster(fake, kube_env):
-    """The fake cluster holding the bundled example dump."""
-    seed(fake, documents(EXAMPLES))
-    return kube_env
 
 
 def test_every_finding_code_on_the_examples(cluster):

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
-from _support import EXAMPLES, codes, direct, documents, kvdtype, report, seed
+from _support import EXAMPLES, codes, direct, kvdtype, report, seed
 from test_argv import guide_step2
-
-
-@pytest.fixture
-def cluster(fake, kube_env):
-    """The fake cluster holding the bundled example dump (team-c holds the find-flags cases)."""
-    seed(fake, documents(EXAMPLES))
-    return kube_env
 
 
 def test_every_case_of_the_examples(cluster):

@@ -10,9 +10,8 @@ import threading
 import time
 from collections import Counter
 
-import pytest
 
-from _support import EXAMPLES, assert_one_clean_line, codes, direct, documents, kvdtype, report, seed
+from _support import EXAMPLES, assert_one_clean_line, codes, direct, kvdtype, report, seed
 from conftest import kubectl_path
 
 SETTING = "model-deployment-kv-cache-dtype-owned"
@@ -23,12 +22,6 @@ GUIDE_VERIFY = (
     "  -o jsonpath='{{range .items[*]}}{{.metadata.name}}{{\"\\t\"}}{{.spec.containers[0].command}}{{\"\\n\"}}{{end}}' \\\n"
     "  | grep -o -- '--kv-cache-dtype\",\"[^\"]*'"
 )
-
-
-@pytest.fixture
-def cluster(fake, kube_env):
-    seed(fake, documents(EXAMPLES))
-    return kube_env
 
 
 def verdicts(document: dict) -> dict[str, str]:
