@@ -44,6 +44,24 @@ class Environment:
     def progress(self, message: str) -> None:
         print(message, file=self.stderr)
 
+    def live(self, line: str) -> None:
+        """Rewrite one status line in place on a terminal; say nothing to a file or a pipe."""
+        if self.stderr_isatty:
+            self.stderr.write("\r\033[K" + line)
+            self.stderr.flush()
+
+    def end_live(self) -> None:
+        """Leave the terminal on a fresh line after ``live``."""
+        if self.stderr_isatty:
+            self.stderr.write("\n")
+            self.stderr.flush()
+
+    def ask(self, question: str) -> str:
+        """Ask on stderr (stdout carries results only) and read one answer from stdin."""
+        self.stderr.write(f"{question} ")
+        self.stderr.flush()
+        return self.stdin.readline().strip()
+
 
 def _isatty(stream: TextIO) -> bool:
     try:

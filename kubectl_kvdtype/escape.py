@@ -261,8 +261,6 @@ def confirm(context: Context, question: str) -> None:
     if not env.stdin_isatty:
         raise UsageError("refusing to write without confirmation: stdin is not a terminal, so pass --yes "
                          "to confirm (nothing was changed)")
-    env.stderr.write(f"{question} [y/N]: ")
-    env.stderr.flush()
-    answer = env.stdin.readline().strip().lower()
+    answer = env.ask(f"{question} [y/N]:").lower()
     if answer not in ("y", "yes"):
         raise KvdtypeError("not confirmed; nothing was changed")

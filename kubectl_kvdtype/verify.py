@@ -205,15 +205,12 @@ def _progress_line(report: Report) -> str:
 
 def _progress(context: Context, report: Report) -> None:
     """A one-line live display on a terminal; nothing when stderr is a file or a pipe."""
-    if context.env.stderr_isatty:
-        context.env.stderr.write("\r\033[K" + _progress_line(report))
-        context.env.stderr.flush()
+    context.env.live(_progress_line(report))
 
 
 def _end_progress(context: Context, polls: int) -> None:
-    if context.env.stderr_isatty and polls:
-        context.env.stderr.write("\n")
-        context.env.stderr.flush()
+    if polls:
+        context.env.end_live()
 
 
 def _show_seconds(seconds: float) -> str:
