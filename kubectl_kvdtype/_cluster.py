@@ -23,7 +23,7 @@ from kubernetes.client.rest import RESTClientObject
 from kubernetes.config.config_exception import ConfigException
 
 from kubectl_kvdtype import __version__
-from kubectl_kvdtype._sources import Kind
+from kubectl_kvdtype._sources import Kind, Projection
 from kubectl_kvdtype._status import ApiError, ClusterError, Conflict, KvdtypeError, NotFound
 
 PAGE_SIZE = 500
@@ -72,11 +72,12 @@ class ClusterSource:
     def default_namespace(self) -> Optional[str]:
         return self._namespace
 
-    def list(self, kind: Kind, namespace: Optional[str], selector: str = "") -> list[dict]:
+    def list(self, kind: Kind, namespace: Optional[str], selector: str = "",
+             project: Optional[Projection] = None) -> list[dict]:
         """Every object, one paged LIST; restarted when the continue token expires (410)."""
         path = self.path(kind, namespace)
         for _ in range(_LIST_RESTARTS):
-            items, expired = self._list_pages(path, selector, kind, namespace)
+            items, expired = self._list_pages(path, selector, kind, namespace, project)
             if not expired:
                 return items
         raise ClusterError(f"listing {kind.resource} kept failing: the list changed faster than it could be read")
@@ -139,7 +140,8 @@ class ClusterSource:
         served = {v.get("version") for v in group.get("versions", []) if isinstance(v, dict)}
         return next((v for v in kind.versions if v in served), None)
 
-    def _list_pages(self, path: str, selector: str, kind: Kind, namespace: Optional[str]) -> tuple[list[dict], bool]:
+    def _list_pages(self, path: str, selector: str, kind: Kind, namespace: Optional[str],
+                    project: Optional[Projection]) -> tuple[list[dict], bool]:
         items: list[dict] = []
         query: dict[str, Any] = {"limit": PAGE_SIZE}
         if selector:
@@ -151,7 +153,8 @@ class ClusterSource:
                 if error.code == 410 and "continue" in query:
                     return [], True
                 raise
-            items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
+            objects = (i for i in page.get("items") or [] if isinstance(i, dict))
+            items.extend(map(project, objects) if project else objects)
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items, False

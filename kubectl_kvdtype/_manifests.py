@@ -13,7 +13,7 @@ from typing import Iterable, Iterator, Optional, TextIO
 import yaml
 
 from kubectl_kvdtype import _model
-from kubectl_kvdtype._sources import Kind, kind_for, matches_selector
+from kubectl_kvdtype._sources import Kind, Projection, kind_for, matches_selector
 from kubectl_kvdtype._status import ManifestError
 
 _EXTENSIONS = (".yaml", ".yml", ".json")
@@ -45,12 +45,14 @@ class ManifestSource:
     def default_namespace(self) -> Optional[str]:
         return None  # a dump is judged whole unless -n narrows it
 
-    def list(self, kind: Kind, namespace: Optional[str], selector: str = "") -> list[dict]:
-        return [
+    def list(self, kind: Kind, namespace: Optional[str], selector: str = "",
+             project: Optional[Projection] = None) -> list[dict]:
+        found = [
             obj for obj in self._by_kind.get(kind, [])
             if (namespace is None or not kind.namespaced or _model.namespace_of(obj) == namespace)
             and (not selector or matches_selector(_model.labels_of(obj), selector))
         ]
+        return [project(obj) for obj in found] if project else found
 
     def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
         return next((o for o in self.list(kind, namespace) if _model.name_of(o) == name), None)

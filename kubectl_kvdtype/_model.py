@@ -237,6 +237,25 @@ def webhook_copy(pod_like: dict, occurrences: list[_engines.FlagOccurrence]) -> 
     return in_args[-1] if in_args else None
 
 
+def slim_pod(pod: dict) -> dict:
+    """What judging a Pod reads (identity, labels, annotations, owners, container argv).
+
+    Live Pods carry status, volumes and env worth several KB each; keeping only this while a LIST
+    is paged bounds ``verify -A``'s memory on clusters with tens of thousands of replicas.
+    """
+    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    spec = pod_spec(pod)
+    containers = spec.get("containers")
+    if isinstance(containers, list):
+        containers = [{k: c[k] for k in ("name", "command", "args") if k in c} if isinstance(c, dict) else c
+                      for c in containers]
+    return {
+        "metadata": {k: metadata[k] for k in ("name", "namespace", "labels", "annotations", "ownerReferences")
+                     if k in metadata},
+        "spec": {"containers": containers} if "containers" in spec else {},
+    }
+
+
 def controller_of(obj: dict) -> Optional[dict]:
     """The controlling ownerReference (``controller: true``), else the first one."""
     owners = [o for o in as_list(dig(obj, "metadata", "ownerReferences")) if isinstance(o, dict)]

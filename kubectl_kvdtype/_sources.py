@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional, Protocol, Sequence, Union
+from typing import Callable, Optional, Protocol, Sequence, Union
 
 from kubectl_kvdtype._status import KvdtypeError
 
@@ -56,6 +56,10 @@ def kind_for(api_version: object, kind: object) -> Optional[Kind]:
     return next((k for k in KINDS if k.name == kind and k.group == group), None)
 
 
+#: What a caller keeps of each listed object (see ``Source.list``).
+Projection = Callable[[dict], dict]
+
+
 class Source(Protocol):
     """What a subcommand may ask of the objects, wherever they live."""
 
@@ -65,8 +69,13 @@ class Source(Protocol):
     def default_namespace(self) -> Optional[str]:
         """The namespace used without -n/-A: the context's on a cluster, None (all) offline."""
 
-    def list(self, kind: Kind, namespace: Optional[str], selector: str = "") -> list[dict]:
-        """Every object of ``kind`` in ``namespace`` (None: all) matching a label selector."""
+    def list(self, kind: Kind, namespace: Optional[str], selector: str = "",
+             project: Optional[Projection] = None) -> list[dict]:
+        """Every object of ``kind`` in ``namespace`` (None: all) matching a label selector.
+
+        ``project`` maps each object to what the caller keeps, applied page by page, so a big
+        LIST never holds more than one page of whole objects.
+        """
 
     def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
         """One object, or None when it does not exist."""
@@ -79,6 +88,7 @@ class Query:
     kind: Kind
     namespace: Optional[str]
     selector: str = ""
+    project: Optional[Projection] = None
 
 
 def list_many(source: Source, queries: Sequence[Query]) -> list[Union[list[dict], KvdtypeError]]:
@@ -90,7 +100,7 @@ def list_many(source: Source, queries: Sequence[Query]) -> list[Union[list[dict]
     """
     def one(query: Query) -> Union[list[dict], KvdtypeError]:
         try:
-            return source.list(query.kind, query.namespace, query.selector)
+            return source.list(query.kind, query.namespace, query.selector, query.project)
         except KvdtypeError as error:
             return error
 

@@ -65,14 +65,15 @@ class Inventory:
         selector = f"{REPLICA_SELECTOR},{_model.REPLICA_INSTANCE_LABEL}={name}"
         setting, error = read_setting(source, system_namespace)
         return cls([deployment], {(namespace, binding_name or ""): binding} if binding else {},
-                   source.list(POD, namespace, selector), [], setting, error, named=True)
+                   source.list(POD, namespace, selector, _model.slim_pod), [], setting, error, named=True)
 
     @classmethod
     def read_all(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "Inventory":
         """Everything in scope: one LIST per kind (two for Pods: replicas, injected)."""
         listed, bindings, replicas, injected = unwrap(list_many(source, [
             Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
-            Query(POD, namespace, REPLICA_SELECTOR), Query(POD, namespace, f"{_model.INJECT_LABEL}=true"),
+            Query(POD, namespace, REPLICA_SELECTOR, _model.slim_pod),
+            Query(POD, namespace, f"{_model.INJECT_LABEL}=true", _model.slim_pod),
         ]))
         setting, error = read_setting(source, system_namespace)
         return cls([d for d in listed if _model.is_pool_attached(d)],

@@ -398,3 +398,21 @@ def test_absent_replicas_are_counted_when_time_is_up(fake, kube_env):
     assert found["summary"]["pending"] == [
         {"namespace": "roll", "deployment": "qwen", "role": "server", "desired": 2, "found": 1}]
     assert result.returncode == 0  # what is present passes; absence alone is not an error finding
+
+
+def test_listed_pods_are_slimmed_to_what_judging_reads():
+    """verify keeps identity, labels, annotations, owners and argv of each listed Pod, not the rest."""
+    from kubectl_kvdtype._model import slim_pod
+
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "n", "labels": {"a": "b"}, "annotations": {"c": "d"},
+                        "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}], "managedFields": [{"big": 1}]},
+           "spec": {"containers": [{"name": "main", "command": ["vllm"], "args": ["--x"], "env": [{"name": "E"}]},
+                                   "odd"], "volumes": [{"name": "v"}]},
+           "status": {"phase": "Running"}}
+    assert slim_pod(pod) == {
+        "metadata": {"name": "p", "namespace": "n", "labels": {"a": "b"}, "annotations": {"c": "d"},
+                     "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}]},
+        "spec": {"containers": [{"name": "main", "command": ["vllm"], "args": ["--x"]}, "odd"]},
+    }
+    assert slim_pod({"spec": "oops"}) == {"metadata": {}, "spec": {}}
