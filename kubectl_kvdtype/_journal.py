@@ -34,15 +34,22 @@ def default_directory(namespace: str, binding: str, now: Optional[datetime.datet
 
 
 def unfinished(where: Path, namespace: str, binding: str) -> list[Path]:
-    """Backup directories under ``where`` holding an unfinished journal of this very rebind.
+    """Backup directories under ``where`` holding an unfinished journal of this very rebind."""
+    return _journals(where, namespace, binding, finished=False)
 
-    The name prefix is only a hint (``legacy`` is a prefix of ``legacy-2``): the journal's own
-    namespace and binding decide.
-    """
+
+def finished(where: Path, namespace: str, binding: str) -> list[Path]:
+    """Backup directories under ``where`` whose rebind of this Binding ran to the end."""
+    return _journals(where, namespace, binding, finished=True)
+
+
+def _journals(where: Path, namespace: str, binding: str, finished: bool) -> list[Path]:
+    """The name prefix is only a hint (``legacy`` is a prefix of ``legacy-2``): the journal's own
+    namespace and binding decide."""
     found = []
     for directory in sorted(where.glob(f"{_PREFIX}{namespace}-{binding}-*")):
         journal = Journal.read(directory) if (directory / JOURNAL).is_file() else None
-        if journal and journal.matches(namespace, binding) and not journal.finished:
+        if journal and journal.matches(namespace, binding) and journal.finished == finished:
             found.append(directory)
     return found
 

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from kubectl_kvdtype import _model
 from kubectl_kvdtype._command import Context
-from kubectl_kvdtype._journal import Journal, default_directory, unfinished
+from kubectl_kvdtype._journal import Journal, default_directory, finished, unfinished
 from kubectl_kvdtype._report import INFO, WARNING, Column, ObjectRef, Report
 from kubectl_kvdtype._setting import OFF, ON, POLL_SECONDS, blockers_of, require_setting, write_setting
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL, SETTING, Kind, Source
@@ -121,7 +121,10 @@ def make_plan(context: Context, namespace: str) -> Plan:
     options, source, system = context.options, context.source, context.system_namespace
     binding = source.get(BINDING, namespace, options.binding)
     if binding is None:
-        raise KvdtypeError(f"the KVCachePoolBinding {namespace}/{options.binding} does not exist; nothing was changed")
+        done = finished(Path.cwd(), namespace, options.binding)  # --backup-dir's journal resumes instead
+        hint = f" (a finished rebind of it is journaled in {done[-1]}/)" if done else ""
+        raise KvdtypeError(f"the KVCachePoolBinding {namespace}/{options.binding} does not exist{hint}; "
+                           "nothing was changed")
     dtype = options.dtype
     _refuse_dtype(binding, dtype)
     inventory, cluster_wide = _read_inventory(source, namespace, system)

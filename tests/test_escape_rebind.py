@@ -445,3 +445,12 @@ def test_the_context_namespace_is_used_without_n(fake, kube_env, tmp_path):
     result = kvdtype(env, tmp_path, "legacy", "--dtype", "bfloat16", "-o", "json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["summary"]["namespace"] == "team-a"
+
+
+def test_a_rerun_after_a_finished_rebind_points_at_its_journal(cluster, fake, tmp_path):
+    assert kvdtype(cluster, tmp_path, *REBIND, "--apply").returncode == 0
+    (directory,) = backup_dirs(tmp_path)
+    again = kvdtype(cluster, tmp_path, *REBIND, "--apply")
+    assert again.returncode == 3
+    assert again.stderr.strip() == (f"error: the KVCachePoolBinding team-a/legacy does not exist (a finished rebind "
+                                    f"of it is journaled in {directory}/); nothing was changed")
