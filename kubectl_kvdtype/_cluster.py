@@ -11,6 +11,7 @@ import json
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Optional
 from urllib.parse import urlencode
 
@@ -37,15 +38,14 @@ _REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Confli
             410: "Gone", 415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests"}
 
 
+@dataclass(frozen=True)
 class ConnectionOptions:
-    """The kubectl-style flags that say which cluster and who: a plain value object."""
+    """The kubectl-style flags that say which cluster and who."""
 
-    def __init__(self, kubeconfig: Optional[str] = None, context: Optional[str] = None,
-                 request_timeout: Optional[float] = None, impersonate: Optional[str] = None) -> None:
-        self.kubeconfig = kubeconfig
-        self.context = context
-        self.request_timeout = request_timeout
-        self.impersonate = impersonate
+    kubeconfig: Optional[str] = None
+    context: Optional[str] = None
+    request_timeout: Optional[float] = None
+    impersonate: Optional[str] = None
 
 
 class ClusterSource:

@@ -22,7 +22,6 @@ ENGINES = (VLLM, SGLANG)
 REFERENCE_VERSIONS = {VLLM: "0.29.0", SGLANG: "0.5.18"}
 
 FLAG = "--kv-cache-dtype"
-FLAG_UNDERSCORE = "--kv_cache_dtype"
 #: The shortest abbreviation treated as meaning the flag; shorter prefixes (``--kv-c``) are
 #: shared by many other engine options, so argparse would call them ambiguous anyway.
 _MIN_ABBREVIATION = len("--kv-cache-d")
@@ -321,9 +320,8 @@ def find_dtype_flags(argv: object, engine: Optional[str] = None, version: object
         elif token.startswith("-"):
             found.extend(_occurrence(index, token, tokens[index + 1:index + 2], engine, version))
         elif _looks_like_shell(token):
-            for inner in find_dtype_flags(_split_shell(token), engine, version):
-                found.append(FlagOccurrence(index, inner.token, inner.value, inner.spelling,
-                                            inner.read, inner.note, in_shell=True))
+            found.extend(replace(inner, index=index, in_shell=True)
+                         for inner in find_dtype_flags(_split_shell(token), engine, version))
     return found
 
 

@@ -217,6 +217,12 @@ def argv_of(container: dict, field: str) -> list[str]:
     return [arg for arg in as_list(container.get(field)) if isinstance(arg, str)]
 
 
+def container_flags(container: dict, engine: EngineInfo) -> list[_engines.FlagOccurrence]:
+    """The flag's occurrences in a container's argv: ``command`` then ``args``, read as one."""
+    fields = [("command", argv_of(container, "command")), ("args", argv_of(container, "args"))]
+    return _engines.find_in_fields(fields, engine.name, engine.version)
+
+
 def pod_template(workload: dict) -> Optional[dict]:
     """The Pod template of a workload: ``spec.template``, or a CronJob's ``spec.jobTemplate.spec.template``."""
     template = dig(workload, "spec", "template")

@@ -15,7 +15,6 @@ from kubectl_kvdtype._status import ExitStatus
 ERROR = "error"
 WARNING = "warning"
 INFO = "info"
-SEVERITIES = (ERROR, WARNING, INFO)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ class Consumer:
                 "engine": self.engine.name or self.engine.declared, "engineVersion": self.engine.version}
 
     def label(self) -> str:
-        return f"{'md' if self.kind == DEPLOYMENT.name else 'pod'}/{self.name}"
+        return _short(self.kind, self.name)
 
 
 @dataclass
@@ -225,11 +225,16 @@ def _fix(verdict: str, ref: ObjectRef, suggestion: Optional[str]) -> str:
 
 
 def _missing_binding(consumer: Consumer, report: Report) -> None:
-    named = f"Binding {consumer.binding!r}" if consumer.binding else "no Binding"
-    report.add(BINDING_MISSING, ERROR, consumer.ref,
-               f"{consumer.ref} names {named}, which does not exist in namespace {consumer.namespace}: "
+    add_missing_binding(report, consumer.ref, consumer.binding)
+
+
+def add_missing_binding(report: Report, consumer: ObjectRef, binding: str, consequence: str = "") -> None:
+    """The binding-missing finding, as every subcommand that meets one words it."""
+    named = f"Binding {binding!r}" if binding else "no Binding"
+    report.add(BINDING_MISSING, ERROR, consumer,
+               f"{consumer} names {named}, which does not exist in namespace {consumer.namespace}{consequence}: "
                "create it or point the consumer at an existing Binding.",
-               binding=consumer.binding or None)
+               binding=binding or None)
 
 
 def _unknown_engines(consumers: list[Consumer], report: Report) -> None:
@@ -274,7 +279,12 @@ def _engines_cell(item: dict) -> str:
 
 
 def _consumer_names(item: dict) -> str:
-    return ",".join(f"{'md' if c['kind'] == DEPLOYMENT.name else 'pod'}/{c['name']}" for c in item["consumers"])
+    return ",".join(_short(c["kind"], c["name"]) for c in item["consumers"])
+
+
+def _short(kind: str, name: str) -> str:
+    """``md/qwen-chat`` or ``pod/worker-0``: a consumer as kubectl's short names write it."""
+    return f"{'md' if kind == DEPLOYMENT.name else 'pod'}/{name}"
 
 
 COLUMNS = [

@@ -45,7 +45,8 @@ class Inventory:
                 # still gets the roles and Pods, and is told what was not examined.
                 inventory.warnings.append(f"{kind.resource} not examined: {result.message}")
                 continue
-            inventory.workloads += [(kind, obj) for obj in unwrap([result])[0]]
+            (objects,) = unwrap([result])  # any other failure is the whole run's
+            inventory.workloads += [(kind, obj) for obj in objects]
         return inventory
 
 
@@ -140,8 +141,7 @@ def _pod_like(kind: str, obj: dict, pod_like: dict, spec: dict, dtypes: dict, re
     if container is None:
         return
     engine = _model.pod_engine(pod_like)
-    fields = [("command", _model.argv_of(container, "command")), ("args", _model.argv_of(container, "args"))]
-    found = _engines.find_in_fields(fields, engine.name, engine.version)
+    found = _model.container_flags(container, engine)
     webhook = _model.webhook_copy(pod_like, found)
     own = [o for o in found if o is not webhook]
     if not own:

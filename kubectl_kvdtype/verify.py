@@ -21,7 +21,7 @@ from kubectl_kvdtype._flags import parse_duration
 from kubectl_kvdtype._report import ERROR, INFO, WARNING, Column, ObjectRef, Report
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, Query, Source, list_many, unwrap
 from kubectl_kvdtype._status import ApiError, ClusterError, KvdtypeError, UsageError
-from kubectl_kvdtype.check import read_setting
+from kubectl_kvdtype.check import BINDING_MISSING, DTYPE_UNKNOWN, add_missing_binding, read_setting
 
 REPLICA_MISSING = "replica-missing-flag"
 REPLICA_MISMATCH = "replica-dtype-mismatch"
@@ -29,8 +29,6 @@ POD_MISSING = "pod-missing-flag"
 POD_MISMATCH = "pod-dtype-mismatch"
 ROLE_UNMANAGED = "role-unmanaged"
 NOT_ATTACHED = "deployment-not-attached"
-BINDING_MISSING = "binding-missing"  # the same condition as check's code of that name
-DTYPE_UNKNOWN = "dtype-unknown"
 
 OK, MISSING, MISMATCH, UNMANAGED, UNKNOWN = "ok", "missing", "mismatch", "unmanaged", "unknown"
 FAILING = (MISSING, MISMATCH)
@@ -266,10 +264,7 @@ def _expected(namespace: str, binding: str, bindings: dict, ref: ObjectRef, on: 
     """(judgeable, expected value): the Binding's dtype with the Setting on, no flag with it off."""
     found = bindings.get((namespace, binding))
     if found is None:
-        named = f"Binding {binding!r}" if binding else "no Binding"
-        report.add(BINDING_MISSING, ERROR, ref,
-                   f"{ref} names {named}, which does not exist in namespace {namespace}, so its Pods cannot "
-                   "be verified: create it or point the consumer at an existing Binding.", binding=binding or None)
+        add_missing_binding(report, ref, binding, ", so its Pods cannot be verified")
         return False, None
     dtype = _model.binding_dtype(found)
     if dtype is None and on:
@@ -329,7 +324,7 @@ def _pending_replicas(ref: ObjectRef, roles: dict[str, dict], seen: dict[str, in
 def _judge_replica(pod: dict, role: dict, engine: _model.EngineInfo, on: bool, expected: Optional[str],
                    judgeable: bool) -> Judged:
     container = _model.engine_container(pod) or {}
-    found = _container_flags(container, engine)
+    found = _model.container_flags(container, engine)
     own = len(_engines.find_dtype_flags(_model.role_extra_args(role), engine.name, engine.version))
     origins = ["operator"] * max(len(found) - own, 0) + ["extraArgs"] * min(own, len(found))
     occurrences = [{**o.to_dict(), "origin": origin} for o, origin in zip(found, origins)]
@@ -343,7 +338,7 @@ def _judge_replica(pod: dict, role: dict, engine: _model.EngineInfo, on: bool, e
         if operator:
             return Judged(MISMATCH, None, effective, occurrences,
                           f"not rolled back yet: the Setting is off, so the operator renders no flag, but "
-                          f"this replica still carries the operator's {_show(operator[-1])}; it is replaced at "
+                          f"this replica still carries the operator's {operator[-1].shown}; it is replaced at "
                           "the deployment's next reconcile")
         return Judged(OK, None, effective, occurrences)
     return _compare(found, origins, expected, effective, occurrences, "replica")
@@ -366,13 +361,13 @@ def _compare(found: list[FlagOccurrence], origins: list[str], expected: Optional
     if effective is None:
         detail = f"{last.shown} has no value: the engine exits at argument parsing"
     elif origin == "extraArgs" and any(o.value == expected for o, g in read if g == "operator"):
-        detail = (f"the operator's copy is right ({expected}), but the role's own {_show(last)} from extraArgs "
+        detail = (f"the operator's copy is right ({expected}), but the role's own {last.shown} from extraArgs "
                   "comes later and wins: remove it from the role's extraArgs (see kubectl kvdtype find-flags)")
     elif origin == "pod":
-        detail = (f"the Pod's own {_show(last)} comes after the webhook's copy and wins: remove it from the "
+        detail = (f"the Pod's own {last.shown} comes after the webhook's copy and wins: remove it from the "
                   "Pod's template")
     else:
-        detail = f"runs {effective} ({_show(last)}) while its Binding says {expected}"
+        detail = f"runs {effective} ({last.shown}) while its Binding says {expected}"
         if what == "replica" and "operator" not in origins:
             detail += "; it carries no operator copy, so the rollout has not replaced it yet"
         elif what == "pod":
@@ -394,7 +389,7 @@ def _injected(pod: dict, bindings: dict, on: bool, report: Report) -> None:
 
 
 def _judge_injected(pod: dict, container: dict, on: bool, expected: Optional[str], judgeable: bool) -> Judged:
-    found = _container_flags(container, _model.pod_engine(pod))
+    found = _model.container_flags(container, _model.pod_engine(pod))
     webhook = _model.webhook_copy(pod, found)
     origins = ["webhook" if o is webhook else "pod" for o in found]
     occurrences = [{**o.to_dict(), "origin": origin} for o, origin in zip(found, origins)]
@@ -405,22 +400,13 @@ def _judge_injected(pod: dict, container: dict, on: bool, expected: Optional[str
         if webhook is not None:
             return Judged(MISMATCH, None, effective, occurrences,
                           f"not rolled back yet: the Setting is off, but it still carries the webhook's "
-                          f"{_show(webhook)}; recreate the Pod")
+                          f"{webhook.shown}; recreate the Pod")
         return Judged(OK, None, effective, occurrences)
     if not any(o.field == "args" for o in found):
         return Judged(MISSING, expected, effective, occurrences,
                       f"no --kv-cache-dtype in its target container's args, where the webhook appends "
                       f"{expected}: it was not injected since the upgrade; recreate the Pod")
     return _compare(found, origins, expected, effective, occurrences, "pod")
-
-
-def _container_flags(container: dict, engine: _model.EngineInfo) -> list[FlagOccurrence]:
-    fields = [("command", _model.argv_of(container, "command")), ("args", _model.argv_of(container, "args"))]
-    return _engines.find_in_fields(fields, engine.name, engine.version)
-
-
-def _show(occurrence: FlagOccurrence) -> str:
-    return occurrence.shown
 
 
 def _record(report: Report, pod: dict, deployment: Optional[str], role: str, container: Optional[dict],
