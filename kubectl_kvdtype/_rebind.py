@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from kubectl_kvdtype import _model
 from kubectl_kvdtype._command import Context
-from kubectl_kvdtype._journal import Journal, default_directory, finished, unfinished
+from kubectl_kvdtype._journal import JOURNAL, Journal, default_directory, finished, unfinished
 from kubectl_kvdtype._report import INFO, WARNING, Column, ObjectRef, Report
 from kubectl_kvdtype._setting import OFF, ON, POLL_SECONDS, blockers_of, require_setting, write_setting
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL, SETTING, Kind, Source
@@ -139,7 +139,7 @@ def make_plan(context: Context, namespace: str) -> Plan:
             if _model.pod_binding(p) == options.binding]
     setting, _ = read_setting(source, system)  # None also when the gpustack.ai group is not served
     _build_steps(plan, source, binding, new_binding, moved, pods, setting, system)
-    _judge_setting_after(plan, inventory, binding, new_binding, moved, system, cluster_wide, bool(pods))
+    _judge_setting_after(plan, inventory, new_binding, moved, system, cluster_wide, bool(pods))
     _manual_steps(plan, pods, names["newName"])
     return plan
 
@@ -243,8 +243,12 @@ def _refuse_taken(source: Source, inventory: Inventory, binding: dict, names: di
                                    "nothing was changed")
 
 
+def _key(obj: dict) -> tuple[str, str]:
+    return _model.namespace_of(obj), _model.name_of(obj)
+
+
 def _moved_consumers(inventory: Inventory, moved: list[dict], binding_name: str) -> list[Consumer]:
-    keys = {(_model.namespace_of(d), _model.name_of(d)) for d in moved}
+    keys = {_key(d) for d in moved}
     return [dataclasses.replace(c, binding=binding_name) for c in inventory.consumers
             if c.kind == DEPLOYMENT.name and (c.namespace, c.name) in keys]
 
@@ -316,15 +320,14 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
                           'spec.value -> "true", unless another Binding would still break an engine', ON))
 
 
-def _judge_setting_after(plan: Plan, inventory: Inventory, binding: dict, new_binding: dict, moved: list[dict],
-                         system: str, cluster_wide: bool, keeps_old: bool) -> None:
+def _judge_setting_after(plan: Plan, inventory: Inventory, new_binding: dict, moved: list[dict], system: str,
+                         cluster_wide: bool, keeps_old: bool) -> None:
     """Step 5 as planned: check's judgement of the cluster as it will be after the move."""
     if not any(s.action == "setting-on" for s in plan.steps):
         return
     gone = (plan.namespace, plan.binding)
-    bindings = [b for b in inventory.bindings
-                if keeps_old or (_model.namespace_of(b), _model.name_of(b)) != gone] + [new_binding]
-    moved_keys = {(_model.namespace_of(d), _model.name_of(d)) for d in moved}
+    bindings = [b for b in inventory.bindings if keeps_old or _key(b) != gone] + [new_binding]
+    moved_keys = {_key(d) for d in moved}
     consumers = [c for c in inventory.consumers if (c.namespace, c.name) not in moved_keys or c.kind != DEPLOYMENT.name]
     after = Inventory(bindings, consumers + _moved_consumers(inventory, moved, plan.options["newName"]), [], None, None)
     plan.blockers = blockers_of(build_report(after, system, offline=True))
@@ -497,7 +500,7 @@ def _find_journal(options: argparse.Namespace, namespace: str) -> Optional[Journ
     """The unfinished journal of this rebind: in --backup-dir, else in the current directory."""
     if options.backup_dir:
         directory = Path(options.backup_dir)
-        if not (directory / "journal.json").is_file():
+        if not (directory / JOURNAL).is_file():
             return None
         journal = Journal.read(directory)
         if not journal.matches(namespace, options.binding):
@@ -561,7 +564,6 @@ def _plan_report(context: Context, plan: Plan, journal: Optional[Journal]) -> Re
     options = context.options
     report = plan.report
     report.columns = REBIND_COLUMNS
-    report.findings = [f for f in report.findings if f.code != SETTING_STAYS_OFF]
     if plan.blockers:
         report.add(SETTING_STAYS_OFF, WARNING, ObjectRef(SETTING.name, context.system_namespace, _model.SETTING_NAME),
                    f"The Setting stays off after the move: {', '.join(plan.blockers)} would still break an engine "

@@ -76,6 +76,7 @@ def wait_for_setting(source: Source, namespace: str, value: str, timeout: float)
                 f"{timeout:g}s: the operator has not applied it yet (is it running?); see kubectl kvdtype escape status")
         time.sleep(min(POLL_SECONDS, remaining))
 
+
 def blockers_of(report: Report) -> list[str]:
     """The Bindings check finds rejected by an engine, as ``namespace/name``."""
     return list(dict.fromkeys(f"{f.object.namespace}/{f.object.name}" for f in report.findings

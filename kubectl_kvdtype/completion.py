@@ -24,9 +24,11 @@ import os
 import threading
 from typing import Optional, Sequence
 
+from kubectl_kvdtype import _model
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._env import Environment
 from kubectl_kvdtype._report import Report
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, Kind
 
 SHELLS = ("bash", "zsh", "fish")
 
@@ -35,6 +37,8 @@ DIRECTIVE_DEFAULT = 0  # the shell may complete file names
 DIRECTIVE_NO_FILES = 4  # ShellCompDirectiveNoFileComp
 TIMEOUT_VARIABLE = "KUBECTL_KVDTYPE_COMPLETION_TIMEOUT"
 DEFAULT_TIMEOUT = 2.0
+#: Listed only to complete -n; no subcommand reads Namespaces.
+NAMESPACE = Kind("Namespace", "", ("v1",), "namespaces", namespaced=False)
 
 
 class CompletionCommand(Command):
@@ -133,8 +137,7 @@ def _candidates(words: Sequence[str], current: str, env: Environment) -> tuple[l
         action = _option(scan.parser, name)
         if action is None or not _takes_value(action):
             return [], DIRECTIVE_NO_FILES
-        found, directive = _values(action, partial, scan, env, prefix=name + "=")
-        return found, directive
+        return _values(action, partial, scan, env, prefix=name + "=")
     if current.startswith("-"):
         return _flags(scan.parser, current), DIRECTIVE_NO_FILES
     subcommands = _subcommands(scan.parser)
@@ -243,40 +246,38 @@ def _from_cluster(what: str, scan: _Scan, env: Environment) -> list[str]:
 
 
 def _cluster_names(what: str, scan: _Scan, env: Environment, timeout: float) -> list[str]:
-    from kubectl_kvdtype._cluster import ClusterSource, ConnectionOptions  # imports the client
-    from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, Kind
-
-    source = ClusterSource(ConnectionOptions(kubeconfig=scan.value("kubeconfig"), context=scan.value("context"),
-                                             request_timeout=timeout or None),
-                           environ=dict(env.environ))
+    """The names, read through the same ``Context`` (and so the same ClusterSource) a command gets."""
+    options = argparse.Namespace(
+        filename=[], kubeconfig=scan.value("kubeconfig"), context=scan.value("context"),
+        request_timeout=timeout or None, as_user=scan.value("as_user"),
+        namespace=scan.value("namespace"), all_namespaces="all_namespaces" in scan.flags,
+    )
+    context = Context(options, env)
+    source = context.source  # imports the client; a kubeconfig error ends here
     if what == "namespaces":
         try:
-            items = source.list(Kind("Namespace", "", ("v1",), "namespaces", namespaced=False), None)
-            return [(i.get("metadata") or {}).get("name") or "" for i in items]
+            return [_model.name_of(i) for i in source.list(NAMESPACE, None)]
         except Exception:  # may not list namespaces: the ones holding ModelDeployments will do
-            items = source.list(DEPLOYMENT, None)
-            return [(i.get("metadata") or {}).get("namespace") or "" for i in items]
+            return [_model.namespace_of(i) for i in source.list(DEPLOYMENT, None)]
     kind = DEPLOYMENT if what == "modeldeployments" else BINDING
-    namespace = None if "all_namespaces" in scan.flags else (scan.value("namespace") or source.default_namespace())
-    return [(i.get("metadata") or {}).get("name") or "" for i in source.list(kind, namespace)]
+    return [_model.name_of(i) for i in source.list(kind, context.namespace)]
 
 
 # --- argparse introspection ---------------------------------------------------------------------
 
+def _subparsers(parser: argparse.ArgumentParser) -> Optional[argparse._SubParsersAction]:
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
+    action = _subparsers(parser)
+    return dict(action.choices) if action else {}
 
 
 def _help_of(parser: argparse.ArgumentParser, name: str) -> str:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for choice in action._choices_actions:
-                if choice.dest == name:
-                    return choice.help or ""
-    return ""
+    action = _subparsers(parser)
+    choices = action._choices_actions if action else []
+    return next((choice.help or "" for choice in choices if choice.dest == name), "")
 
 
 def _option(parser: argparse.ArgumentParser, name: str) -> Optional[argparse.Action]:

@@ -107,14 +107,19 @@ def _rebind_flags(parser: argparse.ArgumentParser) -> None:
 
 # --- escape status -----------------------------------------------------------------------------
 
+#: The last two columns of both tables: what the Setting's value in force reaches.
+COUNT_COLUMNS = [
+    Column("DEPLOYMENTS", lambda item: _count(item["deployments"])),
+    Column("REPLICAS", lambda item: _count(item["replicas"])),
+]
+
 STATUS_COLUMNS = [
     Column("NAMESPACE", "namespace"),
     Column("NAME", "name"),
     Column("REQUESTED", "requested"),
     Column("IN FORCE", "inForce", status=True),
     Column("PENDING", lambda item: "yes" if item["pending"] else "no"),
-    Column("DEPLOYMENTS", lambda item: _count(item["deployments"])),
-    Column("REPLICAS", lambda item: _count(item["replicas"])),
+    *COUNT_COLUMNS,
 ]
 
 
@@ -122,20 +127,27 @@ def status(context: Context) -> Report:
     """The Setting's two values and what the value in force does to the cluster."""
     setting = require_setting(context.source, context.system_namespace)
     requested, in_force = _model.setting_values(setting)
-    deployments, replicas, why = attached_counts(context.source)
     report = Report(kind="EscapeStatus", columns=STATUS_COLUMNS)
+    deployments, replicas = _counts(context, report)
+    meaning = _meaning(in_force, deployments, replicas)
     report.items.append({
         "namespace": context.system_namespace, "name": _model.SETTING_NAME, "requested": requested,
         "inForce": in_force, "pending": requested != in_force, "deployments": deployments, "replicas": replicas,
-        "meaning": _meaning(in_force, deployments, replicas),
+        "meaning": meaning,
     })
     report.summary = {"setting": report.items[0]}
-    report.headline = _meaning(in_force, deployments, replicas) + (
+    report.headline = meaning + (
         f' A write is not applied yet: requested "{requested}", in force "{in_force}".'
         if requested != in_force else "")
+    return report
+
+
+def _counts(context: Context, report: Report) -> tuple[Optional[int], Optional[int]]:
+    """(pool-attached ModelDeployments, their replicas); (None, None) and a warning when unreadable."""
+    deployments, replicas, why = attached_counts(context.source)
     if why:
         report.warnings.append(f"cannot count the pool-attached ModelDeployments: {why}")
-    return report
+    return deployments, replicas
 
 
 def _meaning(value: Optional[str], deployments: Optional[int], replicas: Optional[int]) -> str:
@@ -162,8 +174,7 @@ SWITCH_COLUMNS = [
     Column("REQUESTED", "requested"),
     Column("IN FORCE", "inForce", status=True),
     Column("RESULT", "result"),
-    Column("DEPLOYMENTS", lambda item: _count(item["deployments"])),
-    Column("REPLICAS", lambda item: _count(item["replicas"])),
+    *COUNT_COLUMNS,
 ]
 
 
@@ -172,10 +183,8 @@ def switch(context: Context, value: str) -> Report:
     options, source, namespace = context.options, context.source, context.system_namespace
     setting = require_setting(source, namespace)
     before, in_force = _model.setting_values(setting)
-    deployments, replicas, why = attached_counts(source)
     report = Report(kind="EscapeSwitch", columns=SWITCH_COLUMNS)
-    if why:
-        report.warnings.append(f"cannot count the pool-attached ModelDeployments: {why}")
+    deployments, replicas = _counts(context, report)
     item = {"namespace": namespace, "name": _model.SETTING_NAME, "before": before, "requested": before,
             "inForce": in_force, "result": "unchanged", "dryRun": options.dry_run,
             "deployments": deployments, "replicas": replicas}

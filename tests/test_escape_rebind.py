@@ -266,7 +266,7 @@ def test_a_fault_half_way_then_the_same_command_resumes_to_the_same_end(cluster,
     second = kvdtype(cluster, tmp_path, *args, "--apply")
     assert second.returncode == 0, second.stderr
     assert f"Resuming the rebind journaled in {directory}/: {step - 1} of 8 step(s) already done" in second.stderr
-    resumed = [w for w in writes(fake)[-(9 - step):]]
+    resumed = writes(fake)[-(9 - step):]
     assert len([r for r in fake.requests[before_resume:] if r.method in WRITES
                 and "selfsubjectaccessreviews" not in r.path]) == 9 - step  # nothing done twice
     assert resumed[0][0] == method
