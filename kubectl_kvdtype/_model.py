@@ -157,6 +157,12 @@ def managed_replicas(deployment: dict) -> int:
     return sum(role_replicas(r) for r in roles_of(deployment) if not role_is_takeover(r))
 
 
+def rollout_counts(deployments: list[dict]) -> tuple[int, int]:
+    """(pool-attached deployments, their managed replicas): what the upgrade or a Setting flip rolls."""
+    attached = [d for d in deployments if is_pool_attached(d)]
+    return len(attached), sum(managed_replicas(d) for d in attached)
+
+
 # --- Pods and Pod templates ----------------------------------------------------------------
 
 def opts_in(labels: dict) -> bool:

@@ -40,8 +40,7 @@ def attached_counts(source: Source) -> tuple[Optional[int], Optional[int], Optio
         deployments = source.list(DEPLOYMENT, None)
     except ApiError as error:
         return None, None, error.message
-    attached = [d for d in deployments if _model.is_pool_attached(d)]
-    return len(attached), sum(_model.managed_replicas(d) for d in attached), None
+    return (*_model.rollout_counts(deployments), None)
 
 
 def write_setting(source: Source, namespace: str, setting: dict, value: str, dry_run: bool = False) -> dict:

@@ -249,14 +249,14 @@ def _unknown_engines(consumers: list[Consumer], report: Report) -> None:
 
 
 def _summary(inventory: Inventory, system_namespace: str, report: Report) -> dict:
-    attached = [d for d in inventory.deployments if _model.is_pool_attached(d)]
+    rolling, replaced = _model.rollout_counts(inventory.deployments)
     requested, in_force = _model.setting_values(inventory.setting) if inventory.setting else (None, None)
     return {
         "bindings": len(inventory.bindings),
         "consumers": len(inventory.consumers),
         "upgrade": {
-            "rollingDeployments": len(attached),
-            "replacedReplicas": sum(_model.managed_replicas(d) for d in attached),
+            "rollingDeployments": rolling,
+            "replacedReplicas": replaced,
         },
         "setting": {"namespace": system_namespace, "name": _model.SETTING_NAME,
                     "value": in_force, "requested": requested},

@@ -17,6 +17,10 @@ from conftest import kubectl_path
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 PLUGIN = str(Path(sys.executable).parent / "kubectl-kvdtype")
+SETTING = "model-deployment-kv-cache-dtype-owned"
+SYSTEM = "gpustack-system"
+#: The HTTP methods that change a cluster (a request log filtered by these is what was written).
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 
 def documents(path: Path) -> list[dict]:

@@ -12,13 +12,10 @@ from typing import Optional
 import pytest
 import yaml
 
-from _support import EXAMPLES, assert_one_clean_line, documents, in_process, seed
+from _support import EXAMPLES, SETTING, SYSTEM, WRITES, assert_one_clean_line, documents, in_process, seed
 from conftest import kubectl_path
 from fakekube import FakeKube
 
-SETTING = "model-deployment-kv-cache-dtype-owned"
-SYSTEM = "gpustack-system"
-WRITES = ("POST", "PUT", "PATCH", "DELETE")
 REBIND = ("legacy", "-n", "team-a", "--dtype", "bfloat16")
 
 #: A second deployment on the broken Binding, carrying metadata a copy must keep or drop.

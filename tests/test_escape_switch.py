@@ -10,14 +10,12 @@ import time
 import pytest
 import yaml
 
-from _support import EXAMPLES, assert_one_clean_line, direct, documents, kvdtype, report, seed
+from _support import (EXAMPLES, SETTING, SYSTEM, WRITES, assert_one_clean_line, direct, documents, kvdtype,
+                      report, seed)
 from fakekube import FakeKube
 
-SETTING = "model-deployment-kv-cache-dtype-owned"
 #: The two example files these tests' counts come from (other files may join examples/).
 FILES = (EXAMPLES / "team-a.yaml", EXAMPLES / "team-b.yaml")
-SYSTEM = "gpustack-system"
-WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 
 @pytest.fixture

@@ -11,10 +11,9 @@ import time
 from collections import Counter
 
 
-from _support import EXAMPLES, assert_one_clean_line, codes, direct, kvdtype, report, seed
+from _support import EXAMPLES, SETTING, assert_one_clean_line, codes, direct, kvdtype, report, seed
 from conftest import kubectl_path
 
-SETTING = "model-deployment-kv-cache-dtype-owned"
 
 #: The guide's Verification command, verbatim but for the two placeholders (upgrade-guide.md).
 GUIDE_VERIFY = (
