@@ -23,7 +23,7 @@ from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._journal import JOURNAL, Journal, default_directory, finished, unfinished
 from kubectl_kvdtype._report import INFO, WARNING, Column, ObjectRef, Report
 from kubectl_kvdtype._setting import OFF, ON, POLL_SECONDS, blockers_of, require_setting, write_setting
-from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL, SETTING, Kind, Source
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL, SETTING, Kind, Source, WritableSource
 from kubectl_kvdtype._status import ApiError, Conflict, ExitStatus, KvdtypeError, NotFound, UsageError
 from kubectl_kvdtype.check import DTYPE_REJECTED, DTYPE_UNKNOWN, Consumer, Inventory, build_report, read_setting
 
@@ -357,7 +357,7 @@ def _manual_steps(plan: Plan, pods: list[dict], new_name: str) -> None:
 
 # --- escape rebind: permissions, execution, resumption ---------------------------------------------
 
-def check_access(source: Source, steps: list[Step]) -> None:
+def check_access(source: WritableSource, steps: list[Step]) -> None:
     """Every verb the plan needs, asked up front with SelfSubjectAccessReview: refuse before any write."""
     needed = dict.fromkeys((_verb(s), s.kind, s.namespace) for s in steps)
     denied = []
@@ -367,7 +367,7 @@ def check_access(source: Source, steps: list[Step]) -> None:
                   "spec": {"resourceAttributes": {"namespace": namespace, "verb": verb, "group": kind.group,
                                                   "resource": kind.plural}}}
         try:
-            answer = source.post(SSAR_PATH, review)  # type: ignore[attr-defined]
+            answer = source.post(SSAR_PATH, review)
         except ApiError:
             return  # cannot ask: each write then fails on its own 403, journaled
         if not _model.dig(answer, "status", "allowed"):
@@ -424,7 +424,7 @@ def run_step(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
     return _delete(source, kind, step, plan, dry_run)
 
 
-def _set(source: Source, step: Step, dry_run: bool) -> str:
+def _set(source: WritableSource, step: Step, dry_run: bool) -> str:
     setting = require_setting(source, step.namespace)
     if _model.setting_values(setting)[0] == step.body and not dry_run:  # a dry run changed nothing before
         return f'already "{step.body}"'
@@ -447,9 +447,9 @@ def _setting_on(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
     return _set(context.source, step, dry_run)
 
 
-def _create(source: Source, kind: Kind, step: Step, plan: Plan, dry_run: bool) -> str:
+def _create(source: WritableSource, kind: Kind, step: Step, plan: Plan, dry_run: bool) -> str:
     try:
-        source.create(kind, step.namespace, step.body, dry_run=dry_run)  # type: ignore[attr-defined]
+        source.create(kind, step.namespace, step.body, dry_run=dry_run)
         return "created (dry run)" if dry_run else "created"
     except Conflict:
         existing = source.get(kind, step.namespace, step.name)
@@ -468,9 +468,9 @@ def _is_ours(existing: dict, step: Step, plan: Plan) -> bool:
     return _model.deployment_binding(existing) == plan.options["newName"]
 
 
-def _delete(source: Source, kind: Kind, step: Step, plan: Plan, dry_run: bool) -> str:
+def _delete(source: WritableSource, kind: Kind, step: Step, plan: Plan, dry_run: bool) -> str:
     try:
-        source.delete(kind, step.namespace, step.name, dry_run=dry_run)  # type: ignore[attr-defined]
+        source.delete(kind, step.namespace, step.name, dry_run=dry_run)
     except NotFound:
         return "already gone"
     if dry_run:

@@ -13,7 +13,7 @@ from typing import Optional
 
 from kubectl_kvdtype import _model
 from kubectl_kvdtype._report import Report
-from kubectl_kvdtype._sources import DEPLOYMENT, SETTING, Source
+from kubectl_kvdtype._sources import DEPLOYMENT, SETTING, Source, WritableSource
 from kubectl_kvdtype._status import ApiError, Conflict, KvdtypeError, NotFound
 from kubectl_kvdtype.check import DTYPE_REJECTED
 
@@ -43,12 +43,12 @@ def attached_counts(source: Source) -> tuple[Optional[int], Optional[int], Optio
     return (*_model.rollout_counts(deployments), None)
 
 
-def write_setting(source: Source, namespace: str, setting: dict, value: str, dry_run: bool = False) -> dict:
+def write_setting(source: WritableSource, namespace: str, setting: dict, value: str, dry_run: bool = False) -> dict:
     """A JSON merge patch of ``spec.value`` guarded by the resourceVersion read: never a blind write."""
     patch = {"metadata": {"resourceVersion": _model.dig(setting, "metadata", "resourceVersion")},
              "spec": {"value": value}}
     try:
-        return source.merge_patch(SETTING, namespace, _model.SETTING_NAME, patch, dry_run=dry_run)  # type: ignore[attr-defined]
+        return source.merge_patch(SETTING, namespace, _model.SETTING_NAME, patch, dry_run=dry_run)
     except Conflict:
         raise KvdtypeError(
             f"the Setting {namespace}/{_model.SETTING_NAME} changed after it was read (409 Conflict), so nothing "

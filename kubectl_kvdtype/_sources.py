@@ -81,6 +81,23 @@ class Source(Protocol):
         """One object, or None when it does not exist."""
 
 
+class WritableSource(Source, Protocol):
+    """A source that can also change the cluster: only the live one (``escape`` refuses ``-f``)."""
+
+    def create(self, kind: Kind, namespace: Optional[str], body: dict, dry_run: bool = False) -> dict:
+        """Create ``body``; with ``dry_run`` the server only validates it (``dryRun=All``)."""
+
+    def merge_patch(self, kind: Kind, namespace: Optional[str], name: str, patch: dict,
+                    dry_run: bool = False) -> dict:
+        """A JSON merge patch of one object."""
+
+    def delete(self, kind: Kind, namespace: Optional[str], name: str, dry_run: bool = False) -> dict:
+        """Delete one object."""
+
+    def post(self, path: str, body: dict) -> dict:
+        """A POST to a fixed path (SelfSubjectAccessReview)."""
+
+
 @dataclass(frozen=True)
 class Query:
     """One LIST: a kind, a namespace (None: all), a label selector."""
