@@ -23,6 +23,8 @@ Public API::
         fake.expire_continue(times=1)           # next N continue-requests answer 410 Expired
         fake.admission(fn)                      # fn(op, new, old) -> None | denial text (403)
         fake.setting_lag = 0.0                  # seconds until Setting status.value follows spec
+        fake.finalizer(kind_or_resource, name="gpustack.ai/cleanup", after=0.3, held_by=None)
+                                                # an operator's finalizer: see "Finalizers" below
         fake.requests / fake.clear_log()        # RequestRecord list, arrival order
         fake.write_kubeconfig(path, context="fake", namespace=None, token=None,
                               user="fake-user", exec_command=None) -> path
@@ -40,6 +42,13 @@ Behaviour worth knowing:
   items do.  A no-op write keeps the resourceVersion.  Writes to the main resource keep
   ``.status``; ``/status`` writes only status.  A lagging Setting's status bumps its RV when it
   catches up.  A namespace-limited ``deny`` also denies the all-namespaces request.
+- Finalizers (like a real server): DELETE of an object whose ``metadata.finalizers`` is not
+  empty only sets ``deletionTimestamp`` (the object stays, terminating, and is returned); it is
+  removed once an update empties its finalizers.  A create of a terminating name answers 409
+  AlreadyExists ("object is being deleted").  ``fake.finalizer(...)`` plays an operator: it adds
+  its finalizer to every existing and created object of that kind, and removes it ``after``
+  seconds past the deletion request, and not while ``held_by(fake, obj)`` is true (e.g. a
+  Binding still named by a ModelDeployment).  ``status`` is dropped on create, as ever.
 - Not served: watch (405), OpenAPI (404: ``kubectl create/apply`` need ``--validate=false``),
   server-side apply (415), Table output (kubectl falls back to NAME/AGE columns).
 """
@@ -725,6 +734,16 @@ class _Target:
 
 
 # ----------------------------------------------------------------------------- the fake
+@dataclass
+class _Finalizer:
+    """An operator's finalizer on one kind: when each deleted object's turn comes (monotonic)."""
+    rt: "ResourceType"
+    name: str
+    after: float
+    held_by: Optional[Callable[..., bool]]
+    due: dict = field(default_factory=dict)
+
+
 class FakeKube:
     """In-process fake kube-apiserver; see the module docstring."""
 
@@ -748,6 +767,7 @@ class FakeKube:
         self._admission: list[Callable[[str, Optional[JSON], Optional[JSON]], Optional[str]]] = []
         self._expire = 0
         self._pending: dict[Key, tuple[float, Any]] = {}
+        self._finalizers: list[_Finalizer] = []
         self._conns: set[socket.socket] = set()
         self._server: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
@@ -822,6 +842,7 @@ class FakeKube:
             ) -> Optional[JSON]:
         rt = find_type(kind_or_resource)
         with self._lock:
+            self._reap()
             self._settle(rt)
             obj = self._store(rt).objs.get(self._key(rt, namespace, name))
             return copy.deepcopy(obj) if obj is not None else None
@@ -829,6 +850,7 @@ class FakeKube:
     def objects(self, kind_or_resource: str, namespace: Optional[str] = None) -> list[JSON]:
         rt = find_type(kind_or_resource)
         with self._lock:
+            self._reap()
             self._settle(rt)
             store = self._store(rt)
             lo, hi = store.span(namespace or "")
@@ -941,6 +963,68 @@ class FakeKube:
         with self._lock:
             return not any(d.matches(verb, group, resource, namespace) for d in self._denies)
 
+
+    # -- finalizers and deletionTimestamp (deletion completes later)
+    def finalizer(self, kind_or_resource: str, name: str = "gpustack.ai/cleanup", after: float = 0.3,
+                  held_by: Optional[Callable[["FakeKube", JSON], bool]] = None) -> None:
+        """Play an operator's finalizer on ``kind_or_resource`` (see the module docstring)."""
+        rt = find_type(kind_or_resource)
+        with self._lock:
+            self._finalizers.append(_Finalizer(rt, name, after, held_by))
+            store = self._store(rt)
+            for key in list(store.keys):
+                obj = copy.deepcopy(store.objs[key])
+                if self._add_finalizers(rt, obj):
+                    self._commit(rt, key, obj)
+
+    @staticmethod
+    def _terminating(obj: JSON) -> bool:
+        return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+    def _add_finalizers(self, rt: ResourceType, obj: JSON) -> bool:
+        """The operator's finalizers on a live object of ``rt``; True if any was added."""
+        meta = obj["metadata"]
+        names = [f.name for f in self._finalizers if f.rt is rt and f.name not in (meta.get("finalizers") or [])]
+        if names and not self._terminating(obj):
+            meta["finalizers"] = list(meta.get("finalizers") or []) + names
+            return True
+        return False
+
+    def _mark_terminating(self, target: _Target, old: JSON, dry: bool) -> _Response:
+        """A DELETE with finalizers pending: set deletionTimestamp once; the object stays."""
+        obj = copy.deepcopy(old)
+        if not self._terminating(obj):
+            obj["metadata"].update(deletionTimestamp=_now(), deletionGracePeriodSeconds=0)
+            if not dry:
+                key = self._key(target.rt, target.namespace, target.name)
+                self._commit(target.rt, key, obj)
+                for fin in self._finalizers:
+                    if fin.rt is target.rt and fin.name in obj["metadata"]["finalizers"]:
+                        fin.due[key] = time.monotonic() + fin.after
+        return _Response(200, self._present(obj, target))
+
+    def _reap(self) -> None:
+        """Each operator finalizer whose time has come (and that nothing holds) is removed."""
+        with self._lock:
+            now = time.monotonic()
+            for fin in self._finalizers:
+                store = self._store(fin.rt)
+                for key, due in list(fin.due.items()):
+                    obj = store.objs.get(key)
+                    if obj is None:
+                        del fin.due[key]
+                        continue
+                    if due > now or (fin.held_by is not None and fin.held_by(self, obj)):
+                        continue
+                    del fin.due[key]
+                    left = [f for f in obj["metadata"].get("finalizers") or [] if f != fin.name]
+                    if left:
+                        new = copy.deepcopy(obj)
+                        new["metadata"]["finalizers"] = left
+                        self._commit(fin.rt, key, new)
+                    else:
+                        store.drop(key)
+
     # -- storage internals
     def _store(self, rt: ResourceType) -> _Store:
         return self._stores[rt.key]
@@ -1041,6 +1125,7 @@ class FakeKube:
     def _respond(self, method: str, path: str, query: dict[str, str], handler: _Handler,
                  raw: bytes) -> _Response:
         self._apply_rules(method, path)
+        self._reap()
         if path in ("/version", "/version/"):
             return _Response(200, self.server_version)
         if path in ("/healthz", "/livez", "/readyz"):
@@ -1288,13 +1373,15 @@ class FakeKube:
             self._require_namespace(target.namespace)
         key = self._key(rt, target.namespace, meta["name"])
         if key in self._store(rt).objs:
-            raise ApiError(409, f'{rt.group_resource} "{meta["name"]}" already exists',
+            being = "object is being deleted: " if self._terminating(self._store(rt).objs[key]) else ""
+            raise ApiError(409, f'{being}{rt.group_resource} "{meta["name"]}" already exists',
                            "AlreadyExists", _details(rt, meta["name"]))
         obj.pop("status", None)
         meta.pop("resourceVersion", None)
         for k in ("uid", "creationTimestamp", "generation"):
             meta.pop(k, None)
         self._fill_metadata(meta, None)
+        self._add_finalizers(rt, obj)
         obj = self._follow_spec(rt, key, obj) if not dry else obj
         self._admit("CREATE", obj, None)
         if not dry:
@@ -1385,7 +1472,8 @@ class FakeKube:
             if "status" in old:
                 new["status"] = old["status"]
         meta = new["metadata"] = dict(new["metadata"])
-        for k in ("uid", "creationTimestamp", "name", "namespace"):
+        for k in ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp",
+                  "deletionGracePeriodSeconds"):
             if k in old["metadata"]:
                 meta[k] = old["metadata"][k]
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
@@ -1396,7 +1484,9 @@ class FakeKube:
         self._admit("UPDATE", new, old)
         if new == old:  # a no-op write is not persisted: resourceVersion unchanged
             return _Response(200, self._present(old, target))
-        if not dry:
+        if not dry and self._terminating(new) and not new["metadata"].get("finalizers"):
+            self._store(rt).drop(key)  # the last finalizer is gone: deletion completes
+        elif not dry:
             self._commit(rt, key, new)
         return _Response(200, self._present(new, target))
 
@@ -1411,6 +1501,8 @@ class FakeKube:
         if pre.get("uid") and pre["uid"] != old["metadata"].get("uid"):
             raise conflict(rt, target.name)
         self._admit("DELETE", None, old)
+        if old["metadata"].get("finalizers"):
+            return self._mark_terminating(target, old, dry)
         if not dry:
             key = self._key(rt, target.namespace, target.name)
             self._store(rt).drop(key)

@@ -478,3 +478,40 @@ def test_benchmark_scale_paging(fake: FakeKube, py: Py) -> None:
     paged = time.monotonic() - start
     assert total == 20000
     assert loaded < 5 and paged < 5, (loaded, paged)
+
+
+# ----------------------------------------------------------------------------- finalizers
+def test_finalizers_hold_a_deleted_object_and_its_name(populated: FakeKube, kubectl: Any) -> None:
+    populated.finalizer("modeldeployments", after=0.5)
+    stored = populated.get("modeldeployments", "team-a", "qwen-chat")
+    assert stored["metadata"]["finalizers"] == ["gpustack.ai/cleanup"]
+    ok(kubectl("-n", "team-a", "delete", "md", "qwen-chat", "--wait=false"))
+    terminating = populated.get("modeldeployments", "team-a", "qwen-chat")
+    assert terminating is not None and terminating["metadata"]["deletionTimestamp"]
+    manifest = json.dumps({**deployment("team-a", "qwen-chat"), "status": {"phase": "Ready"}})
+    again = kubectl("create", "--validate=false", "-f", "-", input=manifest)
+    assert again.returncode != 0 and "object is being deleted" in again.stderr and "already exists" in again.stderr
+    time.sleep(0.6)
+    assert populated.get("modeldeployments", "team-a", "qwen-chat") is None  # the operator let it go
+    ok(kubectl("create", "--validate=false", "-f", "-", input=manifest))
+    created = populated.get("modeldeployments", "team-a", "qwen-chat")
+    assert "status" not in created  # status is not settable on create
+    assert created["metadata"]["finalizers"] == ["gpustack.ai/cleanup"] and "deletionTimestamp" not in created["metadata"]
+
+
+def test_a_held_finalizer_waits_and_an_emptied_one_completes_deletion(populated: FakeKube, py: Py) -> None:
+    holding = {"on": True}
+    populated.finalizer("kvcachepoolbindings", after=0.0, held_by=lambda fake, obj: holding["on"])
+    path = "/apis/worker.gpustack.ai/v1/namespaces/team-a/kvcachepoolbindings/team-a"
+    status, body, _ = py.call("DELETE", path)
+    assert status == 200 and body["metadata"]["deletionTimestamp"]
+    time.sleep(0.05)
+    assert py.call("GET", path)[0] == 200  # held
+    holding["on"] = False
+    assert populated.get("kvcachepoolbindings", "team-a", "team-a") is None
+    other = "/apis/worker.gpustack.ai/v1/namespaces/team-b/kvcachepoolbindings/team-b"
+    populated.update("kvcachepoolbindings", "team-b", "team-b", {"metadata": {"finalizers": ["x/y"]}})
+    py.call("DELETE", other)
+    assert populated.get("kvcachepoolbindings", "team-b", "team-b") is not None
+    py.call("PATCH", other, None, {"metadata": {"finalizers": None}}, MERGE)
+    assert populated.get("kvcachepoolbindings", "team-b", "team-b") is None
