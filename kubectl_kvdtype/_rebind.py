@@ -13,16 +13,18 @@ import argparse
 import copy
 import dataclasses
 import re
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from kubectl_kvdtype import _model
+from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._journal import JOURNAL, Journal, default_directory, finished, unfinished
 from kubectl_kvdtype._report import INFO, WARNING, Column, ObjectRef, Report
-from kubectl_kvdtype._setting import OFF, ON, POLL_SECONDS, blockers_of, require_setting, write_setting
+from kubectl_kvdtype._setting import (OFF, ON, POLL_SECONDS, attached_counts, blockers_of, require_setting,
+                                      write_setting)
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL, SETTING, Kind, Source, WritableSource
 from kubectl_kvdtype._status import ApiError, Conflict, ExitStatus, KvdtypeError, NotFound, UsageError
 from kubectl_kvdtype.check import DTYPE_REJECTED, DTYPE_UNKNOWN, Consumer, Inventory, build_report, read_setting
@@ -30,6 +32,9 @@ from kubectl_kvdtype.check import DTYPE_REJECTED, DTYPE_UNKNOWN, Consumer, Inven
 #: How long ``--strategy replace`` waits for a deleted ModelDeployment to be gone before recreating it.
 GONE_TIMEOUT = 300.0
 REBIND_ANNOTATION = "kvdtype.gpustack.ai/rebound-from"
+#: On the new Binding of an applied rebind: ``<host>:<absolute path>`` of its journal, so that any
+#: run on any machine sees the rebind under way and resumes it, or names where it is.
+JOURNAL_ANNOTATION = "kvdtype.gpustack.ai/journal"
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 REPLACE, SIDE_BY_SIDE = "replace", "side-by-side"
 
@@ -39,6 +44,7 @@ SETTING_STAYS_OFF = "setting-stays-off"
 SETTING_MISSING = "setting-missing"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DTYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
                "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers")
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -80,6 +86,7 @@ class Plan:
     originals: list[dict] = field(default_factory=list)  # saved before the first write
     manifests: list[dict] = field(default_factory=list)  # the new objects, for -o yaml
     blockers: list[str] = field(default_factory=list)  # Bindings that keep the Setting off
+    force_unknown: bool = False  # --force-unknown-dtype
     report: Report = field(default_factory=lambda: Report(kind="RebindPlan"))
 
 
@@ -93,7 +100,7 @@ def rebind(context: Context) -> Report:
         raise UsageError("escape rebind works on one Binding in one namespace: use -n, not -A")
     namespace = context.namespace or "default"
     _validate_names(options)
-    journal = _find_journal(options, namespace)
+    journal = _find_journal(options, namespace) or _journal_in_cluster(context, namespace)
     if journal is not None:
         return _resume(context, journal)
     plan = make_plan(context, namespace)
@@ -101,19 +108,44 @@ def rebind(context: Context) -> Report:
         check_access(context.source, plan.steps)
         execute(context, plan, None, dry_run=True)
     elif options.apply and options.dry_run == "none":
+        last_look(context, plan, "Carry out this plan?")
         check_access(context.source, plan.steps)
         directory = Path(options.backup_dir) if options.backup_dir else default_directory(namespace, plan.binding)
+        _record_location(plan, directory)
         journal = Journal.create(directory, _header(plan), [dataclasses.asdict(s) for s in plan.steps], plan.originals)
         context.env.progress(f"Saved {len(plan.originals)} object(s) and the journal to {journal.directory}/")
         execute(context, plan, journal)
     return _plan_report(context, plan, journal)
 
 
+def is_dns_label(value: str) -> bool:
+    """A DNS-1123 label: what Kubernetes accepts as these objects' names and a domain name."""
+    return len(value) <= 63 and bool(_DNS_LABEL.match(value))
+
+
 def _validate_names(options: argparse.Namespace) -> None:
+    """The given spellings, before the cluster is read: a usage error (exit 2), nothing written."""
+    if not _DTYPE.match(options.dtype):
+        raise UsageError(f"--dtype {options.dtype!r} is not a dtype spelling: it starts with a letter or digit and "
+                         "holds only letters, digits, '_', '.' and '-'")
     for flag, value in (("--new-name", options.new_name), ("--domain-name", options.domain_name),
                         ("--suffix", options.suffix)):
-        if value is not None and not _DNS_LABEL.match(value):
-            raise UsageError(f"{flag} {value!r} is not a valid DNS label (lower-case letters, digits and '-')")
+        if value is not None and not is_dns_label(value):
+            raise UsageError(f"{flag} {value!r} is not a valid DNS label (at most 63 lower-case letters, digits "
+                             "and '-', starting and ending with a letter or digit)")
+
+
+def _validate_derived(names: dict, moved: list[dict]) -> None:
+    """The names this tool makes up, before anything is planned: exit 3, naming the flag that fixes it."""
+    derived = [("the new Binding's name", names["newName"], "--new-name"),
+               ("the new domain name", names["domainName"], "--domain-name")]
+    if names["strategy"] == SIDE_BY_SIDE:
+        derived += [(f"the side-by-side copy of {_model.name_of(d)}", _label(_model.name_of(d), names["suffix"]),
+                     "a shorter --suffix") for d in moved]
+    for what, value, fix in derived:
+        if not is_dns_label(value):
+            raise KvdtypeError(f"{what} would be {value!r}, which is not a valid DNS label (at most 63 lower-case "
+                               f"letters, digits and '-'): pass {fix}; nothing was changed")
 
 
 def make_plan(context: Context, namespace: str) -> Plan:
@@ -131,9 +163,10 @@ def make_plan(context: Context, namespace: str) -> Plan:
     moved = [d for d in inventory.deployments
              if _model.namespace_of(d) == namespace and _model.deployment_binding(d) == options.binding]
     names = _resolve_names(options, binding, dtype)
+    _validate_derived(names, moved)
     new_binding = _new_binding(source, binding, names)
     _refuse_taken(source, inventory, binding, names, moved, namespace)
-    plan = Plan(namespace, options.binding, names, [])
+    plan = Plan(namespace, options.binding, names, [], force_unknown=bool(options.force_unknown_dtype))
     _judge_new_dtype(inventory, new_binding, moved, names, system, plan)
     pods = [p for p in source.list(POD, namespace, f"{_model.INJECT_LABEL}=true")
             if _model.pod_binding(p) == options.binding]
@@ -167,9 +200,9 @@ def _slug(text: str) -> str:
 
 
 def _label(base: str, suffix: str) -> str:
-    """``<base>-<suffix>`` cut to a valid 63-character DNS label."""
-    head = base[: 63 - len(suffix) - 1].rstrip("-")
-    return f"{head}-{suffix}"
+    """``<base>-<suffix>``, never cut: a name shortened behind the user's back could collide, so a
+    name too long is refused instead (``_validate_derived``)."""
+    return f"{base}-{suffix}"
 
 
 def _resolve_names(options: argparse.Namespace, binding: dict, dtype: str) -> dict:
@@ -265,9 +298,27 @@ def _judge_new_dtype(inventory: Inventory, new_binding: dict, moved: list[dict],
         hint = f" (try --dtype {finding.fields['suggestion']})" if finding.fields.get("suggestion") else ""
         raise KvdtypeError(f"refusing the new dtype: {finding.message.split(', so ')[0]}, and {users} would run on "
                            f"it{hint}; nothing was changed")
+    unknown = _unknown_to(trial.consumers, names["dtype"])
+    if unknown and not plan.force_unknown:
+        raise KvdtypeError(f"refusing the new dtype: {names['dtype']} is not in this tool's table for "
+                           f"{', '.join(unknown)}, so it may stop those engines from starting; check their "
+                           "documentation, then pass --force-unknown-dtype to use it anyway; nothing was changed")
     for finding in judged.findings:
         if finding.code == DTYPE_UNKNOWN:
             plan.report.add(DTYPE_UNKNOWN, WARNING, finding.object, finding.message, **finding.fields)
+
+
+def _unknown_to(consumers: list[Consumer], dtype: str) -> list[str]:
+    """``<engine> <version> (md/<name>)`` for each moved deployment whose engine does not know ``dtype``."""
+    found = []
+    for consumer in consumers:
+        engine = consumer.engine
+        if engine.name is None or not consumer.receives_flag:
+            continue
+        judgement = _engines.judge(engine.name, engine.version, dtype)
+        if judgement.verdict == _engines.UNKNOWN:
+            found.append(f"{engine.name} {engine.version or '(reference version)'} (md/{consumer.name})")
+    return found
 
 
 def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, moved: list[dict],
@@ -278,9 +329,9 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
         plan.report.add(SETTING_MISSING, INFO, ObjectRef(SETTING.name, system, _model.SETTING_NAME),
                         f"The Setting {system}/{_model.SETTING_NAME} is not there: the operator does not render "
                         "the dtype, so the plan does not switch it.")
-    elif _model.setting_values(setting) != (OFF, OFF):  # on, or on in force until the operator catches up
+    elif moved and _model.setting_values(setting) != (OFF, OFF):  # on, or on in force until the operator catches up
         steps.append(Step("setting-off", "patch", SETTING.name, system, _model.SETTING_NAME,
-                          'spec.value -> "false": replicas stop receiving the broken flag', OFF))
+                          f'spec.value -> "false": replicas stop receiving the broken flag; {_recreates(source)}', OFF))
         plan.originals.append(setting)
     steps.append(Step("create-binding", "create", BINDING.name, namespace, names["newName"],
                       f"same pool, quota and blockSize; dtype {names['dtype']}, domain {names['domainName']}",
@@ -315,9 +366,17 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
     if not names["keepOldBinding"] and not pods:
         steps.append(Step("delete-binding", "delete", BINDING.name, namespace, old,
                           "the old Binding; its deletion completes once nothing holds it"))
-    if setting is not None:
+    if any(s.id == "setting-off" for s in steps):  # turned back on only if this plan turned it off
         steps.append(Step("setting-on", "setting-on", SETTING.name, system, _model.SETTING_NAME,
                           'spec.value -> "true", unless another Binding would still break an engine', ON))
+
+
+def _recreates(source: Source) -> str:
+    """What flipping the cluster-wide Setting recreates, counted as ``escape off`` counts it."""
+    deployments, replicas, why = attached_counts(source)
+    if why:
+        return f"it recreates every pool-attached replica in the cluster (cannot count them: {why})"
+    return f"it recreates {deployments} pool-attached ModelDeployment(s), {replicas} replica(s), cluster-wide"
 
 
 def _judge_setting_after(plan: Plan, inventory: Inventory, new_binding: dict, moved: list[dict], system: str,
@@ -356,6 +415,22 @@ def _manual_steps(plan: Plan, pods: list[dict], new_name: str) -> None:
 
 
 # --- escape rebind: permissions, execution, resumption ---------------------------------------------
+
+def last_look(context: Context, plan: Plan, question: str, steps: Optional[list[Step]] = None) -> None:
+    """On a terminal, show the steps and ask [y/N] (--yes skips it). Without a terminal, --apply
+    itself is the consent: scripts pass it already."""
+    env, options = context.env, context.options
+    if options.yes or not env.stdin_isatty:
+        return
+    for index, step in enumerate(plan.steps, 1):
+        if steps is None or step in steps:
+            env.progress(f"  {index}. {step.label()}: {step.detail}")
+    for finding in plan.report.findings:
+        if finding.severity == WARNING:
+            env.warn(f"{finding.code}: {finding.message}")
+    if env.ask(f"{question} [y/N]:").lower() not in ("y", "yes"):
+        raise KvdtypeError("not confirmed; nothing was changed")
+
 
 def check_access(source: WritableSource, steps: list[Step]) -> None:
     """Every verb the plan needs, asked up front with SelfSubjectAccessReview: refuse before any write."""
@@ -408,7 +483,8 @@ def _failure(plan: Plan, journal: Optional[Journal], index: int, step: Step, why
     finished = [s.label() for s in plan.steps if s.id in journal.done]
     return (f"step {index} of {len(plan.steps)} ({step.label()}) failed: {why}. Done so far: "
             f"{'; '.join(finished) or 'nothing'}. The originals and the journal are in {journal.directory}/: "
-            f"run the same command again (with --apply) to resume from step {index}")
+            f"run the same command again (with --apply) to resume from step {index}, or put back what it deleted "
+            f"with kubectl kvdtype escape restore {journal.directory}")
 
 
 def run_step(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
@@ -438,7 +514,7 @@ def _setting_on(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
         blockers = plan.blockers
     else:
         inventory, cluster_wide = _read_inventory(context.source, plan.namespace, context.system_namespace)
-        blockers = blockers_of(build_report(inventory, context.system_namespace))
+        blockers = blockers_of(build_report(_alive(inventory, plan), context.system_namespace))
         if not cluster_wide:
             blockers.append("(other namespaces: not readable with your permissions)")
     plan.blockers = blockers
@@ -447,12 +523,32 @@ def _setting_on(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
     return _set(context.source, step, dry_run)
 
 
+def _alive(inventory: Inventory, plan: Plan) -> Inventory:
+    """The cluster as it stands once deletions complete: objects being deleted (a finalizer still
+    holds them) and objects this plan deleted are nobody's consumers and no Binding to judge."""
+    created = {(s.kind, s.namespace, s.name) for s in plan.steps if s.action == "create"}
+    deleted = {(s.kind, s.namespace, s.name) for s in plan.steps if s.action == "delete"} - created
+
+    def gone(kind: str, obj: dict) -> bool:
+        return bool(_model.dig(obj, "metadata", "deletionTimestamp")) or (kind, *_key(obj)) in deleted
+
+    dead = {_key(d) for d in inventory.deployments if gone(DEPLOYMENT.name, d)}
+    return dataclasses.replace(
+        inventory,
+        bindings=[b for b in inventory.bindings if not gone(BINDING.name, b)],
+        deployments=[d for d in inventory.deployments if _key(d) not in dead],
+        consumers=[c for c in inventory.consumers if c.kind != DEPLOYMENT.name or (c.namespace, c.name) not in dead])
+
+
 def _create(source: WritableSource, kind: Kind, step: Step, plan: Plan, dry_run: bool) -> str:
     try:
         source.create(kind, step.namespace, step.body, dry_run=dry_run)
         return "created (dry run)" if dry_run else "created"
     except Conflict:
         existing = source.get(kind, step.namespace, step.name)
+    if existing is not None and not dry_run and _model.dig(existing, "metadata", "deletionTimestamp"):
+        _wait_gone(source, kind, step)  # the old object is still terminating (a resumed replace)
+        return _create(source, kind, step, plan, dry_run)
     if existing is not None and _is_ours(existing, step, plan):
         return "already created"
     if dry_run and existing is not None and plan.options["strategy"] == REPLACE and kind is DEPLOYMENT:
@@ -514,6 +610,39 @@ def _find_journal(options: argparse.Namespace, namespace: str) -> Optional[Journ
     return Journal.read(found[0]) if found else None
 
 
+def _record_location(plan: Plan, directory: Path) -> None:
+    """Mark the new Binding with where the journal is, before the journal is written with it."""
+    location = f"{socket.gethostname()}:{directory.resolve()}"
+    for step in plan.steps:
+        if step.id == "create-binding":
+            step.body["metadata"]["annotations"][JOURNAL_ANNOTATION] = location
+
+
+def _journal_in_cluster(context: Context, namespace: str) -> Optional[Journal]:
+    """The cluster's own record of a rebind under way: a Binding rebound from this one while this
+    one still exists. Its journal is resumed when readable here; otherwise refuse, naming it."""
+    source, old = context.source, context.options.binding
+    origin = f"{namespace}/{old}"
+    rebound = [b for b in source.list(BINDING, namespace)
+               if _model.annotations_of(b).get(REBIND_ANNOTATION) == origin]
+    if not rebound or source.get(BINDING, namespace, old) is None:
+        return None
+    new = rebound[0]
+    location = _model.annotations_of(new).get(JOURNAL_ANNOTATION) or ""
+    host, _, path = location.partition(":")
+    directory = Path(path) if path else None
+    if directory is not None and (directory / JOURNAL).is_file():
+        journal = Journal.read(directory)
+        if journal.matches(namespace, old) and journal.options.get("newName") == _model.name_of(new):
+            return journal
+    where = f"journaled on {host} in {path}/" if path else "journaled elsewhere (its Binding does not say where)"
+    raise KvdtypeError(
+        f"a rebind of {origin} to {namespace}/{_model.name_of(new)} is under way ({where}) and its journal cannot "
+        f"be read here: run the same command on {host or 'the machine that started it'} to resume it, or put back "
+        f"what it deleted with kubectl kvdtype escape restore {path or '<its backup directory>'} (copy the directory "
+        "here first); nothing was changed")
+
+
 def _check_same_options(options: argparse.Namespace, journal: Journal) -> None:
     recorded = journal.options
     given = {"dtype": options.dtype, "newName": options.new_name, "domainName": options.domain_name,
@@ -522,7 +651,7 @@ def _check_same_options(options: argparse.Namespace, journal: Journal) -> None:
         if value is not None and value != recorded.get(key):
             raise UsageError(f"the unfinished rebind in {journal.directory}/ was started with {key} "
                              f"{recorded.get(key)!r}, not {value!r}: rerun it with the same options to resume, "
-                             "or pass another --backup-dir to start over")
+                             f"or put back what it changed with kubectl kvdtype escape restore {journal.directory}")
 
 
 def _resume(context: Context, journal: Journal) -> Report:
@@ -541,6 +670,8 @@ def _resume(context: Context, journal: Journal) -> Report:
         return _plan_report(context, plan, journal)
     remaining = [s for s in plan.steps if s.id not in journal.done]
     if options.apply and options.dry_run == "none":
+        last_look(context, plan, f"Resume the rebind journaled in {journal.directory}/ at step {len(plan.steps) - len(remaining) + 1}?",
+                  remaining)
         context.env.progress(f"Resuming the rebind journaled in {journal.directory}/: "
                              f"{len(plan.steps) - len(remaining)} of {len(plan.steps)} step(s) already done")
         check_access(context.source, remaining)
@@ -570,6 +701,10 @@ def _plan_report(context: Context, plan: Plan, journal: Optional[Journal]) -> Re
                    "(kubectl kvdtype check -A says why); turn it on with kubectl kvdtype escape on once they are fixed.",
                    blockedBy=plan.blockers)
     report.manifests = plan.manifests
+    if options.output in ("yaml", "json"):  # a GitOps pipe still hears every warning, one line each
+        ignored = set(getattr(options, "ignore", []) or [])
+        report.warnings += [f"{f.code}: {f.message}" for f in report.findings
+                            if f.severity == WARNING and f.code not in ignored]
     outcomes = journal.done if journal is not None else report.summary.get("outcomes", {})
     for index, step in enumerate(plan.steps, 1):
         outcome = outcomes.get(step.id)
@@ -612,7 +747,8 @@ def _rebind_headline(plan: Plan, journal: Optional[Journal], mode: str) -> str:
         return f"Dry run: {sent} and nothing was changed. The plan would {what}."
     if mode == "half-done":
         return (f"Half done: {len(journal.done)} of {len(plan.steps)} step(s) journaled in {journal.directory}/. "
-                "Run the same command with --apply to resume.")
+                "Run the same command with --apply to resume, or put back what it deleted with kubectl kvdtype escape "
+                f"restore {journal.directory}.")
     setting = next((journal.done.get(s.id) for s in plan.steps if s.action == "setting-on"), None) if journal else None
     return (f"Done: {what}. The originals and the journal are in {journal.directory}/." if journal else "Done.") + (
         f" The Setting was {setting}." if setting and setting.startswith("left off") else "")

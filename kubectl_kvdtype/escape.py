@@ -5,7 +5,8 @@ Replaces the Troubleshooting section of the upgrade guide, its most dangerous pa
 - ``escape status`` reads the Setting ``model-deployment-kv-cache-dtype-owned``;
 - ``escape off`` / ``escape on`` flip it, after showing what it recreates and asking;
 - ``escape rebind`` moves a Binding's workloads to a new Binding with a corrected dtype, as one
-  planned, journaled, resumable command (the plan lives in ``_journal``'s backup directory).
+  planned, journaled, resumable command (the plan lives in ``_journal``'s backup directory);
+- ``escape restore`` puts back what such a backup directory holds (``_restore``).
 
 This module is the subcommand: its command line, ``status`` and the switch. The rebind planner,
 executor and resumer are in ``_rebind``; the Setting's reads and writes, which both use, in
@@ -24,6 +25,7 @@ from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._flags import add_global_flags, parse_duration
 from kubectl_kvdtype._rebind import (MANUAL_STEP, NAME_CHANGE, REPLACE, SETTING_MISSING, SETTING_STAYS_OFF,
                                      SIDE_BY_SIDE, rebind)
+from kubectl_kvdtype._restore import RESTORE_BREAKS, restore
 from kubectl_kvdtype._report import Column, Report
 from kubectl_kvdtype._setting import (OFF, ON, attached_counts, blockers_of, require_setting, wait_for_setting,
                                       write_setting)
@@ -45,7 +47,7 @@ class EscapeCommand(Command):
         "Binding's ModelDeployments to a new Binding with a corrected dtype (plan by default, "
         "--apply to carry it out, resumable)."
     )
-    codes = (MANUAL_STEP, NAME_CHANGE, SETTING_STAYS_OFF, SETTING_MISSING, DTYPE_UNKNOWN)
+    codes = (MANUAL_STEP, NAME_CHANGE, SETTING_STAYS_OFF, SETTING_MISSING, DTYPE_UNKNOWN, RESTORE_BREAKS)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="escape_action", metavar="<action>", title="actions", required=True)
@@ -54,6 +56,8 @@ class EscapeCommand(Command):
             ("off", "turn the Setting off: nothing rendered, nothing refused", _switch_flags),
             ("on", "turn the Setting on: every Binding's dtype rendered as --kv-cache-dtype", _switch_flags),
             ("rebind", "move a Binding's workloads to a new Binding with a corrected dtype", _rebind_flags),
+            ("restore", "put back the objects a rebind's backup directory holds that no longer exist",
+             _restore_flags),
         ):
             sub = actions.add_parser(name, help=help_text, description=help_text, prog=f"{parser.prog} {name}")
             add(sub)
@@ -67,6 +71,8 @@ class EscapeCommand(Command):
             return status(context)
         if action in ("off", "on"):
             return switch(context, OFF if action == "off" else ON)
+        if action == "restore":
+            return restore(context)
         return rebind(context)
 
 
@@ -98,10 +104,22 @@ def _rebind_flags(parser: argparse.ArgumentParser) -> None:
                              "side-by-side: create <name>-<suffix> first, then delete (no outage, new names)")
     parser.add_argument("--suffix", metavar="SUFFIX", help="side-by-side: the new names' suffix (default the dtype)")
     parser.add_argument("--keep-old-binding", action="store_true", help="do not delete the old Binding")
-    parser.add_argument("--apply", action="store_true", help="carry the plan out (default: print it, change nothing)")
+    parser.add_argument("--force-unknown-dtype", action="store_true",
+                        help="use a --dtype that this tool's engine tables do not know for a moved deployment's engine")
+    parser.add_argument("--apply", action="store_true",
+                        help="carry the plan out (default: print it, change nothing); on a terminal it asks first")
+    parser.add_argument("--yes", "-y", action="store_true", help="with --apply on a terminal: do not ask")
     parser.add_argument("--backup-dir", metavar="DIR",
                         help="where to save the originals and the journal (default "
                              "./kvdtype-backup-<namespace>-<binding>-<UTC time>/; an unfinished one there is resumed)")
+    _dry_run_flag(parser)
+
+
+def _restore_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", metavar="DIR", help="a backup directory written by escape rebind --apply")
+    parser.add_argument("--apply", action="store_true",
+                        help="create the missing objects (default: print the plan, change nothing)")
+    parser.add_argument("--yes", "-y", action="store_true", help="with --apply on a terminal: do not ask")
     _dry_run_flag(parser)
 
 

@@ -17,6 +17,7 @@ from conftest import kubectl_path
 from fakekube import FakeKube
 
 REBIND = ("legacy", "-n", "team-a", "--dtype", "bfloat16")
+JOURNAL_ANNOTATION = "kvdtype.gpustack.ai/journal"
 
 #: A second deployment on the broken Binding, carrying metadata a copy must keep or drop.
 SECOND = {
@@ -83,7 +84,10 @@ def writes(fake: FakeKube) -> list[tuple[str, str, str]]:
 
 
 def clean(obj: dict) -> dict:
+    """Without what the server sets, and with the journal's location (a path under tmp_path) only marked."""
     meta = {k: v for k, v in obj["metadata"].items() if k not in ("uid", "resourceVersion", "creationTimestamp", "generation")}
+    if JOURNAL_ANNOTATION in (meta.get("annotations") or {}):
+        meta["annotations"] = {**meta["annotations"], JOURNAL_ANNOTATION: "<host>:<journal>"}
     return {**obj, "metadata": meta}
 
 
