@@ -768,6 +768,7 @@ class FakeKube:
         self._expire = 0
         self._pending: dict[Key, tuple[float, Any]] = {}
         self._finalizers: list[_Finalizer] = []
+        self._reaping = False
         self._conns: set[socket.socket] = set()
         self._server: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
@@ -1005,6 +1006,16 @@ class FakeKube:
 
     def _reap(self) -> None:
         """Each operator finalizer whose time has come (and that nothing holds) is removed."""
+        with self._lock:
+            if self._reaping:  # held_by reads the fake, which reaps: not again from inside
+                return
+            self._reaping = True
+            try:
+                self._reap_due()
+            finally:
+                self._reaping = False
+
+    def _reap_due(self) -> None:
         with self._lock:
             now = time.monotonic()
             for fin in self._finalizers:
