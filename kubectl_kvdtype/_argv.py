@@ -24,7 +24,6 @@ import functools
 import json
 import pkgutil
 import re
-import shlex
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
@@ -382,7 +381,8 @@ def expand_kubernetes(tokens: Sequence[str], env: object) -> tuple[list[str], li
 
     Returns (expanded tokens, names that could not be known). ``$$`` is a literal ``$``; a
     variable with a literal ``value`` (itself expanded from earlier entries) is substituted; one
-    set by ``valueFrom`` is unknown; an undefined one stays as written, as the kubelet leaves it.
+    set by ``valueFrom``, or not defined in ``env`` (it may come from ``envFrom``; else the
+    kubelet leaves the text as written), is unknown.
     """
     values: dict[str, Optional[str]] = {}
     unknown: list[str] = []
@@ -411,8 +411,7 @@ def _expand_one(text: str, values: Mapping[str, Optional[str]]) -> tuple[str, li
         name = match.group(1)
         if name in values and values[name] is not None:
             return values[name]  # type: ignore[return-value]
-        if name in values:
-            missing.append(name)
+        missing.append(name)
         return match.group(0)
 
     return _VAR.sub(substitute, text), missing
@@ -484,13 +483,9 @@ _SEPARATORS = {";", "&&", "||", "|", "&", "\n", ";;", "(", ")"}
 
 def _from_shell(script: str, positional: list[str], engine: str, env: Mapping[str, str]):
     """The argv the shell line starts the engine with, or a Reading when that cannot be known."""
-    try:
-        lexer = shlex.shlex(script, posix=False, punctuation_chars=";&|()")
-        lexer.whitespace_split = True
-        lexer.whitespace = " \t\r"
-        raw = list(lexer)
-    except ValueError as error:
-        return Reading(UNKNOWN, error=f"the shell line cannot be split: {error}")
+    raw = _split_shell(script)
+    if raw is None:
+        return Reading(UNKNOWN, error="the shell line cannot be split (unbalanced quotes)")
     variables = dict(env)
     command: list[tuple[str, bool]] = []
     commands: list[list[tuple[str, bool]]] = []
@@ -520,6 +515,54 @@ def _from_shell(script: str, positional: list[str], engine: str, env: Mapping[st
                 return Reading(UNKNOWN, error="the engine's arguments depend on the shell's environment")
             return argv
     return Reading(ABSENT)
+
+
+def _split_shell(script: str) -> Optional[list[str]]:
+    """Words and operators (``;``, ``&&``, ``|``, newline, ...) of a shell line, quotes kept.
+
+    Like ``shlex`` in punctuation-aware mode, but the quotes stay in each word so that expansion
+    (:func:`_shell_words`) knows what was single-quoted. None when a quote is left open."""
+    words: list[str] = []
+    word, quote, i = "", "", 0
+    while i < len(script):
+        char = script[i]
+        if quote:
+            word += char
+            if char == quote:
+                quote = ""
+            elif char == "\\" and quote == '"' and i + 1 < len(script):
+                i += 1
+                word += script[i]
+        elif char in "'\"":
+            quote, word = char, word + char
+        elif char == "\\" and i + 1 < len(script):
+            word += char + script[i + 1]
+            i += 1
+        elif char in " \t\r":
+            if word:
+                words.append(word)
+            word = ""
+        elif char in ";&|()\n":
+            if word:
+                words.append(word)
+            word = ""
+            operator = char
+            while i + 1 < len(script) and script[i + 1] in ";&|" and char != "\n":
+                i += 1
+                operator += script[i]
+            words.append(operator)
+        elif char == "#" and not word:
+            while i < len(script) and script[i] != "\n":
+                i += 1
+            continue
+        else:
+            word += char
+        i += 1
+    if quote:
+        return None
+    if word:
+        words.append(word)
+    return words
 
 
 def _invokes(argv: list[str], engine: str) -> bool:
