@@ -762,6 +762,9 @@ class FakeKube:
         self._log_lock = threading.Lock()
         self._stores: dict[tuple[str, str], _Store] = {rt.key: _Store() for rt in RESOURCE_TYPES}
         self._rv = 1
+        #: Stored objects LIST requests have looked at: paging is O(page) when a full walk
+        #: examines each object once, however many pages it takes (tests assert this, not time).
+        self.examined = 0
         self._rules: list[_Rule] = []
         self._denies: list[_Deny] = []
         self._admission: list[Callable[[str, Optional[JSON], Optional[JSON]], Optional[str]]] = []
@@ -1348,6 +1351,7 @@ class FakeKube:
             i += 1
             if (labels is None or labels(obj)) and (fields is None or fields(obj)):
                 items.append(store.render(key, target.api_version, not rt.custom))
+        self.examined += i - start
         return items, i
 
     def _continue_from(self, token: str) -> tuple[str, Key]:
