@@ -70,11 +70,12 @@ def normalize_booleans(argv: Sequence[str]) -> list[str]:
 
 
 def secrets_in(argv: Sequence[str]) -> list[str]:
-    """The values given to ``--token``/``--password`` (either spelling), to keep out of messages."""
+    """The values given to ``--token``/``--password`` (``--token=T``, ``--token T``, and the
+    abbreviations argparse accepts or calls ambiguous), to keep out of messages."""
     found = []
     for index, word in enumerate(argv):
         name, equals, value = word.partition("=")
-        if name in SECRET_FLAGS:
+        if len(name) > 2 and name.startswith("--") and any(flag.startswith(name) for flag in SECRET_FLAGS):
             value = value if equals else (argv[index + 1] if index + 1 < len(argv) else "")
             if value:
                 found.append(value)
@@ -122,8 +123,10 @@ def add_connection_flags(flags: argparse._ActionsContainer, suffix: str = "") ->
     """kubectl's flags saying which cluster and who, with kubectl's meaning: each overrides the
     same setting of the kubeconfig (see ``_cluster``)."""
     s = argparse.SUPPRESS
-    flags.add_argument("--cluster", default=s, help="the kubeconfig cluster to use (instead of the context's)")
-    flags.add_argument("--user", default=s, help="the kubeconfig user to use (instead of the context's)")
+    cluster = flags.add_argument("--cluster", default=s, help="the kubeconfig cluster to use (instead of the context's)")
+    cluster.completer = "clusters"  # type: ignore[attr-defined]  # read by completion.py
+    user = flags.add_argument("--user", default=s, help="the kubeconfig user to use (instead of the context's)")
+    user.completer = "users"  # type: ignore[attr-defined]
     flags.add_argument("-s", "--server", default=s, metavar="URL", help="the address of the API server")
     flags.add_argument("--token", default=s, metavar="TOKEN",
                        help="bearer token for the API server (never shown in any output)")
