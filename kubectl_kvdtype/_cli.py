@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 from kubectl_kvdtype import __version__
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._env import Environment
-from kubectl_kvdtype._flags import APPENDED, DEFAULTS, Parser, add_global_flags
+from kubectl_kvdtype._flags import APPENDED, DEFAULTS, Parser, add_global_flags, normalize_booleans, redact, secrets_in
 from kubectl_kvdtype._render import render
 from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError
 from kubectl_kvdtype.check import CheckCommand
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = build_parser()
-    options = parser.parse_args(argv)
+    options = parser.parse_args(normalize_booleans(argv))
     if not getattr(options, "command", None):
         raise UsageError(f"name a subcommand: {', '.join(c.name for c in COMMANDS)} (see '{PROG} --help')")
     for name in APPENDED:
@@ -100,8 +100,8 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         return int(report.exit_status(options.exit_zero))
     except SystemExit as exit_:  # argparse after --help and --version
         return int(exit_.code or 0) if isinstance(exit_.code, int) else int(ExitStatus.USAGE)
-    except KvdtypeError as error:
-        print(f"error: {error.message}", file=env.stderr)
+    except KvdtypeError as error:  # a token or password typed on the command line is never echoed
+        print(f"error: {redact(error.message, secrets_in(argv))}", file=env.stderr)
         return int(error.status)
     except KeyboardInterrupt:
         print("error: interrupted", file=env.stderr)

@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import urlencode
 
@@ -22,10 +22,12 @@ from kubernetes.client import Configuration
 from kubernetes.client.exceptions import ApiException
 from kubernetes.client.rest import RESTClientObject
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.kube_config import KubeConfigLoader
+from urllib3 import HTTPHeaderDict
 
 from kubectl_kvdtype import __version__
 from kubectl_kvdtype._sources import Kind, Projection
-from kubectl_kvdtype._status import ApiError, ClusterError, Conflict, KvdtypeError, NotFound
+from kubectl_kvdtype._status import ApiError, ClusterError, Conflict, KvdtypeError, NotFound, UsageError
 
 PAGE_SIZE = 500
 #: Attempts for a request answered 429 or 5xx (reads), or 429 (writes, which a 5xx may have done).
@@ -40,12 +42,48 @@ _REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Confli
 
 @dataclass(frozen=True)
 class ConnectionOptions:
-    """The kubectl-style flags that say which cluster and who."""
+    """The kubectl-style flags that say which cluster and who; each overrides the kubeconfig's
+    setting the way kubectl's does (``_override_cluster``, ``_override_user``)."""
 
     kubeconfig: Optional[str] = None
     context: Optional[str] = None
     request_timeout: Optional[float] = None
     impersonate: Optional[str] = None
+    cluster: Optional[str] = None
+    user: Optional[str] = None
+    server: Optional[str] = None
+    token: Optional[str] = field(default=None, repr=False)
+    certificate_authority: Optional[str] = None
+    client_certificate: Optional[str] = None
+    client_key: Optional[str] = None
+    insecure_skip_tls_verify: bool = False
+    tls_server_name: Optional[str] = None
+    impersonate_groups: tuple[str, ...] = ()
+    impersonate_uid: Optional[str] = None
+    username: Optional[str] = None
+    password: Optional[str] = field(default=None, repr=False)
+
+    @classmethod
+    def from_flags(cls, flags: Any) -> "ConnectionOptions":
+        """From the parsed command line (a flag missing from ``flags`` counts as not given)."""
+        def get(name: str) -> Any:
+            return getattr(flags, name, None)
+
+        return cls(kubeconfig=get("kubeconfig"), context=get("context"), request_timeout=get("request_timeout"),
+                   impersonate=get("as_user"), cluster=get("cluster"), user=get("user"), server=get("server"),
+                   token=get("token"), certificate_authority=get("certificate_authority"),
+                   client_certificate=get("client_certificate"), client_key=get("client_key"),
+                   insecure_skip_tls_verify=bool(get("insecure_skip_tls_verify")),
+                   tls_server_name=get("tls_server_name"), impersonate_groups=tuple(get("as_group") or ()),
+                   impersonate_uid=get("as_uid"), username=get("username"), password=get("password"))
+
+    @property
+    def overrides(self) -> bool:
+        """Whether any flag overrides the kubeconfig (then a refusal is a usage error)."""
+        return any((self.cluster, self.user, self.server, self.token, self.certificate_authority,
+                    self.client_certificate, self.client_key, self.insecure_skip_tls_verify,
+                    self.tls_server_name, self.impersonate, self.impersonate_groups, self.impersonate_uid,
+                    self.username, self.password))
 
 
 class ClusterSource:
@@ -57,12 +95,13 @@ class ClusterSource:
 
     def __init__(self, options: ConnectionOptions, environ: Optional[dict] = None) -> None:
         environ = dict(os.environ if environ is None else environ)
-        self._configuration, self._namespace, self.description = _load_configuration(options, environ)
+        self._configuration, self._namespace, self.description, impersonation = _load_configuration(options, environ)
         self._rest = RESTClientObject(self._configuration)
         self._timeout = options.request_timeout
-        self._headers = {"Accept": "application/json", "User-Agent": f"kubectl-kvdtype/{__version__}"}
-        if options.impersonate:
-            self._headers["Impersonate-User"] = options.impersonate
+        # A header dict that keeps a repeated name (Impersonate-Group) as separate header lines.
+        self._headers = HTTPHeaderDict({"Accept": "application/json", "User-Agent": f"kubectl-kvdtype/{__version__}"})
+        for name, value in impersonation:
+            self._headers.add(name, value)
         self._versions: dict[str, Optional[str]] = {}
         self._discovery = threading.Lock()  # one discovery per group, even from parallel LISTs
         self.request_count = 0
@@ -165,7 +204,7 @@ class ClusterSource:
                 namespace: Optional[str] = None) -> dict:
         """One API call answered as plain JSON; 429 (and 5xx on reads) retried with backoff."""
         url = self._configuration.host + path + (f"?{urlencode(query)}" if query else "")
-        headers = dict(self._headers)
+        headers = HTTPHeaderDict(self._headers)
         if body is not None:
             headers["Content-Type"] = content_type
         for attempt in range(1, ATTEMPTS + 1):
@@ -259,27 +298,170 @@ def _api_error(status: int, data: bytes, verb: str, kind: Optional[Kind], namesp
 
 # --- Kubeconfig, resolved like kubectl -----------------------------------------------------
 
-def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Configuration, str, str]:
-    """(client configuration, the context's namespace, a description) — never writes a file."""
+Headers = list[tuple[str, str]]
+_CLUSTER_PATHS = ("certificate-authority",)
+_USER_PATHS = ("client-certificate", "client-key", "tokenFile")
+
+
+def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Configuration, str, str, Headers]:
+    """(client configuration, the context's namespace, a description, impersonation headers);
+    never writes a file. The flags override the kubeconfig as kubectl's do."""
     configuration = Configuration()
     configuration.retries = 1
     paths = _kubeconfig_paths(options.kubeconfig, environ)
-    if not paths:
-        return _in_cluster(configuration, environ)
+    if not paths and not options.server:
+        return _in_cluster(configuration, options, environ)
     documents = [(path, _read_kubeconfig(path)) for path in paths]
-    context = options.context or next((d.get("current-context") for _, d in documents if d.get("current-context")), None)
-    if not context:
-        raise KvdtypeError(f"the kubeconfig ({', '.join(paths)}) sets no current context: pass --context")
-    entry = next((c for _, d in documents for c in d.get("contexts") or [] if isinstance(c, dict) and c.get("name") == context), None)
-    if entry is None:
-        raise KvdtypeError(f'the context "{context}" does not exist in the kubeconfig ({", ".join(paths)})')
+    context_name = options.context or next((d.get("current-context") for _, d in documents if d.get("current-context")), None)
+    entry: dict = {}
+    if context_name:
+        found = _named(documents, "contexts", context_name)
+        if found is None:
+            raise KvdtypeError(f'the context "{context_name}" does not exist in the kubeconfig ({", ".join(paths)})')
+        entry = found[1].get("context") or {}
+    elif not (options.server or options.cluster):
+        raise KvdtypeError(f"the kubeconfig ({', '.join(paths)}) sets no current context: pass --context or --server")
+    cluster_name = options.cluster or entry.get("cluster") or ""
+    user_name = options.user or entry.get("user") or ""
+    if options.user and _named(documents, "users", options.user) is None:
+        raise UsageError(f'auth info "{options.user}" does not exist')
+    cluster, _ = _entry(documents, "clusters", cluster_name, "cluster", _CLUSTER_PATHS)
+    user, user_dir = _entry(documents, "users", user_name, "user", _USER_PATHS)
+    cluster, user = _override_cluster(cluster, options), _override_user(user, options)
+    refusals = _refusals(cluster_name, cluster, user_name, user)
+    if refusals:
+        raise (UsageError if options.overrides else KvdtypeError)("; ".join(refusals))
+    config = {"clusters": [{"name": "c", "cluster": cluster}], "users": [{"name": "u", "user": user}],
+              "contexts": [{"name": "kvdtype", "context": {"cluster": "c", "user": "u"}}]}
+    what = f'context "{context_name}"' if context_name else f"the server {cluster.get('server')}"
     try:
-        kube_config.load_kube_config(config_file=os.pathsep.join(paths), context=context,
-                                     client_configuration=configuration, persist_config=False)
+        KubeConfigLoader(config_dict=config, active_context="kvdtype",
+                         config_base_path=user_dir).load_and_set(configuration)
     except (ConfigException, OSError, ValueError, TypeError, KeyError) as error:
-        raise KvdtypeError(f'cannot use the context "{context}" of the kubeconfig: {_first_line(error)}') from None
-    namespace = (entry.get("context") or {}).get("namespace") or "default"
-    return configuration, namespace, f'context "{context}"'
+        raise KvdtypeError(f"cannot use the {what} of the kubeconfig: {_first_line(error)}") from None
+    namespace = entry.get("namespace") or "default"
+    return configuration, namespace, what, _impersonation(user)
+
+
+def _named(documents: list[tuple[str, dict]], section: str, name: str) -> Optional[tuple[str, dict]]:
+    """(file, entry) of the first entry of that name: like kubectl, the first file to set one wins."""
+    for path, document in documents:
+        for item in document.get(section) or []:
+            if isinstance(item, dict) and item.get("name") == name:
+                return path, item
+    return None
+
+
+def _entry(documents: list[tuple[str, dict]], section: str, name: str, key: str,
+           path_keys: tuple[str, ...]) -> tuple[dict, str]:
+    """A copy of a cluster's or user's settings, its file paths made absolute against its own
+    kubeconfig file (so flags' paths, relative to the working directory, can sit beside them)."""
+    found = _named(documents, section, name) if name else None
+    if found is None:
+        return {}, os.getcwd()
+    base = os.path.dirname(os.path.abspath(found[0]))
+    settings = dict(found[1].get(key) or {})
+    for path_key in path_keys:
+        if isinstance(settings.get(path_key), str) and settings[path_key]:
+            settings[path_key] = os.path.join(base, os.path.expanduser(settings[path_key]))
+    return settings, base
+
+
+def _override_cluster(cluster: dict, options: ConnectionOptions) -> dict:
+    """kubectl's rules: --certificate-authority or --insecure-skip-tls-verify replaces all three of
+    the kubeconfig's CA file, CA data and skip setting; --server also drops its tls-server-name."""
+    cluster = dict(cluster)
+    if options.server:
+        cluster["server"] = options.server
+    if options.insecure_skip_tls_verify or options.certificate_authority:
+        cluster.pop("certificate-authority-data", None)
+        cluster.pop("certificate-authority", None)
+        cluster["insecure-skip-tls-verify"] = options.insecure_skip_tls_verify
+        if options.certificate_authority:
+            cluster["certificate-authority"] = os.path.abspath(options.certificate_authority)
+    if options.tls_server_name or options.server:
+        cluster.pop("tls-server-name", None)
+        if options.tls_server_name:
+            cluster["tls-server-name"] = options.tls_server_name
+    return cluster
+
+
+def _override_user(user: dict, options: ConnectionOptions) -> dict:
+    """Each flag replaces the same setting. A token or basic auth from a flag also sets aside the
+    user's exec plugin and auth provider: kubectl sends the flag's credentials, never theirs."""
+    user = dict(user)
+    replaced = {"token": options.token, "client-certificate": _absolute(options.client_certificate),
+                "client-key": _absolute(options.client_key), "username": options.username,
+                "password": options.password, "as": options.impersonate, "as-uid": options.impersonate_uid,
+                "as-groups": list(options.impersonate_groups) or None}
+    user.update({key: value for key, value in replaced.items() if value})
+    if options.token:
+        user.pop("tokenFile", None)
+    if options.token or options.username or options.password:
+        user.pop("exec", None)
+        user.pop("auth-provider", None)
+    if user.get("username") or user.get("password"):  # the client needs both; kubectl defaults either to ""
+        user.setdefault("username", "")
+        user.setdefault("password", "")
+    return user
+
+
+def _absolute(path: Optional[str]) -> Optional[str]:
+    return os.path.abspath(os.path.expanduser(path)) if path else None
+
+
+def _refusals(cluster_name: str, cluster: dict, user_name: str, user: dict) -> list[str]:
+    """What kubectl refuses to run with, in kubectl's words (its kubeconfig validation)."""
+    errors = []
+    if not cluster.get("server"):
+        errors.append(f'no server found for cluster "{cluster_name}"' if cluster_name else "no server found: pass --server")
+    if cluster.get("certificate-authority") and cluster.get("certificate-authority-data"):
+        errors.append(f"certificate-authority-data and certificate-authority are both specified for {cluster_name}. "
+                      "certificate-authority-data will override.")
+    errors += _unreadable(cluster, "certificate-authority", "certificate-authority", cluster_name)
+    if cluster.get("insecure-skip-tls-verify") and (cluster.get("certificate-authority") or cluster.get("certificate-authority-data")):
+        errors.append("specifying a root certificates file with the insecure flag is not allowed")
+    if user.get("client-certificate") or user.get("client-certificate-data"):
+        if user.get("client-certificate") and user.get("client-certificate-data"):
+            errors.append(f"client-cert-data and client-cert are both specified for {user_name}. client-cert-data will override.")
+        if user.get("client-key") and user.get("client-key-data"):
+            errors.append(f"client-key-data and client-key are both specified for {user_name}; client-key-data will override")
+        if not (user.get("client-key") or user.get("client-key-data")):
+            errors.append(f"client-key-data or client-key must be specified for {user_name} to use the clientCert "
+                          "authentication method.")
+        errors += _unreadable(user, "client-certificate", "client-cert", user_name)
+        errors += _unreadable(user, "client-key", "client-key", user_name)
+    methods = (["token"] if user.get("token") else []) + (["basicAuth"] if user.get("username") or user.get("password") else [])
+    if len(methods) > 1:
+        errors.append(f"more than one authentication method found for {user_name}; found [{' '.join(methods)}], only one is allowed")
+    if (user.get("as-uid") or user.get("as-groups") or user.get("as-user-extra")) and not user.get("as"):
+        errors.append(f"requesting uid, groups or user-extra for {user_name} without impersonating a user")
+    return errors
+
+
+def _unreadable(settings: dict, key: str, label: str, owner: str) -> list[str]:
+    path = settings.get(key)
+    if not path:
+        return []
+    try:
+        with open(path, "rb"):
+            return []
+    except OSError as error:
+        return [f"unable to read {label} {path} for {owner} due to open {path}: {(error.strerror or str(error)).lower()}"]
+
+
+def _impersonation(user: dict) -> Headers:
+    """The impersonation headers kubectl sends for the user (flags already merged in)."""
+    if not user.get("as"):
+        return []
+    headers = [("Impersonate-User", str(user["as"]))]
+    headers += [("Impersonate-Group", str(group)) for group in user.get("as-groups") or []]
+    if user.get("as-uid"):
+        headers.append(("Impersonate-Uid", str(user["as-uid"])))
+    for key, values in (user.get("as-user-extra") or {}).items():
+        for value in values if isinstance(values, list) else [values]:
+            headers.append((f"Impersonate-Extra-{key}", str(value)))
+    return headers
 
 
 def _kubeconfig_paths(explicit: Optional[str], environ: dict) -> list[str]:
@@ -313,16 +495,28 @@ def _read_kubeconfig(path: str) -> dict:
     return document
 
 
-def _in_cluster(configuration: Configuration, environ: dict) -> tuple[Configuration, str, str]:
+def _in_cluster(configuration: Configuration, options: ConnectionOptions,
+                environ: dict) -> tuple[Configuration, str, str, Headers]:
     if not environ.get("KUBERNETES_SERVICE_HOST"):
-        raise KvdtypeError("no kubeconfig found (~/.kube/config, KUBECONFIG, --kubeconfig) and not running in a cluster")
+        raise KvdtypeError("no kubeconfig found (~/.kube/config, KUBECONFIG, --kubeconfig) and not running "
+                           "in a cluster: pass --kubeconfig, or --server")
     try:
         kube_config.load_incluster_config(client_configuration=configuration)
     except ConfigException as error:
         raise KvdtypeError(f"cannot use the in-cluster service account: {error}") from None
+    # kubectl in a pod: --token and --certificate-authority replace the service account's.
+    if options.token:
+        configuration.api_key = {"BearerToken": f"Bearer {options.token}"}
+        configuration.refresh_api_key_hook = None
+    if options.certificate_authority:
+        configuration.ssl_ca_cert = _absolute(options.certificate_authority)
+    user = _override_user({}, options)
+    if user.get("as-uid") or user.get("as-groups"):
+        if not user.get("as"):
+            raise UsageError("requesting uid, groups or user-extra without impersonating a user")
     try:
         with open(_IN_CLUSTER_NAMESPACE, encoding="utf-8") as handle:
             namespace = handle.read().strip() or "default"
     except OSError:
         namespace = "default"
-    return configuration, namespace, "the in-cluster service account"
+    return configuration, namespace, "the in-cluster service account", _impersonation(user)

@@ -40,11 +40,7 @@ class Context:
             return ManifestSource.from_paths(self.options.filename, self.env.stdin)
         from kubectl_kvdtype._cluster import ClusterSource, ConnectionOptions  # imports the client
 
-        return ClusterSource(
-            ConnectionOptions(kubeconfig=self.options.kubeconfig, context=self.options.context,
-                              request_timeout=self.options.request_timeout, impersonate=self.options.as_user),
-            environ=dict(self.env.environ),
-        )
+        return ClusterSource(ConnectionOptions.from_flags(self.options), environ=dict(self.env.environ))
 
     @property
     def namespace(self) -> Optional[str]:

@@ -1,15 +1,17 @@
 """The kubectl-style global flags, shared by every parser and sub-parser of the command line.
 
-kubectl passes no flags to a plugin, so the plugin parses kubectl's own (``--kubeconfig``,
-``--context``, ``-n``, ``-A``...) and accepts each of them before or after the subcommand: they are
-defined on every parser with suppressed defaults, and ``DEFAULTS`` fills what was not given.
+kubectl parses none of its flags for a plugin: everything typed after ``kubectl kvdtype`` reaches the
+plugin verbatim (and kubectl refuses flags typed before the plugin's name). So the plugin parses
+kubectl's own (``--kubeconfig``, ``--context``, ``-n``, ``-A``, ``--server``, ``--token``...) and
+accepts each of them before or after the subcommand: they are defined on every parser with
+suppressed defaults, and ``DEFAULTS`` fills what was not given.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from typing import Optional
+from typing import Optional, Sequence
 
 from kubectl_kvdtype._render import OUTPUTS
 from kubectl_kvdtype._status import UsageError
@@ -20,8 +22,18 @@ DEFAULTS = {
     "kubeconfig": None, "context": None, "namespace": None, "all_namespaces": False,
     "request_timeout": None, "as_user": None, "output": "table", "no_headers": False,
     "filename": [], "system_namespace": "gpustack-system", "exit_zero": False, "ignore": [],
+    "cluster": None, "user": None, "server": None, "token": None, "certificate_authority": None,
+    "client_certificate": None, "client_key": None, "insecure_skip_tls_verify": False,
+    "tls_server_name": None, "as_group": [], "as_uid": None, "username": None, "password": None,
+    "cache_dir": None,
 }
-APPENDED = ("filename", "ignore")
+APPENDED = ("filename", "ignore", "as_group")
+#: Flags whose values are secrets: never echoed (``redact``).
+SECRET_FLAGS = ("--token", "--password")
+#: kubectl's boolean flags also take ``=true``/``=false``; argparse's store_true takes no value.
+_BOOLEANS = ("--insecure-skip-tls-verify", "--all-namespaces", "--no-headers", "--exit-zero")
+_TRUE = ("true", "1", "t", "yes")
+_FALSE = ("false", "0", "f", "no")
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -43,6 +55,39 @@ def _request_timeout(text: str) -> Optional[float]:
     return seconds or None  # kubectl: "0" means no timeout
 
 
+def normalize_booleans(argv: Sequence[str]) -> list[str]:
+    """``--insecure-skip-tls-verify=true`` as kubectl (pflag) reads it: the bare flag, and ``=false``
+    as not given (kubectl's override of a false value changes nothing in the kubeconfig either)."""
+    words: list[str] = []
+    for word in argv:
+        name, equals, value = word.partition("=")
+        if equals and name in _BOOLEANS and value.lower() in _TRUE + _FALSE:
+            if value.lower() in _TRUE:
+                words.append(name)
+            continue
+        words.append(word)
+    return words
+
+
+def secrets_in(argv: Sequence[str]) -> list[str]:
+    """The values given to ``--token``/``--password`` (``--token=T``, ``--token T``, and the
+    abbreviations argparse accepts or calls ambiguous), to keep out of messages."""
+    found = []
+    for index, word in enumerate(argv):
+        name, equals, value = word.partition("=")
+        if len(name) > 2 and name.startswith("--") and any(flag.startswith(name) for flag in SECRET_FLAGS):
+            value = value if equals else (argv[index + 1] if index + 1 < len(argv) else "")
+            if value:
+                found.append(value)
+    return found
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "<redacted>")
+    return text
+
+
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one sentence and exit status 2 via UsageError."""
 
@@ -60,7 +105,7 @@ def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "") -> None:
     flags.add_argument("-A", "--all-namespaces", action="store_true", default=s, help="every namespace")
     flags.add_argument("--request-timeout", type=_request_timeout, default=s, metavar="DURATION",
                        help="how long to wait for one API request (0: no limit)")
-    flags.add_argument("--as", dest="as_user", default=s, metavar="USER", help="impersonate this user")
+    add_connection_flags(flags, suffix)
     flags.add_argument("-o", "--output", choices=OUTPUTS, default=s, help="table (default), wide, json or yaml")
     flags.add_argument("--no-headers", action="store_true", default=s, help="tables without headers and summary")
     flags.add_argument("-f", "--filename", action="append", dest="filename" + suffix, default=s, metavar="PATH",
@@ -72,3 +117,33 @@ def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "") -> None:
                        help="drop findings with this code (repeatable)")
 
 
+
+
+def add_connection_flags(flags: argparse._ActionsContainer, suffix: str = "") -> None:
+    """kubectl's flags saying which cluster and who, with kubectl's meaning: each overrides the
+    same setting of the kubeconfig (see ``_cluster``)."""
+    s = argparse.SUPPRESS
+    cluster = flags.add_argument("--cluster", default=s, help="the kubeconfig cluster to use (instead of the context's)")
+    cluster.completer = "clusters"  # type: ignore[attr-defined]  # read by completion.py
+    user = flags.add_argument("--user", default=s, help="the kubeconfig user to use (instead of the context's)")
+    user.completer = "users"  # type: ignore[attr-defined]
+    flags.add_argument("-s", "--server", default=s, metavar="URL", help="the address of the API server")
+    flags.add_argument("--token", default=s, metavar="TOKEN",
+                       help="bearer token for the API server (never shown in any output)")
+    flags.add_argument("--certificate-authority", default=s, metavar="PATH",
+                       help="a CA certificate file to verify the API server with")
+    flags.add_argument("--client-certificate", default=s, metavar="PATH", help="client certificate file for TLS")
+    flags.add_argument("--client-key", default=s, metavar="PATH", help="client key file for TLS")
+    flags.add_argument("--insecure-skip-tls-verify", action="store_true", default=s,
+                       help="do not verify the API server's certificate (insecure)")
+    flags.add_argument("--tls-server-name", default=s, metavar="NAME",
+                       help="server name for the API server's certificate and SNI (default: the server's host)")
+    flags.add_argument("--as", dest="as_user", default=s, metavar="USER", help="impersonate this user")
+    flags.add_argument("--as-group", action="append", dest="as_group" + suffix, default=s, metavar="GROUP",
+                       help="impersonate this group (repeatable; needs --as)")
+    flags.add_argument("--as-uid", default=s, metavar="UID", help="impersonate this UID (needs --as)")
+    flags.add_argument("--username", default=s, metavar="USER", help="username for basic authentication")
+    flags.add_argument("--password", default=s, metavar="PASSWORD",
+                       help="password for basic authentication (never shown in any output)")
+    flags.add_argument("--cache-dir", default=s, metavar="DIR",
+                       help="accepted for kubectl compatibility; unused: the plugin keeps no cache")

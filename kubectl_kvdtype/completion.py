@@ -13,8 +13,9 @@ An argument names what it completes by its ``dest``/``metavar`` (``namespace``, 
 
     parser.add_argument("deployment").completer = "modeldeployments"
 
-(one of ``namespaces``, ``modeldeployments``, ``kvcachepoolbindings``, ``contexts``, ``codes``,
-``files``). Nothing here imports the kubernetes client unless a cluster name is being completed.
+(one of ``namespaces``, ``modeldeployments``, ``kvcachepoolbindings``, ``contexts``, ``clusters``,
+``users``, ``codes``, ``files``). Names from the cluster are read with every connection flag typed so
+far (``--server``, ``--token``, ``--as``...), as the command itself would. Nothing here imports the kubernetes client unless a cluster name is being completed.
 """
 
 from __future__ import annotations
@@ -163,8 +164,8 @@ def _values(action: argparse.Action, partial: str, scan: _Scan, env: Environment
         names = [str(choice) for choice in action.choices]
     elif what == "files":
         return [], DIRECTIVE_DEFAULT
-    elif what == "contexts":
-        names = _contexts(scan, env)
+    elif what in _KUBECONFIG_SECTIONS:
+        names = _kubeconfig_names(scan, env, _KUBECONFIG_SECTIONS[what])
     elif what == "codes":
         from kubectl_kvdtype._cli import COMMANDS
 
@@ -197,8 +198,11 @@ def _what(action: argparse.Action) -> Optional[str]:
     return None
 
 
-def _contexts(scan: _Scan, env: Environment) -> list[str]:
-    """Context names from the kubeconfig files, read as kubectl would find them (no client)."""
+_KUBECONFIG_SECTIONS = {"contexts": "contexts", "clusters": "clusters", "users": "users"}
+
+
+def _kubeconfig_names(scan: _Scan, env: Environment, section: str) -> list[str]:
+    """Names of contexts, clusters or users in the kubeconfig files, found as kubectl would (no client)."""
     import yaml
 
     explicit = scan.value("kubeconfig")
@@ -215,7 +219,7 @@ def _contexts(scan: _Scan, env: Environment) -> list[str]:
                 document = yaml.safe_load(handle)
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             continue
-        for entry in (document or {}).get("contexts") or [] if isinstance(document, dict) else []:
+        for entry in (document or {}).get(section) or [] if isinstance(document, dict) else []:
             if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"] not in names:
                 names.append(entry["name"])
     return names
@@ -245,12 +249,19 @@ def _from_cluster(what: str, scan: _Scan, env: Environment) -> list[str]:
     return sorted(set(result)) if not worker.is_alive() else []
 
 
+#: The flags with a value that say which cluster and who (the ``dest`` of each).
+_CONNECTION_VALUES = ("kubeconfig", "context", "namespace", "cluster", "user", "server", "token",
+                      "certificate_authority", "client_certificate", "client_key", "tls_server_name",
+                      "as_user", "as_uid", "username", "password")
+
+
 def _cluster_names(what: str, scan: _Scan, env: Environment, timeout: float) -> list[str]:
     """The names, read through the same ``Context`` (and so the same ClusterSource) a command gets."""
     options = argparse.Namespace(
-        filename=[], kubeconfig=scan.value("kubeconfig"), context=scan.value("context"),
-        request_timeout=timeout or None, as_user=scan.value("as_user"),
-        namespace=scan.value("namespace"), all_namespaces="all_namespaces" in scan.flags,
+        filename=[], request_timeout=timeout or None, all_namespaces="all_namespaces" in scan.flags,
+        insecure_skip_tls_verify="insecure_skip_tls_verify" in scan.flags,
+        as_group=[g for g in (scan.value("as_group"), scan.value("as_group_after")) if g],
+        **{name: scan.value(name) for name in _CONNECTION_VALUES},
     )
     context = Context(options, env)
     source = context.source  # imports the client; a kubeconfig error ends here

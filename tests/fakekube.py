@@ -26,6 +26,8 @@ Public API::
         fake.finalizer(kind_or_resource, name="gpustack.ai/cleanup", after=0.3, held_by=None)
                                                 # an operator's finalizer: see "Finalizers" below
         fake.requests / fake.clear_log()        # RequestRecord list, arrival order
+                                                # (.header_values(name), .sni, .client_cert)
+        fake.passwords = {"alice": "pw"}        # basic-auth users accepted besides the token
         fake.write_kubeconfig(path, context="fake", namespace=None, token=None,
                               user="fake-user", exec_command=None) -> path
 
@@ -37,7 +39,9 @@ Behaviour worth knowing:
   "gpustack.ai": ("v1",)}`` per group (first version preferred); map a group to ``None`` to
   leave it unserved (CRDs missing: absent from discovery, its paths 404).
 - ``/version`` and ``/healthz|livez|readyz`` are open (like the default public-info RBAC);
-  everything else needs ``Authorization: Bearer <token>`` (unless ``token=None``).
+  everything else needs ``Authorization: Bearer <token>`` (unless ``token=None``), a user of
+  ``passwords`` in basic auth, or a client certificate signed by ``TEST_CLIENT_CA_PEM`` (the
+  server asks for one in every handshake; ``TEST_CLIENT_CERT_PEM``/``TEST_CLIENT_KEY_PEM`` is one).
 - Like a real server, items of built-in LISTs carry no ``kind``/``apiVersion``; custom-resource
   items do.  A no-op write keeps the resourceVersion.  Writes to the main resource keep
   ``.status``; ``/status`` writes only status.  A lagging Setting's status bumps its RV when it
@@ -137,6 +141,42 @@ p918tlDfnuOClmuPIbgFqpZRgZjBl9YT2t1D0PWrg4wsNz+JedrSe5bn
 -----END PRIVATE KEY-----
 """
 
+
+# Test-only client-certificate material (EC P-256, valid 2025-2125): a client CA the fake trusts
+# for client certificates (like kube-apiserver's --client-ca-file) and a client certificate
+# (CN=ci-bot, O=ci) signed by it.  A verified client certificate authenticates a request.
+TEST_CLIENT_CA_PEM = """\
+-----BEGIN CERTIFICATE-----
+MIIBbTCCARSgAwIBAgICIAAwCgYIKoZIzj0EAwIwHTEbMBkGA1UEAwwSZmFrZWt1
+YmUtY2xpZW50LWNhMCAXDTI1MDEwMTAwMDAwMFoYDzIxMjUwMTAxMDAwMDAwWjAd
+MRswGQYDVQQDDBJmYWtla3ViZS1jbGllbnQtY2EwWTATBgcqhkjOPQIBBggqhkjO
+PQMBBwNCAAS/ayt1VIWSuYhXue+7NWLs7bs61oA6XbOkcwUHYC2eHaZoFg2qH3wk
+8dZekpqKEzqSJIcnhNtVjT4JFCYH6NPZo0IwQDAPBgNVHRMBAf8EBTADAQH/MA4G
+A1UdDwEB/wQEAwIBBjAdBgNVHQ4EFgQUfnvTNSh13spiKOJY7UniZAKKZe0wCgYI
+KoZIzj0EAwIDRwAwRAIgTkGWsyWlMW2gNu0abPgyeIuT39TUPgGFGxGAgN8fKsEC
+IEuLLgtws+RdjGrUhrBNj3JajKHmd0PXd54u4O/3MIwp
+-----END CERTIFICATE-----
+"""
+TEST_CLIENT_CERT_PEM = """\
+-----BEGIN CERTIFICATE-----
+MIIBgzCCASmgAwIBAgICIAEwCgYIKoZIzj0EAwIwHTEbMBkGA1UEAwwSZmFrZWt1
+YmUtY2xpZW50LWNhMCAXDTI1MDEwMTAwMDAwMFoYDzIxMjUwMTAxMDAwMDAwWjAe
+MQswCQYDVQQKDAJjaTEPMA0GA1UEAwwGY2ktYm90MFkwEwYHKoZIzj0CAQYIKoZI
+zj0DAQcDQgAE6vwPwYCB82qumeSsTu/nwoYFl6f+wGUW8Z/PX31Ej/wGlsR4yfqf
+Qxi2UPTrQ+QXI90MULkAPo2fbh0FM3r/tKNWMFQwDAYDVR0TAQH/BAIwADAOBgNV
+HQ8BAf8EBAMCB4AwEwYDVR0lBAwwCgYIKwYBBQUHAwIwHwYDVR0jBBgwFoAUfnvT
+NSh13spiKOJY7UniZAKKZe0wCgYIKoZIzj0EAwIDSAAwRQIgIHCarT0f8cdSYeif
+JPvJLk2cuosLqeVHMkhLTVWKRioCIQDdVqrJHoduDxkcJkSYR5whKu5yZ6ATzMzW
+zTKfEF18fw==
+-----END CERTIFICATE-----
+"""
+TEST_CLIENT_KEY_PEM = """\
+-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgYOAmWxiI46XESRd/
+2jEWHFnJoNhwGYQLKYfm7jImysuhRANCAATq/A/BgIHzaq6Z5KxO7+fChgWXp/7A
+ZRbxn89ffUSP/AaWxHjJ+p9DGLZQ9OtD5Bcj3QxQuQA+jZ9uHQUzev+0
+-----END PRIVATE KEY-----
+"""
 
 # ----------------------------------------------------------------------------- resource types
 @dataclass(frozen=True)
@@ -265,6 +305,16 @@ class RequestRecord:
     time: float  # time.monotonic() at arrival
     headers: dict[str, str] = field(default_factory=dict)
     raw: bytes = b""
+    #: Every header line in order (``headers`` keeps only the last of a repeated name).
+    header_lines: list[tuple[str, str]] = field(default_factory=list)
+    #: The TLS server name the client asked for (SNI), and the CN of the verified client
+    #: certificate it presented (None: none presented).
+    sni: Optional[str] = None
+    client_cert: Optional[str] = None
+
+    def header_values(self, name: str) -> list[str]:
+        """Every value of a (repeatable) header, e.g. ``Impersonate-Group``."""
+        return [v for k, v in self.header_lines if k.lower() == name.lower()]
 
 
 @dataclass
@@ -640,7 +690,12 @@ class _Server(ThreadingHTTPServer):
 
 
 def _server_ssl_context() -> ssl.SSLContext:
+    """The server certificate; client certificates are asked for and, when sent, verified against
+    the client CA (a handshake with an untrusted one fails, as with kube-apiserver)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.verify_mode = ssl.CERT_OPTIONAL
+    ctx.load_verify_locations(cadata=TEST_CLIENT_CA_PEM)
+    ctx.sni_callback = _remember_sni
     fd, path = tempfile.mkstemp(suffix=".pem")
     try:
         with os.fdopen(fd, "w") as fh:
@@ -649,6 +704,22 @@ def _server_ssl_context() -> ssl.SSLContext:
     finally:
         os.unlink(path)
     return ctx
+
+
+def _remember_sni(conn: Any, server_name: Optional[str], ctx: ssl.SSLContext) -> None:
+    conn.fake_sni = server_name  # read back per request (RequestRecord.sni)
+
+
+def _peer_common_name(conn: Any) -> Optional[str]:
+    try:
+        cert = conn.getpeercert()
+    except (AttributeError, ValueError):
+        return None
+    for rdn in (cert or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return value
+    return None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -752,6 +823,8 @@ class FakeKube:
                  tls: bool = True) -> None:
         self.token, self.username, self.tls = token, username, tls
         self.setting_lag = 0.0
+        #: user -> password accepted as basic auth (``Authorization: Basic``), besides the token.
+        self.passwords: dict[str, str] = {}
         self.server_version = {"major": "1", "minor": "37", "gitVersion": "v1.37.0-fake",
                                "gitCommit": "0" * 40, "gitTreeState": "clean",
                                "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25.0",
@@ -1124,7 +1197,9 @@ class FakeKube:
         query = dict(parse_qsl(split.query, keep_blank_values=True))
         ctype = handler.headers.get("Content-Type")
         record = RequestRecord(method, split.path, query, ctype, _try_json(raw), None,
-                               time.monotonic(), dict(handler.headers.items()), raw)
+                               time.monotonic(), dict(handler.headers.items()), raw,
+                               list(handler.headers.items()), getattr(handler.connection, "fake_sni", None),
+                               _peer_common_name(handler.connection))
         with self._log_lock:
             self.requests.append(record)
         try:
@@ -1144,7 +1219,7 @@ class FakeKube:
             return _Response(200, self.server_version)
         if path in ("/healthz", "/livez", "/readyz"):
             return _Response(200, b"ok", "text/plain; charset=utf-8")
-        self._check_auth(handler.headers.get("Authorization"))
+        self._check_auth(handler.headers.get("Authorization"), _peer_common_name(handler.connection))
         return self._route(method, path, query, handler.headers.get("Content-Type") or "", raw)
 
     def _apply_rules(self, method: str, path: str) -> None:
@@ -1167,11 +1242,18 @@ class FakeKube:
         if failing is not None:
             raise failing.error()
 
-    def _check_auth(self, header: Optional[str]) -> None:
-        if self.token is None:
+    def _check_auth(self, header: Optional[str], client_cert: Optional[str]) -> None:
+        """The bearer token, a verified client certificate, or a user of ``passwords``."""
+        if self.token is None or header == f"Bearer {self.token}" or client_cert:
             return
-        if header != f"Bearer {self.token}":
-            raise ApiError(401, "Unauthorized")
+        if header and header.startswith("Basic ") and self.passwords:
+            try:
+                user, _, password = base64.b64decode(header[6:]).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                user, password = "", None
+            if self.passwords.get(user) == password:
+                return
+        raise ApiError(401, "Unauthorized")
 
     # -- routing
     def _route(self, method: str, path: str, query: dict[str, str], ctype: str,
