@@ -11,8 +11,9 @@ import json
 import os
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 from urllib.parse import urlencode
 
 import urllib3
@@ -23,9 +24,9 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.client.rest import RESTClientObject
 from kubernetes.config.config_exception import ConfigException
 
-from kubectl_kvdtype import __version__
+from kubectl_kvdtype import __version__, _progress
 from kubectl_kvdtype._sources import Kind, Projection
-from kubectl_kvdtype._status import ApiError, ClusterError, Conflict, KvdtypeError, NotFound
+from kubectl_kvdtype._status import ApiError, ClusterError, Conflict, KvdtypeError, NotFound, RequestTimeout
 
 PAGE_SIZE = 500
 #: Attempts for a request answered 429 or 5xx (reads), or 429 (writes, which a 5xx may have done).
@@ -60,11 +61,14 @@ class ClusterSource:
         self._configuration, self._namespace, self.description = _load_configuration(options, environ)
         self._rest = RESTClientObject(self._configuration)
         self._timeout = options.request_timeout
+        #: A time (time.monotonic) no request may outlive, set by ``within`` (verify --wait).
+        self._deadline: Optional[float] = None
         self._headers = {"Accept": "application/json", "User-Agent": f"kubectl-kvdtype/{__version__}"}
         if options.impersonate:
             self._headers["Impersonate-User"] = options.impersonate
         self._versions: dict[str, Optional[str]] = {}
         self._discovery = threading.Lock()  # one discovery per group, even from parallel LISTs
+        self._discovery_errors: dict[str, KvdtypeError] = {}  # met once, not again per waiting LIST
         self.request_count = 0
 
     # --- Source ---------------------------------------------------------------------------
@@ -122,8 +126,14 @@ class ClusterSource:
         if not kind.group or kind.group in ("apps", "batch"):
             return kind.versions[0]
         with self._discovery:
+            if kind.group in self._discovery_errors:
+                raise self._discovery_errors[kind.group]
             if kind.group not in self._versions:
-                self._versions[kind.group] = self._discover(kind)
+                try:
+                    self._versions[kind.group] = self._discover(kind)
+                except KvdtypeError as error:
+                    self._discovery_errors[kind.group] = error
+                    raise
         version = self._versions[kind.group]
         if version is None:
             raise ClusterError(
@@ -140,6 +150,15 @@ class ClusterSource:
         served = {v.get("version") for v in group.get("versions", []) if isinstance(v, dict)}
         return next((v for v in kind.versions if v in served), None)
 
+    @contextmanager
+    def within(self, deadline: Optional[float]) -> Iterator[None]:
+        """Requests made inside end by ``deadline`` (a ``time.monotonic()`` value) at the latest."""
+        previous, self._deadline = self._deadline, deadline
+        try:
+            yield
+        finally:
+            self._deadline = previous
+
     def _list_pages(self, path: str, selector: str, kind: Kind, namespace: Optional[str],
                     project: Optional[Projection]) -> tuple[list[dict], bool]:
         items: list[dict] = []
@@ -147,6 +166,7 @@ class ClusterSource:
         if selector:
             query["labelSelector"] = selector
         while True:
+            _progress.note(f"listing {kind.resource}{_where(kind, namespace)}" + (f" ({len(items)} so far)" if items else ""))
             try:
                 page = self.request("GET", path, query=query, verb="list", kind=kind, namespace=namespace)
             except ApiError as error:
@@ -163,22 +183,28 @@ class ClusterSource:
     def request(self, method: str, path: str, query: Optional[dict] = None, body: Any = None,
                 content_type: str = "application/json", verb: str = "", kind: Optional[Kind] = None,
                 namespace: Optional[str] = None) -> dict:
-        """One API call answered as plain JSON; 429 (and 5xx on reads) retried with backoff."""
+        """One API call answered as plain JSON; 429 (and 5xx on reads) retried with backoff.
+
+        The request timeout bounds the whole call, retries and their waits included (kubectl's
+        bounds each attempt): past it, the call fails naming itself.
+        """
         url = self._configuration.host + path + (f"?{urlencode(query)}" if query else "")
         headers = dict(self._headers)
         if body is not None:
             headers["Content-Type"] = content_type
+        clock = _Clock(self._timeout, self._deadline, _describe(verb or method.lower(), kind, namespace, path),
+                       self._configuration.host)
         for attempt in range(1, ATTEMPTS + 1):
             headers.update(self._auth_headers())
-            response = self._send(method, url, headers, body)
+            response = self._send(method, url, headers, body, clock)
             status = response.status
             if status < 300:
-                return _json(response.read())
+                return _json(self._read(response, clock))
             retryable = status == 429 or (method == "GET" and status in _RETRY_READ)
             if retryable and attempt < ATTEMPTS:
-                time.sleep(_backoff(attempt, response.headers.get("Retry-After")))
+                clock.sleep(_backoff(attempt, response.headers.get("Retry-After")))
                 continue
-            raise _api_error(status, response.read(), verb or method.lower(), kind, namespace, path)
+            raise _api_error(status, self._read(response, clock), verb or method.lower(), kind, namespace, path)
         raise AssertionError("unreachable")
 
     def _auth_headers(self) -> dict:
@@ -186,16 +212,82 @@ class ClusterSource:
         settings = self._configuration.auth_settings().get("BearerToken")
         return {"Authorization": settings["value"]} if settings and settings.get("value") else {}
 
-    def _send(self, method: str, url: str, headers: dict, body: Any) -> Any:
+    def _send(self, method: str, url: str, headers: dict, body: Any, clock: "_Clock") -> Any:
         self.request_count += 1
         try:
-            return self._rest.request(method, url, headers=headers, body=body, _request_timeout=self._timeout)
+            return self._rest.request(method, url, headers=headers, body=body, _request_timeout=clock.remaining())
         except ApiException as error:  # the client turns TLS failures into status 0
             raise ClusterError(f"TLS failure talking to {self._configuration.host}: {_first_line(error.reason)}") from None
         except urllib3.exceptions.MaxRetryError as error:
+            clock.check_timeout(error.reason)
             raise ClusterError(_connection_message(self._configuration.host, error.reason)) from None
         except urllib3.exceptions.HTTPError as error:
+            clock.check_timeout(error)
             raise ClusterError(_connection_message(self._configuration.host, error)) from None
+
+    def _read(self, response: Any, clock: "_Clock") -> bytes:
+        """The body (the client leaves it unread): reading it can time out or break off too."""
+        try:
+            return response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            clock.check_timeout(getattr(error, "reason", None) or error)
+            raise ClusterError(_connection_message(self._configuration.host, error)) from None
+
+
+class _Clock:
+    """The time one request (all its attempts) may take: the request timeout and any deadline."""
+
+    def __init__(self, timeout: Optional[float], deadline: Optional[float], what: str, host: str) -> None:
+        self.start = time.monotonic()
+        self.timeout = timeout
+        ends = [t for t in (timeout and self.start + timeout, deadline) if t]
+        self.end: Optional[float] = min(ends) if ends else None
+        self.by_deadline = deadline is not None and self.end == deadline
+        self.what = what
+        self.host = host
+
+    def remaining(self) -> Optional[float]:
+        """Seconds left for the next attempt (None: no limit); a spent budget fails now."""
+        if self.end is None:
+            return None
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise self._timed_out()
+        return left
+
+    def sleep(self, seconds: float) -> None:
+        """Back off before a retry, unless the wait would outlast the budget."""
+        left = self.remaining()
+        if left is not None and seconds >= left:
+            raise self._timed_out()
+        time.sleep(seconds)
+
+    def check_timeout(self, reason: object) -> None:
+        if isinstance(reason, (urllib3.exceptions.TimeoutError, TimeoutError)) and \
+                not isinstance(reason, urllib3.exceptions.NewConnectionError):
+            raise self._timed_out() from None
+
+    def _timed_out(self) -> RequestTimeout:
+        if self.by_deadline:
+            return RequestTimeout(f"{self.what}: the cluster at {self.host} did not answer before the --wait deadline")
+        return RequestTimeout(f"{self.what}: the cluster at {self.host} did not answer within "
+                              f"{_seconds(self.timeout or 0)} (--request-timeout; 0 waits without limit)")
+
+
+def _describe(verb: str, kind: Optional[Kind], namespace: Optional[str], path: str) -> str:
+    """``list pods in namespace "ml"``: a request as error messages name it."""
+    what = kind.resource if kind else path
+    return f"{verb} {what}{_where(kind, namespace)}"
+
+
+def _where(kind: Optional[Kind], namespace: Optional[str]) -> str:
+    if not kind or not kind.namespaced:
+        return ""
+    return f' in namespace "{namespace}"' if namespace else " in all namespaces"
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds:g}s"
 
 
 def _dry(dry_run: bool) -> Optional[dict]:
@@ -244,7 +336,7 @@ def _api_error(status: int, data: bytes, verb: str, kind: Optional[Kind], namesp
     server_message = body.get("message") or ""
     reason = body.get("reason") or _REASONS.get(status, "")
     what = kind.resource if kind else path
-    where = (f' in namespace "{namespace}"' if namespace else " in all namespaces") if kind and kind.namespaced else ""
+    where = _where(kind, namespace)
     if status == 401:
         message = "the cluster refused your credentials (401 Unauthorized): log in again or check the kubeconfig user"
     elif status == 403:
@@ -262,7 +354,9 @@ def _api_error(status: int, data: bytes, verb: str, kind: Optional[Kind], namesp
 def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Configuration, str, str]:
     """(client configuration, the context's namespace, a description) — never writes a file."""
     configuration = Configuration()
-    configuration.retries = 1
+    # One quiet retry of a dropped connection, never of a read that timed out: the request
+    # timeout bounds the whole call (see _Clock), so urllib3 must not start the clock again.
+    configuration.retries = urllib3.Retry(total=1, read=0)
     paths = _kubeconfig_paths(options.kubeconfig, environ)
     if not paths:
         return _in_cluster(configuration, environ)
