@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = build_parser()
     options = parser.parse_args(argv)
+    options.argv = list(argv)  # how a value was attached (verify's --wait=X) is not in the Namespace
     if not getattr(options, "command", None):
         raise UsageError(f"name a subcommand: {', '.join(c.name for c in COMMANDS)} (see '{PROG} --help')")
     for name in APPENDED:

@@ -192,6 +192,8 @@ class ClusterSource:
         headers = dict(self._headers)
         if body is not None:
             headers["Content-Type"] = content_type
+        if verb != "list":  # a LIST's pages say more (see _list_pages)
+            _progress.note(_describe(verb or method.lower(), kind, namespace, path))
         clock = _Clock(self._timeout, self._deadline, _describe(verb or method.lower(), kind, namespace, path),
                        self._configuration.host)
         for attempt in range(1, ATTEMPTS + 1):

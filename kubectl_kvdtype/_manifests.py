@@ -12,7 +12,7 @@ from typing import Iterable, Iterator, Optional, TextIO
 
 import yaml
 
-from kubectl_kvdtype import _model
+from kubectl_kvdtype import _model, _progress
 from kubectl_kvdtype._sources import Kind, Projection, kind_for, matches_selector
 from kubectl_kvdtype._status import ManifestError
 
@@ -62,6 +62,7 @@ class ManifestSource:
 def read_path(path: str, stdin: TextIO) -> Iterator[dict]:
     """Every object in a file, a directory (recursively, YAML/JSON files only) or ``-``."""
     if path == "-":
+        _progress.note("reading standard input")
         try:
             content = stdin.read()
         except (OSError, UnicodeDecodeError) as error:
@@ -79,6 +80,7 @@ def read_path(path: str, stdin: TextIO) -> Iterator[dict]:
 
 
 def _read_file(path: str) -> Iterator[dict]:
+    _progress.note(f"reading {path}")
     try:
         with open(path, encoding="utf-8") as handle:
             content = handle.read()

@@ -18,12 +18,20 @@ DELAY = 1.0
 INTERVAL = 0.25
 
 _note = ""
+_status = ""
 
 
 def note(text: str) -> None:
     """Say what is being done now (any thread; the newest note wins)."""
     global _note
     _note = text
+
+
+def status(text: str) -> None:
+    """Another display owns the line (``Environment.live``: ``verify --wait``'s count of passing
+    Pods): the ticker stops drawing, and leaves that line alone when it stops."""
+    global _status
+    _status = text
 
 
 def current() -> str:
@@ -45,6 +53,7 @@ class Ticker:
 
     def start(self) -> "Ticker":
         note("")
+        status("")
         self._thread = threading.Thread(target=self._run, name="kvdtype-progress", daemon=True)
         self._thread.start()
         return self
@@ -60,7 +69,7 @@ class Ticker:
         text = current() or "working"
         elapsed = time.monotonic() - self._start
         with self._lock:
-            if self._stop.is_set():
+            if self._stop.is_set() or _status:
                 return
             try:
                 self._stream.write(f"\r\033[K{text} ({elapsed:.0f}s)")
@@ -73,7 +82,7 @@ class Ticker:
         """Erase the line (the result or an error follows on a clean terminal)."""
         self._stop.set()
         with self._lock:
-            if self._shown:
+            if self._shown and not _status:
                 try:
                     self._stream.write("\r\033[K")
                     self._stream.flush()

@@ -67,6 +67,9 @@ class EscapeCommand(Command):
             return status(context)
         if action in ("off", "on"):
             return switch(context, OFF if action == "off" else ON)
+        if context.options.suffix is not None and context.options.strategy != SIDE_BY_SIDE:
+            raise UsageError("--suffix names the copies that --strategy side-by-side creates: "
+                             "add --strategy side-by-side, or drop --suffix")
         return rebind(context)
 
 

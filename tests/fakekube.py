@@ -1489,7 +1489,8 @@ def _try_json(raw: bytes) -> Any:
 class HangingServer:
     """``with HangingServer() as server: server.write_kubeconfig(path)``: accepts, never answers.
 
-    ``accepted`` counts the connections taken (each is held open until ``stop``).
+    ``accepted`` counts the connections taken (each is held open until ``stop``);
+    ``first_accept`` is the ``time.monotonic()`` of the first one (None before it).
     """
 
     def __init__(self) -> None:
@@ -1497,6 +1498,7 @@ class HangingServer:
         self._held: list[socket.socket] = []
         self._thread: Optional[threading.Thread] = None
         self._stopping = threading.Event()
+        self.first_accept: Optional[float] = None
 
     @property
     def accepted(self) -> int:
@@ -1521,6 +1523,8 @@ class HangingServer:
                 continue
             except OSError:
                 return
+            if self.first_accept is None:
+                self.first_accept = time.monotonic()
             self._held.append(conn)
 
     def stop(self) -> None:
