@@ -366,16 +366,24 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
     context = options.context or next((d.get("current-context") for _, d in documents if d.get("current-context")), None)
     if not context:
         raise KvdtypeError(f"the kubeconfig ({', '.join(paths)}) sets no current context: pass --context")
-    entry = next((c for _, d in documents for c in d.get("contexts") or [] if isinstance(c, dict) and c.get("name") == context), None)
+    entry = next((c for _, d in documents for c in _listed(d.get("contexts"))
+                  if isinstance(c, dict) and c.get("name") == context), None)
     if entry is None:
         raise KvdtypeError(f'the context "{context}" does not exist in the kubeconfig ({", ".join(paths)})')
     try:
         kube_config.load_kube_config(config_file=os.pathsep.join(paths), context=context,
                                      client_configuration=configuration, persist_config=False)
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as error:
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
         raise KvdtypeError(f'cannot use the context "{context}" of the kubeconfig: {_first_line(error)}') from None
-    namespace = (entry.get("context") or {}).get("namespace") or "default"
+    context_fields = entry.get("context")
+    namespace = (context_fields.get("namespace") if isinstance(context_fields, dict) else None) or "default"
+    if not isinstance(namespace, str):
+        raise KvdtypeError(f'the context "{context}" of the kubeconfig has a namespace that is not a string')
     return configuration, namespace, f'context "{context}"'
+
+
+def _listed(value: Any) -> list:
+    return value if isinstance(value, list) else []
 
 
 def _kubeconfig_paths(explicit: Optional[str], environ: dict) -> list[str]:

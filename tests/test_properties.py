@@ -150,3 +150,36 @@ def test_what_a_server_stores_is_judged_alike_offline_and_live(live, tmp_path_fa
     assert live_status == offline_status, (live_err, offline_err)
     if live_status in (0, 1):
         assert json.loads(live_out) == json.loads(offline_out)
+
+
+def _kubeconfig(port: int) -> dict:
+    return {"apiVersion": "v1", "kind": "Config", "current-context": "c", "preferences": {},
+            "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}",
+                                                   "insecure-skip-tls-verify": True}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "ml"}}]}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_malformed_kubeconfigs_never_crash(tmp_path_factory, data):
+    import socket
+
+    with socket.socket() as sock:  # a closed port: every request is refused at once
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = _kubeconfig(port)
+    for _ in range(data.draw(st.integers(1, 3))):
+        # The server URL stays a loopback address: nothing here may resolve names or leave the host.
+        paths = [p for p in _paths(config) if p[-1] != "server"]
+        try:
+            _set(config, data.draw(st.sampled_from(paths)), data.draw(odd_values))
+        except (KeyError, IndexError, TypeError):
+            pass
+    path = tmp_path_factory.mktemp("kc") / "config"
+    path.write_text(yaml.safe_dump(config))
+    environ = {"KUBECONFIG": str(path), "HOME": str(tmp_path_factory.getbasetemp())}
+    status, _, err = in_process(["check", "--request-timeout", "2s"], environ=environ)
+    assert status == 3, err
+    _assert_documented(status, err)
