@@ -59,17 +59,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = build_parser()
-    options = parser.parse_args(argv)
+    options, unknown = parser.parse_known_args(argv)
     options.argv = list(argv)  # how a value was attached (verify's --wait=X) is not in the Namespace
     if not getattr(options, "command", None):
         raise UsageError(f"name a subcommand: {', '.join(c.name for c in COMMANDS)} (see '{PROG} --help')")
+    if unknown:  # argparse would blame the top-level parser; the subcommand's --help lists its flags
+        raise UsageError(_with_help_hint(f"unrecognized arguments: {' '.join(unknown)}", options))
     for name in APPENDED:
         merged = list(getattr(options, name, [])) + list(getattr(options, name + "_after", []))
         setattr(options, name, merged)
     for name, default in DEFAULTS.items():
         if not hasattr(options, name):
             setattr(options, name, default)
-    _validate(options)
+    try:
+        _validate(options)
+    except UsageError as error:
+        raise UsageError(_with_help_hint(error.message, options)) from None
     return options
 
 
@@ -109,7 +114,8 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
     except SystemExit as exit_:  # argparse after --help and --version
         return int(exit_.code or 0) if isinstance(exit_.code, int) else int(ExitStatus.USAGE)
     except KvdtypeError as error:
-        return _fail(env, _with_help_hint(error, options), error.status, ticker)
+        message = _with_help_hint(error.message, options) if error.status == ExitStatus.USAGE else error.message
+        return _fail(env, message, error.status, ticker)
     except KeyboardInterrupt:
         return _fail(env, "interrupted", ExitStatus.INTERRUPTED, ticker)
     except BrokenPipeError:  # `kubectl kvdtype check | head`
@@ -157,12 +163,12 @@ def _fail(env: Environment, message: str, status: ExitStatus, ticker: Optional[_
     return int(status)
 
 
-def _with_help_hint(error: KvdtypeError, options: Optional[argparse.Namespace]) -> str:
+def _with_help_hint(message: str, options: Optional[argparse.Namespace]) -> str:
     """A usage error found after parsing points to the subcommand's own --help, as argparse's do."""
-    if error.status != ExitStatus.USAGE or "--help" in error.message or options is None:
-        return error.message
+    if "--help" in message or options is None:
+        return message
     words = [PROG, getattr(options, "command", None), getattr(options, "escape_action", None)]
-    return f"{error.message} (see '{' '.join(w for w in words if w)} --help')"
+    return f"{message} (see '{' '.join(w for w in words if w)} --help')"
 
 
 def _silence_stdout() -> None:

@@ -173,6 +173,8 @@ class ClusterSource:
                 if error.code == 410 and "continue" in query:
                     return [], True
                 raise
+            finally:
+                _progress.done()
             objects = (i for i in page.get("items") or [] if isinstance(i, dict))
             items.extend(map(project, objects) if project else objects)
             token = (page.get("metadata") or {}).get("continue")
@@ -188,12 +190,20 @@ class ClusterSource:
         The request timeout bounds the whole call, retries and their waits included (kubectl's
         bounds each attempt): past it, the call fails naming itself.
         """
+        if verb == "list":  # a LIST's pages say more (see _list_pages)
+            return self._request(method, path, query, body, content_type, verb, kind, namespace)
+        _progress.note(_describe(verb or method.lower(), kind, namespace, path))
+        try:
+            return self._request(method, path, query, body, content_type, verb, kind, namespace)
+        finally:
+            _progress.done()
+
+    def _request(self, method: str, path: str, query: Optional[dict], body: Any, content_type: str, verb: str,
+                 kind: Optional[Kind], namespace: Optional[str]) -> dict:
         url = self._configuration.host + path + (f"?{urlencode(query)}" if query else "")
         headers = dict(self._headers)
         if body is not None:
             headers["Content-Type"] = content_type
-        if verb != "list":  # a LIST's pages say more (see _list_pages)
-            _progress.note(_describe(verb or method.lower(), kind, namespace, path))
         clock = _Clock(self._timeout, self._deadline, _describe(verb or method.lower(), kind, namespace, path),
                        self._configuration.host)
         for attempt in range(1, ATTEMPTS + 1):

@@ -90,6 +90,7 @@ def _read_file(path: str) -> Iterator[dict]:
         reason = getattr(error, "strerror", None) or str(error)
         raise ManifestError(f"cannot read the manifest {path}: {reason}") from None
     yield from _objects(_parse(content, path))
+    _progress.done()
 
 
 def _parse(content: str, where: str) -> list:

@@ -17,14 +17,19 @@ DELAY = 1.0
 #: Seconds between redraws.
 INTERVAL = 0.25
 
-_note = ""
+#: Per thread: (since when, what) it is doing; parallel LISTs each have one.
+_notes: dict[int, tuple[float, str]] = {}
 _status = ""
 
 
 def note(text: str) -> None:
-    """Say what is being done now (any thread; the newest note wins)."""
-    global _note
-    _note = text
+    """Say what this thread is doing now; the display shows the longest-running thread's note."""
+    _notes[threading.get_ident()] = (time.monotonic(), text)
+
+
+def done() -> None:
+    """This thread's work is over (its note no longer shows)."""
+    _notes.pop(threading.get_ident(), None)
 
 
 def status(text: str) -> None:
@@ -35,7 +40,8 @@ def status(text: str) -> None:
 
 
 def current() -> str:
-    return _note
+    active = [entry for entry in list(_notes.values()) if entry[1]]
+    return min(active)[1] if active else ""
 
 
 class Ticker:
@@ -52,7 +58,7 @@ class Ticker:
         self._thread: Optional[threading.Thread] = None
 
     def start(self) -> "Ticker":
-        note("")
+        _notes.clear()
         status("")
         self._thread = threading.Thread(target=self._run, name="kvdtype-progress", daemon=True)
         self._thread.start()
