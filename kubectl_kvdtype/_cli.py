@@ -156,6 +156,8 @@ def _write(env: Environment, text: str) -> None:
 def _fail(env: Environment, message: str, status: ExitStatus, ticker: Optional[_progress.Ticker]) -> int:
     if ticker:
         ticker.stop()
+    # One line whatever the user typed: control characters (a newline in an argument) escaped.
+    message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
     try:
         print(f"error: {message}", file=env.stderr)
     except (OSError, ValueError):
