@@ -10,14 +10,15 @@ import argparse
 import gc
 import os
 import sys
+import traceback
 from typing import Optional, Sequence
 
-from kubectl_kvdtype import __version__
+from kubectl_kvdtype import __version__, _progress
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._env import Environment
 from kubectl_kvdtype._flags import APPENDED, DEFAULTS, Parser, add_global_flags, normalize_booleans, redact, secrets_in
 from kubectl_kvdtype._render import render
-from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError
+from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError, exit_codes_epilog
 from kubectl_kvdtype.check import CheckCommand
 from kubectl_kvdtype.completion import CompletionCommand, complete
 from kubectl_kvdtype.escape import EscapeCommand
@@ -25,6 +26,9 @@ from kubectl_kvdtype.find_flags import FindFlagsCommand
 from kubectl_kvdtype.verify import VerifyCommand
 
 PROG = "kubectl kvdtype"
+VERSION = f"kubectl-kvdtype v{__version__}"
+#: Set to 1 to see the traceback of an internal error (a bug) instead of its one-line summary.
+DEBUG_VARIABLE = "KUBECTL_KVDTYPE_DEBUG"
 
 #: The registry: every subcommand, in the order ``--help`` lists them.
 COMMANDS: tuple[type[Command], ...] = (CheckCommand, FindFlagsCommand, VerifyCommand, EscapeCommand,
@@ -37,15 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, usage=f"{PROG} [global flags] <subcommand> [flags]",
         description="Check a cluster before the gpustack-operator upgrade that hands each "
                     "KVCachePoolBinding's dtype to its engines as --kv-cache-dtype.",
-        epilog="Exit codes: 0 no error finding, 1 error findings, 2 usage, 3 could not complete.",
+        epilog=exit_codes_epilog() + f" {DEBUG_VARIABLE}=1 prints the traceback of an internal error.",
     )
-    parser.add_argument("--version", action="version", version=f"kubectl-kvdtype v{__version__}")
+    parser.add_argument("--version", action="version", version=VERSION)
     add_global_flags(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="<subcommand>", title="subcommands")
     for command_class in COMMANDS:
         command = command_class()
         sub = subparsers.add_parser(command.name, help=command.help, prog=f"{PROG} {command.name}",
                                     description=command.description or command.help)
+        sub.add_argument("--version", action="version", version=VERSION, help="print the version and exit")
         command.add_arguments(sub)
         add_global_flags(sub, suffix="_after")
         sub.set_defaults(handler=command)
@@ -54,16 +59,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = build_parser()
-    options = parser.parse_args(normalize_booleans(argv))
+    options, unknown = parser.parse_known_args(normalize_booleans(argv))
+    options.argv = list(argv)  # how a value was attached (verify's --wait=X) is not in the Namespace
     if not getattr(options, "command", None):
         raise UsageError(f"name a subcommand: {', '.join(c.name for c in COMMANDS)} (see '{PROG} --help')")
+    if unknown:  # argparse would blame the top-level parser; the subcommand's --help lists its flags
+        raise UsageError(_with_help_hint(f"unrecognized arguments: {' '.join(unknown)}", options))
     for name in APPENDED:
         merged = list(getattr(options, name, [])) + list(getattr(options, name + "_after", []))
         setattr(options, name, merged)
     for name, default in DEFAULTS.items():
         if not hasattr(options, name):
             setattr(options, name, default)
-    _validate(options)
+    try:
+        _validate(options)
+    except UsageError as error:
+        raise UsageError(_with_help_hint(error.message, options)) from None
     return options
 
 
@@ -81,34 +92,88 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
     env = env or Environment()
     if argv and argv[0] == "__complete":  # the shell scripts and kubectl_complete-kvdtype ask this
         return complete(argv[1:], env)
+    ticker = _progress.Ticker(env.stderr).start() if env.stderr_isatty else None
+    options: Optional[argparse.Namespace] = None
     try:
         options = parse(argv)
         context = Context(options=options, env=env)
         report = options.handler.run(context)
+        if ticker:
+            ticker.stop()
         if report.text is not None:  # a text result (completion): verbatim, and no cluster asked
-            env.stdout.write(render(report, options.output))
-            env.stdout.flush()
+            _write(env, render(report, options.output))
             return int(ExitStatus.OK)
         report.ignore(set(options.ignore))
         for warning in report.warnings:
             env.warn(warning)
         if not report.items and options.output in ("table", "wide"):
             print(report.empty_message, file=env.stderr)
-        env.stdout.write(render(report, options.output, no_headers=options.no_headers,
-                                all_namespaces=context.namespace is None, color=env.color))
-        env.stdout.flush()
+        _write(env, render(report, options.output, no_headers=options.no_headers,
+                           all_namespaces=context.namespace is None, color=env.color))
         return int(report.exit_status(options.exit_zero))
     except SystemExit as exit_:  # argparse after --help and --version
         return int(exit_.code or 0) if isinstance(exit_.code, int) else int(ExitStatus.USAGE)
-    except KvdtypeError as error:  # a token or password typed on the command line is never echoed
-        print(f"error: {redact(error.message, secrets_in(argv))}", file=env.stderr)
-        return int(error.status)
+    except KvdtypeError as error:
+        message = _with_help_hint(error.message, options) if error.status == ExitStatus.USAGE else error.message
+        return _fail(env, message, error.status, ticker, argv)
     except KeyboardInterrupt:
-        print("error: interrupted", file=env.stderr)
-        return int(ExitStatus.INTERRUPTED)
+        return _fail(env, "interrupted", ExitStatus.INTERRUPTED, ticker, argv)
     except BrokenPipeError:  # `kubectl kvdtype check | head`
         _silence_stdout()
         return int(ExitStatus.OK)
+    except _OutputError as error:  # stdout is a full disk, a closed file...
+        _silence_stdout()
+        return _fail(env, f"cannot write the result to standard output: {error.reason}", ExitStatus.INCOMPLETE,
+                     ticker, argv)
+    except Exception as error:  # noqa: BLE001 - a bug: say so in one line, exit "could not complete"
+        if env.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+            traceback.print_exc(file=env.stderr)
+        what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        return _fail(env, f"internal error: {what}; please report it with {DEBUG_VARIABLE}=1 output",
+                     ExitStatus.INCOMPLETE, ticker, argv)
+    finally:
+        if ticker:
+            ticker.stop()
+
+
+class _OutputError(Exception):
+    """Writing the result to stdout failed for a reason other than a closed pipe."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _write(env: Environment, text: str) -> None:
+    try:
+        env.stdout.write(text)
+        env.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise _OutputError(error.strerror or str(error)) from None
+
+
+def _fail(env: Environment, message: str, status: ExitStatus, ticker: Optional[_progress.Ticker],
+          argv: Sequence[str]) -> int:
+    if ticker:
+        ticker.stop()
+    message = redact(message, secrets_in(argv))  # a token or password typed is never echoed
+    # One line whatever the user typed: control characters (a newline in an argument) escaped.
+    message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    try:
+        print(f"error: {message}", file=env.stderr)
+    except (OSError, ValueError):
+        pass  # stderr itself is gone: the exit status still tells
+    return int(status)
+
+
+def _with_help_hint(message: str, options: Optional[argparse.Namespace]) -> str:
+    """A usage error found after parsing points to the subcommand's own --help, as argparse's do."""
+    if "--help" in message or options is None:
+        return message
+    words = [PROG, getattr(options, "command", None), getattr(options, "escape_action", None)]
+    return f"{message} (see '{' '.join(w for w in words if w)} --help')"
 
 
 def _silence_stdout() -> None:
@@ -123,9 +188,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # costing ~30% of a 10,000-deployment run. Reference counting still frees everything.
     gc.disable()
     _restore_frozen_environment()
+    _tolerant_streams()
     if argv is None and os.path.basename(sys.argv[0]).startswith("kubectl_complete-"):
         return complete(sys.argv[1:])  # the binary linked as kubectl_complete-kvdtype (krew installs)
-    return run(sys.argv[1:] if argv is None else argv)
+    status = run(sys.argv[1:] if argv is None else argv)
+    if status == ExitStatus.INTERRUPTED and argv is None:
+        # Parallel LISTs may still be waiting on a silent server: interpreter shutdown would join
+        # their threads. Ctrl-C means now.
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)
+    return status
+
+
+def _tolerant_streams() -> None:
+    """Text that the terminal's encoding cannot carry (PYTHONIOENCODING=ascii, a C locale) is
+    written with backslash escapes instead of failing; JSON and YAML escape it themselves."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            pass
 
 
 def _restore_frozen_environment() -> None:

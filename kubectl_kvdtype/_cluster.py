@@ -11,8 +11,9 @@ import json
 import os
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 from urllib.parse import urlencode
 
 import urllib3
@@ -25,9 +26,10 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KubeConfigLoader
 from urllib3 import HTTPHeaderDict
 
-from kubectl_kvdtype import __version__
+from kubectl_kvdtype import __version__, _progress
 from kubectl_kvdtype._sources import Kind, Projection
-from kubectl_kvdtype._status import ApiError, ClusterError, Conflict, KvdtypeError, NotFound, UsageError
+from kubectl_kvdtype._status import (ApiError, ClusterError, Conflict, KvdtypeError, NotFound, RequestTimeout,
+                                     UsageError)
 
 PAGE_SIZE = 500
 #: Attempts for a request answered 429 or 5xx (reads), or 429 (writes, which a 5xx may have done).
@@ -98,12 +100,15 @@ class ClusterSource:
         self._configuration, self._namespace, self.description, impersonation = _load_configuration(options, environ)
         self._rest = RESTClientObject(self._configuration)
         self._timeout = options.request_timeout
+        #: A time (time.monotonic) no request may outlive, set by ``within`` (verify --wait).
+        self._deadline: Optional[float] = None
         # A header dict that keeps a repeated name (Impersonate-Group) as separate header lines.
         self._headers = HTTPHeaderDict({"Accept": "application/json", "User-Agent": f"kubectl-kvdtype/{__version__}"})
         for name, value in impersonation:
             self._headers.add(name, value)
         self._versions: dict[str, Optional[str]] = {}
         self._discovery = threading.Lock()  # one discovery per group, even from parallel LISTs
+        self._discovery_errors: dict[str, KvdtypeError] = {}  # met once, not again per waiting LIST
         self.request_count = 0
 
     # --- Source ---------------------------------------------------------------------------
@@ -161,8 +166,14 @@ class ClusterSource:
         if not kind.group or kind.group in ("apps", "batch"):
             return kind.versions[0]
         with self._discovery:
+            if kind.group in self._discovery_errors:
+                raise self._discovery_errors[kind.group]
             if kind.group not in self._versions:
-                self._versions[kind.group] = self._discover(kind)
+                try:
+                    self._versions[kind.group] = self._discover(kind)
+                except KvdtypeError as error:
+                    self._discovery_errors[kind.group] = error
+                    raise
         version = self._versions[kind.group]
         if version is None:
             raise ClusterError(
@@ -179,6 +190,15 @@ class ClusterSource:
         served = {v.get("version") for v in group.get("versions", []) if isinstance(v, dict)}
         return next((v for v in kind.versions if v in served), None)
 
+    @contextmanager
+    def within(self, deadline: Optional[float]) -> Iterator[None]:
+        """Requests made inside end by ``deadline`` (a ``time.monotonic()`` value) at the latest."""
+        previous, self._deadline = self._deadline, deadline
+        try:
+            yield
+        finally:
+            self._deadline = previous
+
     def _list_pages(self, path: str, selector: str, kind: Kind, namespace: Optional[str],
                     project: Optional[Projection]) -> tuple[list[dict], bool]:
         items: list[dict] = []
@@ -186,12 +206,15 @@ class ClusterSource:
         if selector:
             query["labelSelector"] = selector
         while True:
+            _progress.note(f"listing {kind.resource}{_where(kind, namespace)}" + (f" ({len(items)} so far)" if items else ""))
             try:
                 page = self.request("GET", path, query=query, verb="list", kind=kind, namespace=namespace)
             except ApiError as error:
                 if error.code == 410 and "continue" in query:
                     return [], True
                 raise
+            finally:
+                _progress.done()
             objects = (i for i in page.get("items") or [] if isinstance(i, dict))
             items.extend(map(project, objects) if project else objects)
             token = (page.get("metadata") or {}).get("continue")
@@ -202,22 +225,38 @@ class ClusterSource:
     def request(self, method: str, path: str, query: Optional[dict] = None, body: Any = None,
                 content_type: str = "application/json", verb: str = "", kind: Optional[Kind] = None,
                 namespace: Optional[str] = None) -> dict:
-        """One API call answered as plain JSON; 429 (and 5xx on reads) retried with backoff."""
+        """One API call answered as plain JSON; 429 (and 5xx on reads) retried with backoff.
+
+        The request timeout bounds the whole call, retries and their waits included (kubectl's
+        bounds each attempt): past it, the call fails naming itself.
+        """
+        if verb == "list":  # a LIST's pages say more (see _list_pages)
+            return self._request(method, path, query, body, content_type, verb, kind, namespace)
+        _progress.note(_describe(verb or method.lower(), kind, namespace, path))
+        try:
+            return self._request(method, path, query, body, content_type, verb, kind, namespace)
+        finally:
+            _progress.done()
+
+    def _request(self, method: str, path: str, query: Optional[dict], body: Any, content_type: str, verb: str,
+                 kind: Optional[Kind], namespace: Optional[str]) -> dict:
         url = self._configuration.host + path + (f"?{urlencode(query)}" if query else "")
         headers = HTTPHeaderDict(self._headers)
         if body is not None:
             headers["Content-Type"] = content_type
+        clock = _Clock(self._timeout, self._deadline, _describe(verb or method.lower(), kind, namespace, path),
+                       self._configuration.host)
         for attempt in range(1, ATTEMPTS + 1):
             headers.update(self._auth_headers())
-            response = self._send(method, url, headers, body)
+            response = self._send(method, url, headers, body, clock)
             status = response.status
             if status < 300:
-                return _json(response.read())
+                return _json(self._read(response, clock))
             retryable = status == 429 or (method == "GET" and status in _RETRY_READ)
             if retryable and attempt < ATTEMPTS:
-                time.sleep(_backoff(attempt, response.headers.get("Retry-After")))
+                clock.sleep(_backoff(attempt, response.headers.get("Retry-After")))
                 continue
-            raise _api_error(status, response.read(), verb or method.lower(), kind, namespace, path)
+            raise _api_error(status, self._read(response, clock), verb or method.lower(), kind, namespace, path)
         raise AssertionError("unreachable")
 
     def _auth_headers(self) -> dict:
@@ -225,16 +264,82 @@ class ClusterSource:
         settings = self._configuration.auth_settings().get("BearerToken")
         return {"Authorization": settings["value"]} if settings and settings.get("value") else {}
 
-    def _send(self, method: str, url: str, headers: dict, body: Any) -> Any:
+    def _send(self, method: str, url: str, headers: dict, body: Any, clock: "_Clock") -> Any:
         self.request_count += 1
         try:
-            return self._rest.request(method, url, headers=headers, body=body, _request_timeout=self._timeout)
+            return self._rest.request(method, url, headers=headers, body=body, _request_timeout=clock.remaining())
         except ApiException as error:  # the client turns TLS failures into status 0
             raise ClusterError(f"TLS failure talking to {self._configuration.host}: {_first_line(error.reason)}") from None
         except urllib3.exceptions.MaxRetryError as error:
+            clock.check_timeout(error.reason)
             raise ClusterError(_connection_message(self._configuration.host, error.reason)) from None
         except urllib3.exceptions.HTTPError as error:
+            clock.check_timeout(error)
             raise ClusterError(_connection_message(self._configuration.host, error)) from None
+
+    def _read(self, response: Any, clock: "_Clock") -> bytes:
+        """The body (the client leaves it unread): reading it can time out or break off too."""
+        try:
+            return response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            clock.check_timeout(getattr(error, "reason", None) or error)
+            raise ClusterError(_connection_message(self._configuration.host, error)) from None
+
+
+class _Clock:
+    """The time one request (all its attempts) may take: the request timeout and any deadline."""
+
+    def __init__(self, timeout: Optional[float], deadline: Optional[float], what: str, host: str) -> None:
+        self.start = time.monotonic()
+        self.timeout = timeout
+        ends = [t for t in (timeout and self.start + timeout, deadline) if t]
+        self.end: Optional[float] = min(ends) if ends else None
+        self.by_deadline = deadline is not None and self.end == deadline
+        self.what = what
+        self.host = host
+
+    def remaining(self) -> Optional[float]:
+        """Seconds left for the next attempt (None: no limit); a spent budget fails now."""
+        if self.end is None:
+            return None
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise self._timed_out()
+        return left
+
+    def sleep(self, seconds: float) -> None:
+        """Back off before a retry, unless the wait would outlast the budget."""
+        left = self.remaining()
+        if left is not None and seconds >= left:
+            raise self._timed_out()
+        time.sleep(seconds)
+
+    def check_timeout(self, reason: object) -> None:
+        if isinstance(reason, (urllib3.exceptions.TimeoutError, TimeoutError)) and \
+                not isinstance(reason, urllib3.exceptions.NewConnectionError):
+            raise self._timed_out() from None
+
+    def _timed_out(self) -> RequestTimeout:
+        if self.by_deadline:
+            return RequestTimeout(f"{self.what}: the cluster at {self.host} did not answer before the --wait deadline")
+        return RequestTimeout(f"{self.what}: the cluster at {self.host} did not answer within "
+                              f"{_seconds(self.timeout or 0)} (--request-timeout; 0 waits without limit)")
+
+
+def _describe(verb: str, kind: Optional[Kind], namespace: Optional[str], path: str) -> str:
+    """``list pods in namespace "ml"``: a request as error messages name it."""
+    what = kind.resource if kind else path
+    return f"{verb} {what}{_where(kind, namespace)}"
+
+
+def _where(kind: Optional[Kind], namespace: Optional[str]) -> str:
+    if not kind or not kind.namespaced:
+        return ""
+    return f' in namespace "{namespace}"' if namespace else " in all namespaces"
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds:g}s"
 
 
 def _dry(dry_run: bool) -> Optional[dict]:
@@ -283,7 +388,7 @@ def _api_error(status: int, data: bytes, verb: str, kind: Optional[Kind], namesp
     server_message = body.get("message") or ""
     reason = body.get("reason") or _REASONS.get(status, "")
     what = kind.resource if kind else path
-    where = (f' in namespace "{namespace}"' if namespace else " in all namespaces") if kind and kind.namespaced else ""
+    where = _where(kind, namespace)
     if status == 401:
         message = "the cluster refused your credentials (401 Unauthorized): log in again or check the kubeconfig user"
     elif status == 403:
@@ -307,7 +412,9 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
     """(client configuration, the context's namespace, a description, impersonation headers);
     never writes a file. The flags override the kubeconfig as kubectl's do."""
     configuration = Configuration()
-    configuration.retries = 1
+    # One quiet retry of a dropped connection, never of a read that timed out: the request
+    # timeout bounds the whole call (see _Clock), so urllib3 must not start the clock again.
+    configuration.retries = urllib3.Retry(total=1, read=0)
     paths = _kubeconfig_paths(options.kubeconfig, environ)
     if not paths and not options.server:
         return _in_cluster(configuration, options, environ)
@@ -318,7 +425,7 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
         found = _named(documents, "contexts", context_name)
         if found is None:
             raise KvdtypeError(f'the context "{context_name}" does not exist in the kubeconfig ({", ".join(paths)})')
-        entry = found[1].get("context") or {}
+        entry = _mapping(found[1].get("context"))
     elif not (options.server or options.cluster):
         raise KvdtypeError(f"the kubeconfig ({', '.join(paths)}) sets no current context: pass --context or --server")
     cluster_name = options.cluster or entry.get("cluster") or ""
@@ -337,16 +444,23 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
     try:
         KubeConfigLoader(config_dict=config, active_context="kvdtype",
                          config_base_path=user_dir).load_and_set(configuration)
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as error:
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
         raise KvdtypeError(f"cannot use the {what} of the kubeconfig: {_first_line(error)}") from None
     namespace = entry.get("namespace") or "default"
+    if not isinstance(namespace, str):
+        raise KvdtypeError(f"the {what} of the kubeconfig has a namespace that is not a string")
     return configuration, namespace, what, _impersonation(user)
+
+
+def _mapping(value: Any) -> dict:
+    """A kubeconfig section that should be a mapping; anything else (a hand-edited ``3``) reads as empty."""
+    return value if isinstance(value, dict) else {}
 
 
 def _named(documents: list[tuple[str, dict]], section: str, name: str) -> Optional[tuple[str, dict]]:
     """(file, entry) of the first entry of that name: like kubectl, the first file to set one wins."""
     for path, document in documents:
-        for item in document.get(section) or []:
+        for item in _listed(document.get(section)):
             if isinstance(item, dict) and item.get("name") == name:
                 return path, item
     return None
@@ -360,7 +474,7 @@ def _entry(documents: list[tuple[str, dict]], section: str, name: str, key: str,
     if found is None:
         return {}, os.getcwd()
     base = os.path.dirname(os.path.abspath(found[0]))
-    settings = dict(found[1].get(key) or {})
+    settings = dict(_mapping(found[1].get(key)))
     for path_key in path_keys:
         if isinstance(settings.get(path_key), str) and settings[path_key]:
             settings[path_key] = os.path.join(base, os.path.expanduser(settings[path_key]))
@@ -455,13 +569,17 @@ def _impersonation(user: dict) -> Headers:
     if not user.get("as"):
         return []
     headers = [("Impersonate-User", str(user["as"]))]
-    headers += [("Impersonate-Group", str(group)) for group in user.get("as-groups") or []]
+    headers += [("Impersonate-Group", str(group)) for group in _listed(user.get("as-groups"))]
     if user.get("as-uid"):
         headers.append(("Impersonate-Uid", str(user["as-uid"])))
-    for key, values in (user.get("as-user-extra") or {}).items():
+    for key, values in _mapping(user.get("as-user-extra")).items():
         for value in values if isinstance(values, list) else [values]:
             headers.append((f"Impersonate-Extra-{key}", str(value)))
     return headers
+
+
+def _listed(value: Any) -> list:
+    return value if isinstance(value, list) else []
 
 
 def _kubeconfig_paths(explicit: Optional[str], environ: dict) -> list[str]:

@@ -45,8 +45,12 @@ class Environment:
         print(message, file=self.stderr)
 
     def live(self, line: str) -> None:
-        """Rewrite one status line in place on a terminal; say nothing to a file or a pipe."""
+        """Rewrite one status line in place on a terminal; say nothing to a file or a pipe.
+        While it is in use, it owns the line (``_progress`` draws nothing over it)."""
         if self.stderr_isatty:
+            from kubectl_kvdtype import _progress
+
+            _progress.status(line)
             self.stderr.write("\r\033[K" + line)
             self.stderr.flush()
 

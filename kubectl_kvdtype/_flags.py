@@ -16,11 +16,14 @@ from typing import Optional, Sequence
 from kubectl_kvdtype._render import OUTPUTS
 from kubectl_kvdtype._status import UsageError
 
+#: Seconds one API request may take, retries included, unless --request-timeout says otherwise.
+DEFAULT_REQUEST_TIMEOUT = 30.0
+
 #: Global flags' defaults, applied after parsing so a flag given after the subcommand is not
 #: overwritten by the subcommand parser's default (the flags are defined on both parsers).
 DEFAULTS = {
     "kubeconfig": None, "context": None, "namespace": None, "all_namespaces": False,
-    "request_timeout": None, "as_user": None, "output": "table", "no_headers": False,
+    "request_timeout": DEFAULT_REQUEST_TIMEOUT, "as_user": None, "output": "table", "no_headers": False,
     "filename": [], "system_namespace": "gpustack-system", "exit_zero": False, "ignore": [],
     "cluster": None, "user": None, "server": None, "token": None, "certificate_authority": None,
     "client_certificate": None, "client_key": None, "insecure_skip_tls_verify": False,
@@ -35,6 +38,8 @@ _BOOLEANS = ("--insecure-skip-tls-verify", "--all-namespaces", "--no-headers", "
 _TRUE = ("true", "1", "t", "yes")
 _FALSE = ("false", "0", "f", "no")
 
+#: What a usage error about a duration shows.
+DURATION_FORMS = "accepted forms: 10m, 90s, 1m30s, 500ms, 1h, or plain seconds"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -46,7 +51,7 @@ def parse_duration(text: str) -> float:
         return float(value)
     parts = _DURATION.findall(value)
     if not parts or "".join(n + u for n, u in parts) != value:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (use e.g. 30s, 5m, 1h)")
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} ({DURATION_FORMS})")
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
@@ -104,7 +109,8 @@ def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "") -> None:
     flags.add_argument("-n", "--namespace", default=s, help="the namespace in scope (default: the context's)")
     flags.add_argument("-A", "--all-namespaces", action="store_true", default=s, help="every namespace")
     flags.add_argument("--request-timeout", type=_request_timeout, default=s, metavar="DURATION",
-                       help="how long to wait for one API request (0: no limit)")
+                       help="how long one API request may take, retries included (default 30s, where "
+                            "kubectl has no limit; 0: no limit)")
     add_connection_flags(flags, suffix)
     flags.add_argument("-o", "--output", choices=OUTPUTS, default=s, help="table (default), wide, json or yaml")
     flags.add_argument("--no-headers", action="store_true", default=s, help="tables without headers and summary")

@@ -12,7 +12,7 @@ from typing import Iterable, Iterator, Optional, TextIO
 
 import yaml
 
-from kubectl_kvdtype import _model
+from kubectl_kvdtype import _model, _progress
 from kubectl_kvdtype._sources import Kind, Projection, kind_for, matches_selector
 from kubectl_kvdtype._status import ManifestError
 
@@ -33,7 +33,8 @@ class ManifestSource:
                 continue
             if kind.namespaced and not _model.namespace_of(obj):
                 # kubectl apply puts an object without a namespace in "default"; so do we.
-                obj.setdefault("metadata", {})["namespace"] = "default"
+                metadata = obj.get("metadata")
+                obj["metadata"] = {**(metadata if isinstance(metadata, dict) else {}), "namespace": "default"}
             self._by_kind.setdefault(kind, []).append(obj)
         for items in self._by_kind.values():
             items.sort(key=lambda o: (_model.namespace_of(o), _model.name_of(o)))
@@ -61,7 +62,12 @@ class ManifestSource:
 def read_path(path: str, stdin: TextIO) -> Iterator[dict]:
     """Every object in a file, a directory (recursively, YAML/JSON files only) or ``-``."""
     if path == "-":
-        yield from _objects(_parse(stdin.read(), "standard input"))
+        _progress.note("reading standard input")
+        try:
+            content = stdin.read()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ManifestError(f"cannot read the manifests on standard input: {error}") from None
+        yield from _objects(_parse(content, "standard input"))
         return
     if os.path.isdir(path):
         for root, dirs, files in os.walk(path):
@@ -74,6 +80,7 @@ def read_path(path: str, stdin: TextIO) -> Iterator[dict]:
 
 
 def _read_file(path: str) -> Iterator[dict]:
+    _progress.note(f"reading {path}")
     try:
         with open(path, encoding="utf-8") as handle:
             content = handle.read()
@@ -83,6 +90,7 @@ def _read_file(path: str) -> Iterator[dict]:
         reason = getattr(error, "strerror", None) or str(error)
         raise ManifestError(f"cannot read the manifest {path}: {reason}") from None
     yield from _objects(_parse(content, path))
+    _progress.done()
 
 
 def _parse(content: str, where: str) -> list:

@@ -13,12 +13,14 @@ from typing import Optional
 
 from kubectl_kvdtype import _model
 from kubectl_kvdtype._report import Report
-from kubectl_kvdtype._sources import DEPLOYMENT, SETTING, Source, WritableSource
+from kubectl_kvdtype._sources import DEPLOYMENT, SETTING, Source, WritableSource, bounded
 from kubectl_kvdtype._status import ApiError, Conflict, KvdtypeError, NotFound
 from kubectl_kvdtype.check import DTYPE_REJECTED
 
 ON, OFF = "true", "false"
 POLL_SECONDS = 0.5
+#: Seconds a poll may run past the --wait deadline before its request is cut off.
+WAIT_GRACE = 2.0
 
 
 # --- The Setting: reading and writing -------------------------------------------------------------
@@ -64,7 +66,8 @@ def wait_for_setting(source: Source, namespace: str, value: str, timeout: float)
     """Poll until ``status.value`` follows ``spec.value``; the operator applies it with a lag."""
     deadline = time.monotonic() + timeout
     while True:
-        setting = require_setting(source, namespace)
+        with bounded(source, deadline + WAIT_GRACE):  # a silent server cannot stretch --wait
+            setting = require_setting(source, namespace)
         in_force = _model.setting_values(setting)[1]
         if in_force == value:
             return setting

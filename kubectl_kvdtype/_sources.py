@@ -8,8 +8,9 @@ this interface, so the same judgement runs on a cluster and on a dump of it.
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol, Sequence, Union
+from typing import Callable, ContextManager, Optional, Protocol, Sequence, Union
 
 from kubectl_kvdtype._status import KvdtypeError
 
@@ -96,6 +97,13 @@ class WritableSource(Source, Protocol):
 
     def post(self, path: str, body: dict) -> dict:
         """A POST to a fixed path (SelfSubjectAccessReview)."""
+
+
+def bounded(source: Source, deadline: Optional[float]) -> ContextManager[None]:
+    """Requests made inside end by ``deadline`` (``time.monotonic()``), whatever the server does:
+    a ``--wait`` holds its time. Manifests answer at once, so only a live source needs it."""
+    within = getattr(source, "within", None)
+    return within(deadline) if within else nullcontext()
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,36 @@ import enum
 
 
 class ExitStatus(enum.IntEnum):
-    """What the process exit code means (documented in README.md)."""
+    """What the process exit code means: ``--help``, the man page and README.md are written from
+    ``EXIT_MEANINGS`` (tests/test_cli.py checks README's table against it)."""
 
-    OK = 0  # completed, no error finding (after --ignore)
-    FINDINGS = 1  # completed, at least one error finding
-    USAGE = 2  # bad command line, or a question that could not be asked
-    INCOMPLETE = 3  # could not complete: cluster, credentials, API, manifests
-    INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
+    OK = 0
+    FINDINGS = 1
+    USAGE = 2
+    INCOMPLETE = 3
+    INTERRUPTED = 130
+
+    @property
+    def meaning(self) -> str:
+        return EXIT_MEANINGS[self]
+
+
+#: One line per exit status, the only place its meaning is written.
+EXIT_MEANINGS = {
+    ExitStatus.OK: "completed, no error finding (after --ignore; --exit-zero always gives 0 when complete)",
+    ExitStatus.FINDINGS: "completed, at least one error finding",
+    ExitStatus.USAGE: "usage error (unknown flag, bad value, unknown --ignore code, a flag that needs another)",
+    ExitStatus.INCOMPLETE: "could not complete: unreachable or silent cluster (a request timed out), TLS failure, "
+                           "bad kubeconfig or context, 401/403, the operator's API (worker.gpustack.ai) not "
+                           "served, an unreadable manifest, a deployment or Binding that does not exist, "
+                           "a refused escape, an internal error",
+    ExitStatus.INTERRUPTED: "interrupted (Ctrl-C); during escape rebind --apply the message says how to resume",
+}
+
+
+def exit_codes_epilog() -> str:
+    """The "Exit codes" paragraph of ``--help``."""
+    return "Exit codes: " + "; ".join(f"{int(s)} {s.meaning}" for s in ExitStatus) + "."
 
 
 class KvdtypeError(Exception):
@@ -37,6 +60,10 @@ class UsageError(KvdtypeError):
 
 class ClusterError(KvdtypeError):
     """The cluster could not be reached or refused to answer."""
+
+
+class RequestTimeout(ClusterError):
+    """A request got no (complete) answer within the request timeout or a --wait deadline."""
 
 
 class ApiError(ClusterError):

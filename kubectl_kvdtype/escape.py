@@ -73,6 +73,9 @@ class EscapeCommand(Command):
             return switch(context, OFF if action == "off" else ON)
         if action == "restore":
             return restore(context)
+        if context.options.suffix is not None and context.options.strategy != SIDE_BY_SIDE:
+            raise UsageError("--suffix names the copies that --strategy side-by-side creates: "
+                             "add --strategy side-by-side, or drop --suffix")
         return rebind(context)
 
 

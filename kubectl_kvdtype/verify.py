@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Sequence
 
 from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._engines import FlagOccurrence
 from kubectl_kvdtype._flags import parse_duration
 from kubectl_kvdtype._report import ERROR, INFO, WARNING, Column, ObjectRef, Report
-from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, Query, Source, list_many, unwrap
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, Query, Source, bounded, list_many, unwrap
 from kubectl_kvdtype._status import ApiError, ClusterError, KvdtypeError, UsageError
 from kubectl_kvdtype.check import BINDING_MISSING, DTYPE_UNKNOWN, add_missing_binding, read_setting
 
@@ -34,6 +34,9 @@ OK, MISSING, MISMATCH, UNMANAGED, UNKNOWN = "ok", "missing", "mismatch", "unmana
 FAILING = (MISSING, MISMATCH)
 INJECTED = "injected"
 DEFAULT_WAIT = 600.0
+#: Seconds a poll's requests may run past the --wait deadline (a poll started just before it
+#: still gets a chance to answer); the whole wait ends within this of its deadline.
+DEADLINE_GRACE = 2.0
 #: Seconds between polls unless --poll-interval says otherwise: short waits poll more often.
 MAX_POLL_INTERVAL = 2.0
 MIN_POLL_INTERVAL = 0.05
@@ -114,7 +117,8 @@ class VerifyCommand(Command):
         parser.add_argument("--poll-interval", type=parse_duration, default=None, help=argparse.SUPPRESS)
 
     def run(self, context: Context) -> Report:
-        name, wait = _name_and_wait(self.option(context, "deployment"), self.option(context, "wait"))
+        name, wait = _name_and_wait(self.option(context, "deployment"), self.option(context, "wait"),
+                                    self.option(context, "argv", []))
         if wait is not None and context.offline:
             raise UsageError("--wait polls a cluster; it cannot be used with -f")
         if wait is None:
@@ -123,16 +127,19 @@ class VerifyCommand(Command):
         return _wait(context, name, wait, interval)
 
 
-def _name_and_wait(name: Optional[str], wait: Optional[str]) -> tuple[Optional[str], Optional[float]]:
-    """``--wait NAME`` reads NAME as the wait's value (argparse's optional value): take it back."""
+def _name_and_wait(name: Optional[str], wait: Optional[str],
+                   argv: Sequence[str] = ()) -> tuple[Optional[str], Optional[float]]:
+    """``--wait NAME`` reads NAME as the wait's value (argparse's optional value): take it back.
+    ``--wait=X`` is always a duration."""
     if wait is None:
         return name, None
     try:
         return name, parse_duration(wait)
     except argparse.ArgumentTypeError as error:
-        if name is None:
+        attached = any(arg.startswith("--w") and arg.endswith(f"={wait}") for arg in argv)
+        if name is None and not attached:
             return wait, DEFAULT_WAIT
-        raise UsageError(f"--wait {wait}: {error}") from None
+        raise UsageError(f"--wait={wait}: {error}") from None
 
 
 def _interval(wait: float) -> float:
@@ -156,7 +163,8 @@ def _wait(context: Context, name: Optional[str], wait: float, interval: float) -
         while True:
             polls += 1
             try:
-                report = _poll(context, name)
+                with bounded(context.source, deadline + DEADLINE_GRACE):
+                    report = _poll(context, name)
             except ClusterError as error:
                 if report is None or not _transient(error):
                     raise  # the first poll, or an answer that waiting will not change

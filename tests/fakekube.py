@@ -1668,3 +1668,83 @@ def _try_json(raw: bytes) -> Any:
         return json.loads(raw)
     except ValueError:
         return None
+
+
+# --- A hanging server ------------------------------------------------------------------------
+# Kept apart from FakeKube on purpose: it speaks no protocol at all. It is a listening socket
+# that accepts every connection (so the client's connect succeeds, like a wedged API server or a
+# load balancer whose backend died) and then never reads a byte nor answers.
+
+class HangingServer:
+    """``with HangingServer() as server: server.write_kubeconfig(path)``: accepts, never answers.
+
+    ``accepted`` counts the connections taken (each is held open until ``stop``);
+    ``first_accept`` is the ``time.monotonic()`` of the first one (None before it).
+    """
+
+    def __init__(self) -> None:
+        self._listener: Optional[socket.socket] = None
+        self._held: list[socket.socket] = []
+        self._thread: Optional[threading.Thread] = None
+        self._stopping = threading.Event()
+        self.first_accept: Optional[float] = None
+
+    @property
+    def accepted(self) -> int:
+        return len(self._held)
+
+    def start(self) -> "HangingServer":
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        listener.settimeout(0.05)
+        self._listener = listener
+        self._thread = threading.Thread(target=self._accept, name="hanging-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if self.first_accept is None:
+                self.first_accept = time.monotonic()
+            self._held.append(conn)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for conn in self._held:
+            conn.close()
+        if self._listener is not None:
+            self._listener.close()
+
+    def __enter__(self) -> "HangingServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._listener is not None, "HangingServer not started"
+        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+
+    def write_kubeconfig(self, path: Any, context: str = "hanging", namespace: Optional[str] = None) -> Any:
+        """A kubeconfig (JSON) pointing at this server over plain HTTP with a token user."""
+        ctx: JSON = {"cluster": context, "user": context}
+        if namespace:
+            ctx["namespace"] = namespace
+        config = {"apiVersion": "v1", "kind": "Config", "current-context": context,
+                  "clusters": [{"name": context, "cluster": {"server": self.url}}],
+                  "users": [{"name": context, "user": {"token": "hanging-token"}}],
+                  "contexts": [{"name": context, "context": ctx}]}
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(config, fh, indent=2)
+        return path

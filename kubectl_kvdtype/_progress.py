@@ -1,0 +1,97 @@
+"""What the process is doing right now, shown on a terminal once it has taken a while.
+
+Slow work (a page of a big LIST, a large ``-f`` dump, a ``--wait`` poll) calls ``note`` with a
+few words; that costs an assignment. ``Ticker``, started by ``_cli`` only when stderr is a
+terminal, redraws the latest note on one stderr line from a daemon thread once the run is older
+than ``DELAY`` seconds, so quick runs, files and pipes never see it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Optional, TextIO
+
+#: Seconds of silence before the first progress line.
+DELAY = 1.0
+#: Seconds between redraws.
+INTERVAL = 0.25
+
+#: Per thread: (since when, what) it is doing; parallel LISTs each have one.
+_notes: dict[int, tuple[float, str]] = {}
+_status = ""
+
+
+def note(text: str) -> None:
+    """Say what this thread is doing now; the display shows the longest-running thread's note."""
+    _notes[threading.get_ident()] = (time.monotonic(), text)
+
+
+def done() -> None:
+    """This thread's work is over (its note no longer shows)."""
+    _notes.pop(threading.get_ident(), None)
+
+
+def status(text: str) -> None:
+    """Another display owns the line (``Environment.live``: ``verify --wait``'s count of passing
+    Pods): the ticker stops drawing, and leaves that line alone when it stops."""
+    global _status
+    _status = text
+
+
+def current() -> str:
+    active = [entry for entry in list(_notes.values()) if entry[1]]
+    return min(active)[1] if active else ""
+
+
+class Ticker:
+    """A one-line display on a terminal's stderr of the newest ``note`` and the time taken."""
+
+    def __init__(self, stream: TextIO, delay: float = DELAY, interval: float = INTERVAL) -> None:
+        self._stream = stream
+        self._delay = delay
+        self._interval = interval
+        self._start = time.monotonic()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._shown = False
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> "Ticker":
+        _notes.clear()
+        status("")
+        self._thread = threading.Thread(target=self._run, name="kvdtype-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        if self._stop.wait(self._delay):
+            return
+        while not self._stop.is_set():
+            self._draw()
+            self._stop.wait(self._interval)
+
+    def _draw(self) -> None:
+        text = current() or "working"
+        elapsed = time.monotonic() - self._start
+        with self._lock:
+            if self._stop.is_set() or _status:
+                return
+            try:
+                self._stream.write(f"\r\033[K{text} ({elapsed:.0f}s)")
+                self._stream.flush()
+            except (OSError, ValueError):
+                return
+            self._shown = True
+
+    def stop(self) -> None:
+        """Erase the line (the result or an error follows on a clean terminal)."""
+        self._stop.set()
+        with self._lock:
+            if self._shown and not _status:
+                try:
+                    self._stream.write("\r\033[K")
+                    self._stream.flush()
+                except (OSError, ValueError):
+                    pass
+                self._shown = False

@@ -1,0 +1,315 @@
+"""Never hang, never crash, never lie with an exit code (issue 11).
+
+A hanging server here is ``fakekube.HangingServer``: a socket that accepts and never answers.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from _support import EXAMPLES, PLUGIN, ROOT, assert_one_clean_line, direct, in_process, kvdtype
+from fakekube import HangingServer
+
+SUBCOMMANDS = [["check"], ["find-flags"], ["verify"], ["escape", "status"]]
+NULL_METADATA = "apiVersion: worker.gpustack.ai/v1\nkind: KVCachePoolBinding\nmetadata: null\n"
+
+
+@pytest.fixture
+def hanging(kube_env, tmp_path):
+    """(server, env): kube_env pointed at a server that accepts connections and never answers."""
+    with HangingServer() as server:
+        env = dict(kube_env, KUBECONFIG=str(server.write_kubeconfig(tmp_path / "hanging")))
+        yield server, env
+
+
+# --- 1. An internal error is exit 3 in one line; the debug variable shows the traceback --------
+
+class _ClosedOutput(io.StringIO):
+    """A stdout that fails in a way the plugin does not expect (not an OSError)."""
+
+    def write(self, text: str) -> int:
+        raise RuntimeError("the stream broke in an unexpected way")
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_an_internal_error_is_exit_3_in_one_line(debug):
+    from kubectl_kvdtype._cli import run
+    from kubectl_kvdtype._env import Environment
+
+    err = io.StringIO()
+    environ = {"KUBECTL_KVDTYPE_DEBUG": "1"} if debug else {}
+    status = run(["check", "-f", str(EXAMPLES)], Environment(stdout=_ClosedOutput(), stderr=err, environ=environ))
+    assert status == 3
+    last = err.getvalue().strip().splitlines()[-1]
+    assert last == ("error: internal error: RuntimeError: the stream broke in an unexpected way; "
+                    "please report it with KUBECTL_KVDTYPE_DEBUG=1 output")
+    assert ("Traceback (most recent call last)" in err.getvalue()) is debug
+    if not debug:
+        assert_one_clean_line(err.getvalue())
+
+
+def test_a_closed_stdout_is_an_internal_error_not_findings(kube_env):
+    result = subprocess.run(f"'{PLUGIN}' check -f '{EXAMPLES}' >&-", shell=True, env=kube_env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3, result.stderr
+    assert_one_clean_line(result.stderr)
+    assert "internal error" in result.stderr
+
+
+# --- 2. Tracebacks: null metadata, a full disk, an ASCII terminal ------------------------------
+
+@pytest.mark.parametrize("args", SUBCOMMANDS)
+def test_null_metadata_from_a_file_and_stdin(kube_env, tmp_path, args):
+    manifest = tmp_path / "null.yaml"
+    manifest.write_text(NULL_METADATA)
+    for result in (direct(kube_env, *args, "-f", str(manifest)), direct(kube_env, *args, "-f", "-", input=NULL_METADATA)):
+        assert "Traceback" not in result.stderr
+        assert result.returncode in (0, 1, 3), result.stderr
+        if result.returncode == 3:  # escape status: no Setting in this dump
+            assert_one_clean_line(result.stderr)
+
+
+def test_a_full_disk_is_exit_3_and_a_closed_pipe_stays_quiet(cluster):
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([PLUGIN, "check", "-A"], env=cluster, stdout=full, stderr=subprocess.PIPE,
+                                text=True, timeout=60)
+    assert result.returncode == 3
+    assert_one_clean_line(result.stderr)
+    assert "cannot write the result to standard output: No space left on device" in result.stderr
+    piped = subprocess.run(f"'{PLUGIN}' check -A -o json | head -c 10", shell=True, env=cluster,
+                           capture_output=True, text=True, timeout=60)
+    assert piped.stdout == '{\n  "kind"'
+    assert piped.stderr == ""
+
+
+def _non_ascii_dump(tmp_path: Path) -> Path:
+    dump = tmp_path / "accents.yaml"
+    dump.write_text(
+        "apiVersion: worker.gpustack.ai/v1\nkind: KVCachePoolBinding\n"
+        "metadata: {name: caf\u00e9-pool, namespace: ml}\n"
+        "spec: {poolRef: {name: p}, domain: {name: d, dtype: fp8_\u00e9\u00e9}}\n", encoding="utf-8")
+    return dump
+
+
+@pytest.mark.parametrize("output", ["table", "wide", "json", "yaml"])
+def test_an_ascii_terminal_never_fails_on_non_ascii_data(kube_env, tmp_path, output):
+    env = dict(kube_env, PYTHONIOENCODING="ascii")
+    result = subprocess.run([PLUGIN, "check", "-f", str(_non_ascii_dump(tmp_path)), "-o", output], env=env,
+                            capture_output=True, timeout=60)
+    assert result.returncode in (0, 1), result.stderr
+    assert b"Traceback" not in result.stderr
+    assert max(result.stdout) < 128  # nothing the stream could not carry
+    if output == "json":
+        assert json.loads(result.stdout)["items"][0]["dtype"] == "fp8_\u00e9\u00e9"
+    elif output == "yaml":
+        assert b'"fp8_\\xE9\\xE9"' in result.stdout
+    else:
+        assert b"fp8_\\xe9\\xe9" in result.stdout
+
+
+# --- 3. It never hangs: request timeouts and --wait deadlines ----------------------------------
+
+@pytest.mark.parametrize("args", SUBCOMMANDS + [["escape", "off", "--yes"]])
+def test_a_silent_server_ends_every_subcommand_naming_the_request(hanging, args):
+    server, env = hanging
+    started = time.monotonic()
+    result = kvdtype(env, *args, "--request-timeout", "1s", timeout=60)
+    assert result.returncode == 3
+    assert_one_clean_line(result.stderr)
+    assert re.search(r"error: (discover|list|get|create) \S+.*: the cluster at http://127\.0\.0\.1:\d+ did not "
+                     r"answer within 1s \(--request-timeout", result.stderr), result.stderr
+    assert server.accepted >= 1
+    assert time.monotonic() - started < 20
+    assert result.stdout == ""
+
+
+def test_the_default_timeout_is_30s_and_0_means_none(hanging):
+    """All at once, so the suite pays for one 30 s wait."""
+    server, env = hanging
+    from conftest import kubectl_path
+
+    def start(*args):
+        return subprocess.Popen([kubectl_path(), "kvdtype", *args], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    unlimited = start("check", "--request-timeout", "0")
+    defaults = [start(*args) for args in SUBCOMMANDS]
+    try:
+        for process in defaults:
+            _, stderr = process.communicate(timeout=90)
+            assert process.returncode == 3
+            assert_one_clean_line(stderr)
+            assert "did not answer within 30s (--request-timeout; 0 waits without limit)" in stderr
+        assert server.first_accept is not None
+        assert time.monotonic() - server.first_accept >= 30
+        assert unlimited.poll() is None  # --request-timeout 0: still waiting, as kubectl would
+    finally:
+        for process in [unlimited, *defaults]:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+
+
+def test_the_request_timeout_bounds_retries_too(fake, kube_env):
+    fake.fail(503, path=r"/kvcachepoolbindings$", times=None, delay=1.5, retry_after=0.5)
+    result = kvdtype(kube_env, "check", "-A", "--request-timeout", "2500ms")
+    assert result.returncode == 3
+    assert_one_clean_line(result.stderr)
+    assert "list kvcachepoolbindings.worker.gpustack.ai in all namespaces" in result.stderr
+    assert "did not answer within 2.5s" in result.stderr
+    # Four attempts (1.5 s each, 0.5 s apart) would take 7.5 s: the timeout cut them after two.
+    assert len([r for r in fake.requests if r.path.endswith("/kvcachepoolbindings")]) == 2
+
+
+def test_verify_wait_holds_its_deadline_against_a_silent_server(hanging):
+    server, env = hanging
+    result = kvdtype(env, "verify", "-A", "--wait=4s", timeout=60)
+    ended = time.monotonic()
+    assert result.returncode == 3
+    assert_one_clean_line(result.stderr)
+    assert "did not answer before the --wait deadline" in result.stderr
+    assert server.first_accept is not None and ended - server.first_accept < 4 + 5
+
+
+def test_verify_wait_holds_its_deadline_when_the_server_falls_silent(cluster, fake):
+    """The first poll is answered (Pods still failing), then every request hangs for an hour."""
+    from conftest import kubectl_path
+
+    process = subprocess.Popen([kubectl_path(), "kvdtype", "verify", "-A", "--wait=6s", "-o", "json"], env=cluster,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    # Two LISTs of Pods per poll: a third means the first poll was answered whole.
+    while len([r for r in fake.requests if r.path.endswith("/pods")]) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    fake.delay(3600, times=None)
+    silent_since = time.monotonic()
+    stdout, stderr = process.communicate(timeout=60)
+    assert time.monotonic() - silent_since < 6 + 5
+    assert process.returncode == 1, stderr  # the last answered poll's verdict: Pods still fail
+    assert json.loads(stdout)["summary"]["wait"]["timedOut"] is True
+    assert "gave up waiting after 6s" in stderr
+    assert "Traceback" not in stderr
+    fake.clear_faults()
+
+
+# --- 4. Usage mistakes are usage errors ---------------------------------------------------------
+
+def test_wait_with_an_equals_sign_is_always_a_duration(kube_env):
+    result = kvdtype(kube_env, "verify", "-A", "--wait=10min")
+    assert result.returncode == 2
+    assert_one_clean_line(result.stderr)
+    assert "invalid duration '10min' (accepted forms: 10m, 90s, 1m30s" in result.stderr
+    assert "(see 'kubectl kvdtype verify --help')" in result.stderr
+
+
+@pytest.mark.parametrize("args, helped", [
+    (["verify", "-f", str(EXAMPLES), "--wait=1m"], "kubectl kvdtype verify"),
+    (["check", "-f", str(EXAMPLES), "--ignore", "no-such-code"], "kubectl kvdtype check"),
+    (["check", "--bogus"], "kubectl kvdtype check"),
+    (["escape", "on", "-f", str(EXAMPLES)], "kubectl kvdtype escape on"),
+    (["escape", "rebind", "b", "--dtype", "fp8", "--suffix", "x"], "kubectl kvdtype escape rebind"),
+    (["escape", "rebind", "b", "--dtype", "fp8", "--suffix", "x", "--strategy", "replace"],
+     "kubectl kvdtype escape rebind"),
+])
+def test_usage_errors_point_to_the_subcommands_help(args, helped):
+    status, out, err = in_process(args)
+    assert status == 2, err
+    assert out == ""
+    assert_one_clean_line(err)
+    assert err.rstrip().endswith(f"(see '{helped} --help')"), err
+
+
+def test_suffix_needs_side_by_side():
+    status, _, err = in_process(["escape", "rebind", "b", "--dtype", "fp8", "--suffix", "x"])
+    assert status == 2
+    assert "--suffix names the copies that --strategy side-by-side creates" in err
+
+
+@pytest.mark.parametrize("args", [["check", "--version"], ["verify", "--version"], ["--version"]])
+def test_version_after_a_subcommand(kube_env, args):
+    from kubectl_kvdtype import __version__
+
+    result = kvdtype(kube_env, *args)
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"kubectl-kvdtype v{__version__}"
+
+
+# --- 5. Slow work shows progress on a terminal, and only there ----------------------------------
+
+def _run_on_pty(args, env) -> tuple[int, bytes, str]:
+    """Run the plugin with stderr on a pseudo-terminal: (status, what the terminal got, stdout)."""
+    master, slave = pty.openpty()
+    process = subprocess.Popen([PLUGIN, *args], env=env, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    seen = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif process.poll() is not None:
+            break
+    stdout = process.stdout.read().decode() if process.stdout else ""
+    process.wait(timeout=60)
+    os.close(master)
+    return process.returncode, seen, stdout
+
+
+def test_slow_work_shows_progress_on_a_terminal(cluster, fake):
+    fake.delay(2.5, path=r"/pods$", times=None)
+    status, terminal, stdout = _run_on_pty(["check", "-A", "-o", "json"], cluster)
+    assert status == 1
+    assert b"listing pods in all namespaces" in terminal, terminal
+    assert b"\r\x1b[K" in terminal
+    assert terminal.endswith(b"\r\x1b[K")  # erased before the result
+    assert json.loads(stdout)["kind"] == "CheckReport"
+
+
+def test_quick_work_and_pipes_show_no_progress(cluster, fake):
+    status, terminal, _ = _run_on_pty(["check", "-f", str(EXAMPLES)], cluster)
+    assert status == 1
+    assert terminal == b""  # under a second: nothing
+    fake.delay(2.5, path=r"/pods$", times=None)
+    piped = direct(cluster, "check", "-A", "-o", "json")
+    assert piped.returncode == 1
+    assert piped.stderr == ""  # stderr is a pipe: no progress
+
+
+# --- 6. Exit codes are written once -------------------------------------------------------------
+
+def _readme_exit_table() -> dict[int, str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| (.+?) \|$", section, flags=re.M)
+    return {int(code): meaning.replace("`", "") for code, meaning in rows}
+
+
+def test_readme_exit_code_table_matches_exit_status():
+    from kubectl_kvdtype._status import ExitStatus
+
+    assert _readme_exit_table() == {int(status): status.meaning for status in ExitStatus}
+    assert 130 in _readme_exit_table()
+
+
+def test_help_lists_every_exit_status(kube_env):
+    from kubectl_kvdtype._status import ExitStatus
+
+    text = " ".join(kvdtype(kube_env, "--help").stdout.split())
+    for status in ExitStatus:
+        assert f"{int(status)} {status.meaning}" in text
+    assert "KUBECTL_KVDTYPE_DEBUG=1" in text
