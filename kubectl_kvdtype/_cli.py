@@ -85,6 +85,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         options = parse(argv)
         context = Context(options=options, env=env)
         report = options.handler.run(context)
+        context.annotate(report)
         if report.text is not None:  # a text result (completion): verbatim, and no cluster asked
             env.stdout.write(render(report, options.output))
             env.stdout.flush()
