@@ -380,11 +380,11 @@ def _compare(reading: _engines.FlagReading, origins: list[str], expected: Option
                "reconcile" if what == "replica" else "the webhook has not injected it; recreate the Pod")
         return Judged(MISSING, expected, None, occurrences,
                       f"no --kv-cache-dtype in its engine container{unread}, but its Binding says {expected}: {why}")
+    if reading.state == _engines.UNSURE and effective in (None, expected):
+        return Judged(UNKNOWN, expected, effective, occurrences)  # the engine or the value is not in the tables
     last = reading.culprit
     origin = origins[found.index(last)] if last in found else ""
     if effective == expected:
-        if reading.state == _engines.UNSURE:
-            return Judged(UNKNOWN, expected, effective, occurrences)
         if what == "replica" and "operator" not in origins:
             return Judged(PENDING, expected, effective, occurrences,
                           f"runs {expected}, but only from the role's own {last.shown}: it carries no operator "
