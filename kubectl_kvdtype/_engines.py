@@ -510,7 +510,7 @@ def read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], versi
         return FlagReading(UNSURE if found else ABSENT, read[-1].value if read else None, occurrences=found,
                            culprit=read[-1] if read else None,
                            reason="the engine is neither vLLM nor SGLang, so how it reads the argv is not known")
-    late = engine == VLLM and (parse_version(version) or _v(REFERENCE_VERSIONS[VLLM])) >= _v(_VLLM_LATE_VALIDATION_FROM)
+    late = engine == VLLM and _validates_late(version)
     unsure: Optional[FlagOccurrence] = None
     unrecognized = []
     for occurrence in found:
@@ -549,6 +549,19 @@ def read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], versi
         why = (judge(engine, version, unsure.value or "").reason if unsure.read else unsure.note)
         return FlagReading(UNSURE, last.value, occurrences=found, culprit=last, reason=why)
     return FlagReading(VALUE, last.value, occurrences=found, culprit=last)
+
+
+def _validates_late(version: object) -> bool:
+    """vLLM 0.33+ (or the reference version when unreadable) checks no choices in its parser."""
+    try:
+        return _validates_late_cached(version)
+    except TypeError:  # an unhashable version from a hand-written manifest
+        return _validates_late_cached(None)
+
+
+@functools.lru_cache(maxsize=256)
+def _validates_late_cached(version: object) -> bool:
+    return (parse_version(version) or _v(REFERENCE_VERSIONS[VLLM])) >= _v(_VLLM_LATE_VALIDATION_FROM)
 
 
 def _failed(found: tuple[FlagOccurrence, ...], culprit: FlagOccurrence, error: str,
