@@ -2,8 +2,9 @@
 
 Replaces the Verification section of the upgrade guide. The guide greps ``containers[0].command``
 for ``--kv-cache-dtype","``; this reads the engine container's whole argv the way the engine does
-(every spelling, the last copy wins), says which copy is the operator's or the webhook's, and
-judges each Pod against its Binding's dtype. ``--wait`` polls until every judged Pod passes, for
+(``_engines.read_flag``: every spelling, every copy's value checked, so a refused copy fails the
+whole parse), says which copy is the operator's or the webhook's, and judges each Pod against its
+Binding's dtype. ``--wait`` polls until every judged Pod passes, for
 running right after the upgrade.
 """
 
