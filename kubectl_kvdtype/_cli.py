@@ -100,6 +100,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         report = options.handler.run(context)
         if ticker:
             ticker.stop()
+        context.annotate(report)
         if report.text is not None:  # a text result (completion): verbatim, and no cluster asked
             _write(env, render(report, options.output))
             return int(ExitStatus.OK)

@@ -53,6 +53,34 @@ class Context:
     def system_namespace(self) -> str:
         return self.options.system_namespace
 
+    @property
+    def scope(self) -> str:
+        """Where the run looked, for every empty result: "in namespace team-a", "in any namespace",
+        "in dump.yaml" (kubectl: "No resources found in default namespace.")."""
+        namespace = self.namespace
+        if self.offline:
+            files = ", ".join("standard input" if f == "-" else f for f in self.options.filename)
+            where = f"in {files}" + (f", namespace {namespace}" if namespace else "")
+            empty = getattr(self._source, "empty_lists", [])
+            if empty and len(empty) == len(self.options.filename):
+                return f"{where} (a List with no items)"
+            return where + (f" ({', '.join(empty)}: a List with no items)" if empty else "")
+        return f"in namespace {namespace}" if namespace else "in any namespace"
+
+    def annotate(self, report: Report) -> None:
+        """What every report gains from where it looked: the source's own findings (an object read
+        twice from manifests), and the scope named in an empty result."""
+        if report.text is not None or self._source is None:
+            return  # a text result, or nothing was read
+        report.findings[:0] = getattr(self._source, "findings", [])
+        if report.items:
+            return
+        scope = self.scope
+        report.empty_message = f"{report.empty_message.rstrip('.')} {scope}."
+        report.summary["scope"] = scope
+        if report.headline:
+            report.headline = f"{scope[0].upper()}{scope[1:]}: {report.headline}"
+
 
 class Command:
     """A subcommand: its name and help, its own flags, and ``run``."""

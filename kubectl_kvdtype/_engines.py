@@ -220,6 +220,72 @@ def suggest(dtype: str, consumers: Iterable[tuple[str, object]]) -> Optional[str
     return None
 
 
+#: Cache formats by width in bits: a different dtype is sought nearest in width first.
+_WIDTH = {"bfloat16": 16, "bf16": 16, "float16": 16, "fp16": 16, "half": 16, "fp8_e4m3": 8, "fp8_e5m2": 8,
+          "fp8": 8, "fp8_inc": 8, "fp8_ds_mla": 8, "mxfp8": 8, "nvfp4": 4, "fp4_e2m1": 4, "fp4_mx_block16": 4}
+#: Different dtypes a fix may propose, in the order preferred at equal width.
+_ALTERNATIVES = ("bfloat16", "fp8_e4m3", "fp8_e5m2", "nvfp4")
+
+REBIND, UPGRADE, REBIND_DIFFERENT, SPLIT, NO_FIX = "rebind", "upgrade", "rebind-different", "split", "none"
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """What makes a rejected dtype work for every consumer, first that applies (``kind``)."""
+
+    kind: str  # REBIND | UPGRADE | REBIND_DIFFERENT | SPLIT | NO_FIX
+    text: str  # the fix as a table cell says it ("upgrade SGLang to >= 0.5.16")
+    spelling: Optional[str] = None  # the dtype to rebind with (REBIND, REBIND_DIFFERENT)
+
+
+def remedy(dtype: str, consumers: Iterable[tuple[str, object]]) -> Remedy:
+    """The fix for ``dtype`` that some (engine, version) consumers reject.
+
+    In order: a spelling meaning the same that every consumer accepts; the engine versions from
+    which the spelling is accepted; a different dtype every consumer accepts (it changes the
+    KV-cache precision, and the fix says so); and only when consumers of different engines have no
+    common spelling, splitting them by engine.
+    """
+    pairs = list(dict.fromkeys((e, v if isinstance(v, (str, type(None))) else str(v)) for e, v in consumers))
+    same = suggest(dtype, pairs)
+    if same:
+        return Remedy(REBIND, f"rebind with {same}", same)
+    upgrades = _upgrades(dtype, pairs)
+    if upgrades:
+        return Remedy(UPGRADE, "upgrade " + " and ".join(f"{e} to >= {v}" for e, v in upgrades.items()))
+    other = _different_dtype(dtype, pairs)
+    if other:
+        return Remedy(REBIND_DIFFERENT, f"rebind with {other} (a different dtype)", other)
+    if len({engine for engine, _ in pairs}) > 1:
+        return Remedy(SPLIT, "split consumers by engine")
+    return Remedy(NO_FIX, "upgrade the engine (no dtype is accepted by this version)")
+
+
+def _upgrades(dtype: str, pairs: list[tuple[str, object]]) -> dict[str, str]:
+    """{engine: version} to upgrade to so every rejecting consumer accepts ``dtype``; {} if none will."""
+    needed: dict[str, Version] = {}
+    for engine, version in pairs:
+        if judge(engine, version, dtype).verdict == ACCEPTED:
+            continue
+        windows = _ACCEPTED[engine].get(dtype, ())
+        at = parse_version(version) or _v(REFERENCE_VERSIONS[engine])
+        # The first version after this one from which the spelling stays accepted.
+        since = [w.since for w in windows if w.until is None and w.since is not None and w.since > at]
+        if not since:
+            return {}
+        needed[engine] = max(needed.get(engine, since[0]), since[0])
+    return {engine: _show(version) for engine, version in needed.items()}
+
+
+def _different_dtype(dtype: str, pairs: list[tuple[str, object]]) -> Optional[str]:
+    width = _WIDTH.get(dtype, 16)
+    own = set(equivalents(dtype))
+    candidates = sorted((c for c in _ALTERNATIVES if c not in own),
+                        key=lambda c: (abs(_WIDTH[c] - width), -_WIDTH[c], _ALTERNATIVES.index(c)))
+    return next((c for c in candidates
+                 if all(judge(engine, version, c).verdict == ACCEPTED for engine, version in pairs)), None)
+
+
 # --- Reading the flag out of an argv -------------------------------------------------------
 
 EXACT = "exact"
@@ -395,7 +461,117 @@ def find_in_fields(fields: Sequence[tuple[str, object]], engine: Optional[str] =
     return located
 
 
-def effective_value(occurrences: Sequence[FlagOccurrence]) -> Optional[str]:
-    """The value the engine runs with: the last occurrence it reads (argparse: last wins)."""
-    read = [o for o in occurrences if o.read]
-    return read[-1].value if read else None
+# --- What an engine makes of an argv ------------------------------------------------------
+
+#: ``FlagReading.state``: the engine runs ``value``; runs its default (no flag); exits with
+#: ``error``; or this tool cannot say (an engine it does not know, a value its tables do not list).
+VALUE, ABSENT, FAILED, UNSURE = "value", "absent", "failed", "unknown"
+#: ``FlagReading.stage`` of a failure: argparse refuses the argv, or the engine refuses the value
+#: after parsing (vLLM 0.33+ checks no choices in its parser).
+AT_PARSING, AT_START = "argument parsing", "engine start"
+
+
+@dataclass(frozen=True)
+class FlagReading:
+    """What an engine at a version makes of a container's argv, as far as ``--kv-cache-dtype`` goes."""
+
+    state: str  # VALUE | ABSENT | FAILED | UNSURE
+    #: The dtype the engine runs (VALUE); with UNSURE, the one it would run if it accepts it.
+    value: Optional[str] = None
+    #: The engine's own error text when FAILED ("error: argument --kv-cache-dtype: invalid choice: ...").
+    error: str = ""
+    #: Every occurrence of the flag, in argv order, for locating copies.
+    occurrences: tuple[FlagOccurrence, ...] = ()
+    stage: str = ""  # AT_PARSING | AT_START when FAILED
+    #: The occurrence the failure is about, or the one whose value wins.
+    culprit: Optional[FlagOccurrence] = None
+    #: Why the state is UNSURE, for a human.
+    reason: str = ""
+
+    @property
+    def runs(self) -> bool:
+        """Whether the engine gets past reading the flag (it may still be UNSURE)."""
+        return self.state in (VALUE, ABSENT, UNSURE)
+
+
+def read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], version: object) -> FlagReading:
+    """What ``engine`` (canonical name, None when unknown) at ``version`` makes of the argv ``fields``.
+
+    argparse reads the argv left to right and checks each occurrence's value against the choices
+    as it reads it: the first refused value (or missing value, or ambiguous abbreviation) ends the
+    process, even when a later copy is valid. Entries it does not recognise end it after the whole
+    argv is read. Only when every copy passes does the last one win. vLLM 0.33+ checks no choices
+    in the parser; the value that wins is refused at engine start instead. A value the tables do
+    not list makes the reading UNSURE, never FAILED.
+    """
+    found = tuple(find_in_fields(fields, engine, version))
+    if engine not in ENGINES:
+        read = [o for o in found if o.read]
+        return FlagReading(UNSURE if found else ABSENT, read[-1].value if read else None, occurrences=found,
+                           culprit=read[-1] if read else None,
+                           reason="the engine is neither vLLM nor SGLang, so how it reads the argv is not known")
+    late = engine == VLLM and _validates_late(version)
+    unsure: Optional[FlagOccurrence] = None
+    unrecognized = []
+    for occurrence in found:
+        if not occurrence.read:
+            if occurrence.spelling == ABBREVIATION and "ambiguous" in occurrence.note:
+                return _failed(found, occurrence, f"error: ambiguous option: {occurrence.token.partition('=')[0]} "
+                                                  f"could match {FLAG}, {FLAG}-skip-layers")
+            if occurrence.spelling == SPACED and engine == VLLM:
+                unsure = unsure or occurrence  # vLLM may take it as its model tag and ignore it
+                continue
+            unrecognized.append(occurrence)
+            continue
+        if occurrence.value is None:
+            return _failed(found, occurrence, f"error: argument {FLAG}: expected one argument")
+        verdict = judge(engine, version, occurrence.value)
+        if occurrence.value == "":  # no choice is empty: argparse refuses it whatever the table says
+            return _failed(found, occurrence, _invalid_choice(engine, version, ""))
+        if verdict.verdict == UNKNOWN:
+            unsure = unsure or occurrence
+        elif verdict.verdict == REJECTED and not late:
+            return _failed(found, occurrence, _invalid_choice(engine, version, occurrence.value))
+    if unrecognized:
+        tokens = " ".join(o.token if o.value is None or "=" in o.token or o.spelling == SPACED
+                          else f"{o.token} {o.value}" for o in unrecognized)
+        return _failed(found, unrecognized[0], f"error: unrecognized arguments: {tokens}")
+    read = [o for o in found if o.read]
+    if not read:
+        if unsure is not None:
+            return FlagReading(UNSURE, None, occurrences=found, culprit=unsure, reason=unsure.note)
+        return FlagReading(ABSENT, occurrences=found)
+    last = read[-1]
+    judged = judge(engine, version, last.value or "")
+    if late and judged.verdict == REJECTED:
+        return _failed(found, last, f"{judged.reason}: the engine exits at start-up", AT_START)
+    if unsure is not None:
+        why = (judge(engine, version, unsure.value or "").reason if unsure.read else unsure.note)
+        return FlagReading(UNSURE, last.value, occurrences=found, culprit=last, reason=why)
+    return FlagReading(VALUE, last.value, occurrences=found, culprit=last)
+
+
+def _validates_late(version: object) -> bool:
+    """vLLM 0.33+ (or the reference version when unreadable) checks no choices in its parser."""
+    try:
+        return _validates_late_cached(version)
+    except TypeError:  # an unhashable version from a hand-written manifest
+        return _validates_late_cached(None)
+
+
+@functools.lru_cache(maxsize=256)
+def _validates_late_cached(version: object) -> bool:
+    return (parse_version(version) or _v(REFERENCE_VERSIONS[VLLM])) >= _v(_VLLM_LATE_VALIDATION_FROM)
+
+
+def _failed(found: tuple[FlagOccurrence, ...], culprit: FlagOccurrence, error: str,
+            stage: str = AT_PARSING) -> FlagReading:
+    return FlagReading(FAILED, None, error, found, stage, culprit)
+
+
+def _invalid_choice(engine: str, version: object, value: str) -> str:
+    """argparse's own words for a refused choice; the list names the spellings this tool knows."""
+    at = parse_version(version) or _v(REFERENCE_VERSIONS[engine])
+    known = [s for s, windows in _ACCEPTED[engine].items() if any(w.contains(at) for w in windows)]
+    return (f"error: argument {FLAG}: invalid choice: {value!r} "
+            f"(choose from {', '.join(repr(s) for s in known)}, ...)")

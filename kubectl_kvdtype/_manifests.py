@@ -8,12 +8,13 @@ here imports the kubernetes client or opens a socket.
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator, Optional, TextIO
+from typing import Iterable, Iterator, Optional, TextIO, Union
 
 import yaml
 
 from kubectl_kvdtype import _model, _progress
-from kubectl_kvdtype._sources import Kind, Projection, kind_for, matches_selector
+from kubectl_kvdtype._report import WARNING, Finding, ObjectRef
+from kubectl_kvdtype._sources import DUPLICATE_OBJECT, Kind, Projection, kind_for, matches_selector
 from kubectl_kvdtype._status import ManifestError
 
 _EXTENSIONS = (".yaml", ".yml", ".json")
@@ -25,9 +26,16 @@ class ManifestSource:
 
     description = "manifests"
 
-    def __init__(self, objects: Iterable[dict]) -> None:
+    def __init__(self, objects: Iterable[Union[dict, tuple[str, dict]]]) -> None:
+        """``objects``: dicts, or (file, dict) pairs so that a duplicate can name both files."""
         self._by_kind: dict[Kind, list[dict]] = {}
-        for obj in objects:
+        #: Warning findings about the input itself (the same object read twice, differently).
+        self.findings: list[Finding] = []
+        #: -f arguments that held only a ``kind: List`` with no items: a valid, empty answer.
+        self.empty_lists: list[str] = []
+        seen: dict[tuple[str, str, str], tuple[str, dict, Kind]] = {}
+        for entry in objects:
+            where, obj = entry if isinstance(entry, tuple) else ("", entry)
             kind = kind_for(obj.get("apiVersion"), obj.get("kind"))
             if kind is None:
                 continue
@@ -35,13 +43,42 @@ class ManifestSource:
                 # kubectl apply puts an object without a namespace in "default"; so do we.
                 metadata = obj.get("metadata")
                 obj["metadata"] = {**(metadata if isinstance(metadata, dict) else {}), "namespace": "default"}
+            key = (kind.name, _model.namespace_of(obj) if kind.namespaced else "", _model.name_of(obj))
+            if key in seen:  # one object read twice: the later read wins, as kubectl apply would leave it
+                self._duplicate(key, seen[key][:2], (where, obj))
+            seen[key] = (where, obj, kind)
+        for _, obj, kind in seen.values():
             self._by_kind.setdefault(kind, []).append(obj)
         for items in self._by_kind.values():
             items.sort(key=lambda o: (_model.namespace_of(o), _model.name_of(o)))
 
+    def _duplicate(self, key: tuple[str, str, str], first: tuple[str, dict], last: tuple[str, dict]) -> None:
+        if first[1] == last[1]:
+            return  # the same body twice (-f dir/ -f dir/): one object, nothing to say
+        kind, namespace, name = key
+        ref = ObjectRef(kind, namespace or None, name)
+        files = f"{first[0] or 'the input'} and {last[0] or 'the input'}"
+        self.findings.append(Finding(DUPLICATE_OBJECT, WARNING, ref,
+                                     f"{ref} is read twice with different contents, from {files}: the one read "
+                                     f"last ({last[0] or 'the input'}) is judged, as kubectl apply in that order "
+                                     "would leave it.", {"files": [first[0], last[0]]}))
+
     @classmethod
     def from_paths(cls, paths: Iterable[str], stdin: TextIO) -> "ManifestSource":
-        return cls(obj for path in paths for obj in read_path(path, stdin))
+        empty_lists: list[str] = []
+        objects: list[tuple[str, dict]] = []
+        for path in paths:
+            read = list(read_path(path, stdin))
+            if not read:
+                shown = "standard input" if path == "-" else path
+                raise ManifestError(f"{shown} holds no Kubernetes object (empty, or only comments or whitespace: "
+                                    "what a failed kubectl get leaves); refusing to judge an empty input")
+            objects += [(where, obj) for where, obj in read if obj is not None]
+            if all(obj is None for _, obj in read):
+                empty_lists.append(path)
+        source = cls(objects)
+        source.empty_lists = empty_lists
+        return source
 
     def default_namespace(self) -> Optional[str]:
         return None  # a dump is judged whole unless -n narrows it
@@ -59,15 +96,16 @@ class ManifestSource:
         return next((o for o in self.list(kind, namespace) if _model.name_of(o) == name), None)
 
 
-def read_path(path: str, stdin: TextIO) -> Iterator[dict]:
-    """Every object in a file, a directory (recursively, YAML/JSON files only) or ``-``."""
+def read_path(path: str, stdin: TextIO) -> Iterator[tuple[str, Optional[dict]]]:
+    """(file, object) for every object in a file, a directory (recursively, YAML/JSON files only) or
+    ``-``; (file, None) for a ``kind: List`` with no items (an empty answer, not an empty input)."""
     if path == "-":
         _progress.note("reading standard input")
         try:
             content = stdin.read()
         except (OSError, UnicodeDecodeError) as error:
             raise ManifestError(f"cannot read the manifests on standard input: {error}") from None
-        yield from _objects(_parse(content, "standard input"))
+        yield from _located("-", _objects(_parse(content, "standard input")))
         return
     if os.path.isdir(path):
         for root, dirs, files in os.walk(path):
@@ -79,7 +117,11 @@ def read_path(path: str, stdin: TextIO) -> Iterator[dict]:
     yield from _read_file(path)
 
 
-def _read_file(path: str) -> Iterator[dict]:
+def _located(where: str, objects: Iterator[Optional[dict]]) -> Iterator[tuple[str, Optional[dict]]]:
+    return ((where, obj) for obj in objects)
+
+
+def _read_file(path: str) -> Iterator[tuple[str, Optional[dict]]]:
     _progress.note(f"reading {path}")
     try:
         with open(path, encoding="utf-8") as handle:
@@ -89,7 +131,7 @@ def _read_file(path: str) -> Iterator[dict]:
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or str(error)
         raise ManifestError(f"cannot read the manifest {path}: {reason}") from None
-    yield from _objects(_parse(content, path))
+    yield from _located(path, _objects(_parse(content, path)))
     _progress.done()
 
 
@@ -103,13 +145,14 @@ def _parse(content: str, where: str) -> list:
         raise ManifestError(f"cannot parse the manifest {where}{at}: {problem}") from None
 
 
-def _objects(documents: list) -> Iterator[dict]:
-    """Objects of the documents, with ``kind: *List`` documents (kubectl get dumps) unrolled."""
+def _objects(documents: list) -> Iterator[Optional[dict]]:
+    """Objects of the documents, with ``kind: *List`` documents (kubectl get dumps) unrolled; None
+    stands for a List without items."""
     for document in documents:
         if not isinstance(document, dict):
             continue
         items = document.get("items")
         if isinstance(items, list) and str(document.get("kind", "")).endswith("List"):
-            yield from _objects(items)
+            yield from (_objects(items) if items else [None])
         elif "kind" in document:
             yield document

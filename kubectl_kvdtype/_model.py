@@ -225,8 +225,16 @@ def argv_of(container: dict, field: str) -> list[str]:
 
 def container_flags(container: dict, engine: EngineInfo) -> list[_engines.FlagOccurrence]:
     """The flag's occurrences in a container's argv: ``command`` then ``args``, read as one."""
-    fields = [("command", argv_of(container, "command")), ("args", argv_of(container, "args"))]
-    return _engines.find_in_fields(fields, engine.name, engine.version)
+    return _engines.find_in_fields(container_fields(container), engine.name, engine.version)
+
+
+def container_reading(container: dict, engine: EngineInfo) -> _engines.FlagReading:
+    """What the engine makes of a container's argv (``command`` then ``args``)."""
+    return _engines.read_flag(container_fields(container), engine.name, engine.version)
+
+
+def container_fields(container: dict) -> list[tuple[str, list[str]]]:
+    return [("command", argv_of(container, "command")), ("args", argv_of(container, "args"))]
 
 
 def pod_template(workload: dict) -> Optional[dict]:

@@ -295,7 +295,7 @@ def _judge_new_dtype(inventory: Inventory, new_binding: dict, moved: list[dict],
     if rejected:
         finding = rejected[0]
         users = ", ".join(f"md/{c['name']}" for c in finding.fields.get("consumers") or [])
-        hint = f" (try --dtype {finding.fields['suggestion']})" if finding.fields.get("suggestion") else ""
+        hint = f" (fix: {finding.fields['fix']})" if finding.fields.get("fix") else ""
         raise KvdtypeError(f"refusing the new dtype: {finding.message.split(', so ')[0]}, and {users} would run on "
                            f"it{hint}; nothing was changed")
     unknown = _unknown_to(trial.consumers, names["dtype"])

@@ -16,7 +16,8 @@ _COLOURS = {
 #: Words that carry a judgement get a colour on a terminal; everything else stays plain.
 _WORD_COLOURS = {
     "error": "red", "rejected": "red", "missing": "red", "mismatch": "red", "flag": "red",
-    "warning": "yellow", "unknown": "yellow", "auto": "yellow", "unmanaged": "cyan",
+    "warning": "yellow", "unknown": "yellow", "auto": "yellow", "pending": "yellow",
+    "not-judged": "yellow", "unmanaged": "cyan",
     "info": "cyan", "unused": "cyan", "ok": "green",
 }
 

@@ -13,7 +13,7 @@ from typing import Iterable, Optional
 from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._report import ERROR, INFO, WARNING, Column, ObjectRef, Report
-from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, SETTING, Query, Source, list_many, unwrap
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, DUPLICATE_OBJECT, POD, SETTING, Query, Source, list_many, unwrap
 from kubectl_kvdtype._status import KvdtypeError
 
 DTYPE_REJECTED = "dtype-rejected"
@@ -24,6 +24,8 @@ BINDING_MISSING = "binding-missing"
 ENGINE_UNKNOWN = "engine-unknown"
 
 OK, REJECTED, UNKNOWN, AUTO, UNUSED = "ok", "rejected", "unknown", "auto", "unused"
+#: Every consumer runs an engine this tool cannot judge (neither vLLM nor SGLang).
+NOT_JUDGED = "not-judged"
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,8 @@ class CheckCommand(Command):
         "that consume it, whether each engine accepts the spelling, the fix, and what the upgrade "
         "will roll. Replaces Step 1 of the upgrade guide."
     )
-    codes = (DTYPE_REJECTED, DTYPE_AUTO, DTYPE_UNKNOWN, BINDING_UNUSED, BINDING_MISSING, ENGINE_UNKNOWN)
+    codes = (DTYPE_REJECTED, DTYPE_AUTO, DTYPE_UNKNOWN, BINDING_UNUSED, BINDING_MISSING, ENGINE_UNKNOWN,
+             DUPLICATE_OBJECT)
 
     def run(self, context: Context) -> Report:
         inventory = Inventory.read(context.source, context.namespace, context.system_namespace)
@@ -144,7 +147,7 @@ def _judge_binding(binding: dict, consumers: list[Consumer], report: Report) -> 
     ref = ObjectRef(BINDING.name, _model.namespace_of(binding), _model.name_of(binding))
     dtype = _model.binding_dtype(binding) or ""
     verdicts = set()
-    suggestion = None
+    fix: Optional[_engines.Remedy] = None
     if dtype == "auto":
         verdicts.add(AUTO)
         report.add(DTYPE_AUTO, WARNING, ref,
@@ -155,70 +158,84 @@ def _judge_binding(binding: dict, consumers: list[Consumer], report: Report) -> 
         report.add(DTYPE_UNKNOWN, WARNING, ref, f"{ref} declares no spec.domain.dtype, so this tool cannot judge it.",
                    dtype=None, engine=None, engineVersion=None)
     elif consumers:
-        engine_verdicts, suggestion = _judge_engines(ref, dtype, consumers, report)
+        engine_verdicts, fix = _judge_engines(ref, dtype, consumers, report)
         verdicts |= engine_verdicts
+    if consumers and not any(c.engine.name for c in consumers if c.receives_flag) and \
+            any(c.receives_flag for c in consumers):
+        verdicts.add(NOT_JUDGED)
     if not consumers:
         verdicts.add(UNUSED)
         report.add(BINDING_UNUSED, INFO, ref, f"{ref} has no ModelDeployment or injected Pod consuming it.")
-    verdict = next((v for v in (REJECTED, UNKNOWN, AUTO, UNUSED) if v in verdicts), OK)
+    verdict = next((v for v in (REJECTED, UNKNOWN, NOT_JUDGED, AUTO, UNUSED) if v in verdicts), OK)
     return {
         "namespace": ref.namespace, "name": ref.name, "dtype": dtype or None,
         "pool": _model.binding_pool(binding), "domain": _model.binding_domain(binding),
         "consumers": [c.to_item() for c in consumers], "verdict": verdict,
-        "suggestion": suggestion if verdict == REJECTED else None,
-        "fix": _fix(verdict, ref, suggestion),
+        "suggestion": fix.spelling if fix and fix.kind == _engines.REBIND and verdict == REJECTED else None,
+        "fix": _fix(verdict, fix, consumers),
     }
 
 
 def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer],
-                   report: Report) -> tuple[set[str], Optional[str]]:
+                   report: Report) -> tuple[set[str], Optional[_engines.Remedy]]:
     """One dtype-rejected finding per rejecting engine, one dtype-unknown per unsure engine.
 
-    Also returns the suggested spelling, sought only once an engine rejects (most Bindings pass).
+    Also returns the fix, sought only once an engine rejects (most Bindings pass).
     """
     verdicts: set[str] = set()
-    suggestion = None
+    fix = None
     for engine in _engines.ENGINES:
         users = [c for c in consumers if c.engine.name == engine and c.receives_flag]
         judged = [(c, _engines.judge(engine, c.engine.version, dtype)) for c in users]
         rejecting = [(c, j) for c, j in judged if j.verdict == _engines.REJECTED]
         unsure = [(c, j) for c, j in judged if j.verdict == _engines.UNKNOWN]
         if rejecting:
-            if REJECTED not in verdicts:
-                suggestion = _engines.suggest(dtype, [(c.engine.name, c.engine.version) for c in consumers
-                                                      if c.engine.name and c.receives_flag])
+            if fix is None:
+                fix = _engines.remedy(dtype, [(c.engine.name, c.engine.version) for c in consumers
+                                              if c.engine.name and c.receives_flag])
             verdicts.add(REJECTED)
-            report.add(DTYPE_REJECTED, ERROR, ref, _rejected_message(ref, dtype, rejecting, suggestion),
+            report.add(DTYPE_REJECTED, ERROR, ref, _rejected_message(ref, dtype, rejecting, fix),
                        dtype=dtype, engine=engine, engineVersion=_versions(j for _, j in rejecting),
-                       suggestion=suggestion, consumers=[c.ref.to_dict() for c, _ in rejecting])
+                       suggestion=fix.spelling if fix.kind == _engines.REBIND else None,
+                       fix=fix.text, consumers=[c.ref.to_dict() for c, _ in rejecting])
         elif unsure:
             verdicts.add(UNKNOWN)
             report.add(DTYPE_UNKNOWN, WARNING, ref,
                        f"{ref}: {unsure[0][1].reason}; check the {engine} documentation for {dtype!r} before upgrading.",
                        dtype=dtype, engine=engine, engineVersion=_versions(j for _, j in unsure))
-    return verdicts, suggestion
+    return verdicts, fix
 
 
 def _versions(judgements: Iterable[_engines.Judgement]) -> str:
     return ", ".join(dict.fromkeys(j.version for j in judgements))
 
 
-def _rejected_message(ref: ObjectRef, dtype: str, rejecting: list, suggestion: Optional[str]) -> str:
+def _rejected_message(ref: ObjectRef, dtype: str, rejecting: list, fix: _engines.Remedy) -> str:
     replicas = sum(c.replicas for c, _ in rejecting)
     names = ", ".join(c.label() for c, _ in rejecting[:3]) + (" ..." if len(rejecting) > 3 else "")
-    fix = (f"move them to a Binding with dtype {suggestion} (kubectl kvdtype escape rebind {ref.name} "
-           f"-n {ref.namespace} --dtype {suggestion})" if suggestion
-           else "no spelling meaning the same is accepted by every engine consuming it, so split its consumers")
+    command = f"kubectl kvdtype escape rebind {ref.name} -n {ref.namespace} --dtype {fix.spelling}"
+    how = {
+        _engines.REBIND: f"move them to a Binding with dtype {fix.spelling}, which means the same ({command})",
+        _engines.UPGRADE: f"{fix.text}, from which {dtype} is accepted",
+        _engines.REBIND_DIFFERENT: (f"no spelling of {dtype} is accepted by every consumer, nor by a later engine "
+                                    f"version: move them to a Binding with dtype {fix.spelling}, a different dtype "
+                                    f"that changes the KV-cache precision ({command})"),
+        _engines.SPLIT: ("no dtype is accepted by every engine consuming it, so split its consumers by engine "
+                         "onto Bindings of their own"),
+    }.get(fix.kind, fix.text)
     first = rejecting[0][1]
     return (f"{first.reason}, so each of the {replicas} replica(s) of {names} {first.failure} once the "
-            f"upgrade renders it; {fix}.")
+            f"upgrade renders it; {how}.")
 
 
-def _fix(verdict: str, ref: ObjectRef, suggestion: Optional[str]) -> str:
-    if verdict == REJECTED:
-        return f"rebind with {suggestion}" if suggestion else "split consumers by engine"
+def _fix(verdict: str, fix: Optional[_engines.Remedy], consumers: list[Consumer]) -> str:
+    if verdict == REJECTED and fix is not None:
+        return fix.text
     if verdict == UNKNOWN:
         return "confirm the spelling with the engine"
+    if verdict == NOT_JUDGED:
+        engines = ", ".join(dict.fromkeys(c.engine.declared or "an undeclared engine" for c in consumers))
+        return f"confirm the spelling with {engines}"
     if verdict == AUTO:
         return "pin a dtype when recreated"
     return "none needed"

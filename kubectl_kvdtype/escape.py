@@ -29,6 +29,7 @@ from kubectl_kvdtype._restore import RESTORE_BREAKS, restore
 from kubectl_kvdtype._report import Column, Report
 from kubectl_kvdtype._setting import (OFF, ON, attached_counts, blockers_of, require_setting, wait_for_setting,
                                       write_setting)
+from kubectl_kvdtype._sources import DUPLICATE_OBJECT
 from kubectl_kvdtype._status import ApiError, KvdtypeError, UsageError
 from kubectl_kvdtype.check import DTYPE_UNKNOWN, Inventory, build_report
 
@@ -47,7 +48,8 @@ class EscapeCommand(Command):
         "Binding's ModelDeployments to a new Binding with a corrected dtype (plan by default, "
         "--apply to carry it out, resumable)."
     )
-    codes = (MANUAL_STEP, NAME_CHANGE, SETTING_STAYS_OFF, SETTING_MISSING, DTYPE_UNKNOWN, RESTORE_BREAKS)
+    codes = (MANUAL_STEP, NAME_CHANGE, SETTING_STAYS_OFF, SETTING_MISSING, DTYPE_UNKNOWN, RESTORE_BREAKS,
+             DUPLICATE_OBJECT)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="escape_action", metavar="<action>", title="actions", required=True)

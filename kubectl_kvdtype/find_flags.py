@@ -16,7 +16,8 @@ from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._engines import FlagOccurrence
 from kubectl_kvdtype._report import ERROR, Column, ObjectRef, Report
-from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, WORKLOADS, Kind, Query, Source, list_many, unwrap
+from kubectl_kvdtype._sources import (BINDING, DEPLOYMENT, DUPLICATE_OBJECT, POD, WORKLOADS, Kind, Query, Source,
+                                      list_many, unwrap)
 from kubectl_kvdtype._status import ApiError
 
 ROLE_FLAG = "role-flag"
@@ -59,7 +60,7 @@ class FindFlagsCommand(Command):
         "container passes it. After the upgrade the operator refuses the role's next edit and the "
         "webhook refuses such Pods. Replaces Step 2 of the upgrade guide."
     )
-    codes = (ROLE_FLAG, POD_FLAG)
+    codes = (ROLE_FLAG, POD_FLAG, DUPLICATE_OBJECT)
 
     def run(self, context: Context) -> Report:
         return build_report(Inventory.read(context.source, context.namespace))
@@ -96,26 +97,43 @@ def _deployment(deployment: dict, dtypes: dict, report: Report) -> None:
     for role in _model.roles_of(deployment):
         if _model.role_is_takeover(role):
             continue  # the operator adds nothing to a take-over role and refuses nothing there
-        found = _engines.find_in_fields([("extraArgs", _model.role_extra_args(role))], engine.name, engine.version)
+        extra = [("extraArgs", _model.role_extra_args(role))]
+        today = _engines.read_flag(extra, engine.name, engine.version)
+        found = list(today.occurrences)
         if not found:
             continue
         known = (namespace, binding) in dtypes
         binding_dtype = dtypes.get((namespace, binding))
-        value = _engines.effective_value(found)
+        value = today.value if today.runs else None
+        after = (_engines.read_flag([("operator", [_engines.FLAG, binding_dtype])] + extra, engine.name, engine.version)
+                 if binding_dtype else None)
         role_name = _model.role_name(role)
         report.add(ROLE_FLAG, ERROR, ref,
-                   _role_message(ref, role_name, engine, found, value, binding, known, binding_dtype),
+                   _role_message(ref, role_name, engine, today, after, binding, known, binding_dtype),
                    role=role_name, value=value, binding=binding or None, bindingDtype=binding_dtype,
                    engine=engine.name or engine.declared, occurrences=[o.to_dict() for o in found])
         report.items.append(_item(ref, role_name, None, engine, found, value, binding, binding_dtype, None))
 
 
-def _role_message(ref: ObjectRef, role: str, engine: _model.EngineInfo, found: list[FlagOccurrence],
-                  value: Optional[str], binding: str, known: bool, binding_dtype: Optional[str]) -> str:
+def _role_message(ref: ObjectRef, role: str, engine: _model.EngineInfo, today: _engines.FlagReading,
+                  after: Optional[_engines.FlagReading], binding: str, known: bool, binding_dtype: Optional[str]) -> str:
+    found = list(today.occurrences)
+    value = today.value
     head = f"{ref} role {role} passes {_where(found)}"
-    if value is None:
+    if (today.state == _engines.FAILED and any(not o.read for o in found)) or value is None:
+        error = f" ({today.error})" if today.error else ""
         return (f"{head}, in a form {engine.name or 'its engine'} does not read as the flag "
-                f"({_unread_note(found)}): the role fails at startup anyway; remove it from extraArgs.")
+                f"({_unread_note(found)}): the role fails at startup anyway{error}; remove it from extraArgs.")
+    if today.state == _engines.FAILED:
+        return (f"{head}: {engine.name} {engine.version or ''} refuses it ({today.error}), so the role fails at "
+                f"{today.stage} today, whatever its Binding says; remove it from extraArgs.").replace("  ", " ")
+    if after is not None and after.state == _engines.FAILED and after.culprit is not None \
+            and after.culprit.field == "operator":
+        return (f"{head}: after the upgrade the operator renders its Binding {binding}'s {binding_dtype} first, "
+                f"and its engine refuses it ({after.error}): the process exits at {after.stage} although the "
+                f"role's own later copy ({value}) is valid, so the role's copy does not save it. Rebind to a "
+                "dtype the engine accepts (kubectl kvdtype check) before upgrading, then remove the flag; its "
+                "next edit is refused until the flag is gone from extraArgs.")
     if not known:
         return (f"{head} ({value}), and its Binding {binding!r} does not exist: remove the flag, and create "
                 "the Binding or point the deployment at one (kubectl kvdtype check).")
@@ -152,11 +170,22 @@ def _pod_like(kind: str, obj: dict, pod_like: dict, spec: dict, dtypes: dict, re
     binding_dtype = dtypes.get((namespace, binding))
     owner = _owner(obj) if kind == POD.name else None
     name = _model.text(container.get("name")) or ""
-    value = _engines.effective_value(own)
-    report.add(POD_FLAG, ERROR, ref, _pod_message(ref, name, own, owner),
+    reading = _own_reading(container, engine, webhook)
+    value = reading.value if reading.runs else None
+    report.add(POD_FLAG, ERROR, ref, _pod_message(ref, name, own, owner, reading),
                container=name, owner=owner, value=value, binding=binding or None, bindingDtype=binding_dtype,
                engine=engine.name or engine.declared, occurrences=[o.to_dict() for o in own])
     report.items.append(_item(ref, None, name, engine, own, value, binding, binding_dtype, owner))
+
+
+def _own_reading(container: dict, engine: _model.EngineInfo, webhook: Optional[FlagOccurrence]) -> _engines.FlagReading:
+    """What the engine makes of the Pod's own copies, read without the webhook's."""
+    fields = _model.container_fields(container)
+    if webhook is not None:
+        args = list(fields[1][1])
+        del args[webhook.index:webhook.index + (1 if "=" in webhook.token or webhook.value is None else 2)]
+        fields[1] = ("args", args)
+    return _engines.read_flag(fields, engine.name, engine.version)
 
 
 def _owner(pod: dict) -> Optional[dict]:
@@ -166,9 +195,15 @@ def _owner(pod: dict) -> Optional[dict]:
     return {"kind": _model.text(reference.get("kind")), "name": _model.text(reference.get("name"))}
 
 
-def _pod_message(ref: ObjectRef, container: str, own: list[FlagOccurrence], owner: Optional[dict]) -> str:
+def _pod_message(ref: ObjectRef, container: str, own: list[FlagOccurrence], owner: Optional[dict],
+                 reading: _engines.FlagReading) -> str:
     head = f"{ref} passes {_where(own)} itself, in container {container}"
-    unread = "" if any(o.read for o in own) else f" (in a form its engine does not read: {_unread_note(own)})"
+    if not any(o.read for o in own):
+        unread = f" (in a form its engine does not read: {_unread_note(own)})"
+    elif reading.state == _engines.FAILED:
+        unread = f" (its engine refuses it at {reading.stage}: {reading.error})"
+    else:
+        unread = ""
     if ref.kind == POD.name and owner:
         fix = (f"the webhook refuses such a Pod at creation, so its owner {owner['kind']} {owner['name']} reports "
                "FailedCreate for every new Pod until its template drops the flag: fix the owner")
@@ -187,7 +222,8 @@ def _where(found: list[FlagOccurrence]) -> str:
     places = [o.shown + (f" ({o.note})" if o.note and o.read else "") for o in found]
     if len(found) == 1:
         return places[0]
-    return f"the flag {len(found)} times ({'; '.join(places)}; the last one its engine reads wins)"
+    return (f"the flag {len(found)} times ({'; '.join(places)}; the last one wins only when its engine "
+            "accepts every copy)")
 
 
 def _unread_note(found: list[FlagOccurrence]) -> str:

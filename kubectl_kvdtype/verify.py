@@ -2,8 +2,9 @@
 
 Replaces the Verification section of the upgrade guide. The guide greps ``containers[0].command``
 for ``--kv-cache-dtype","``; this reads the engine container's whole argv the way the engine does
-(every spelling, the last copy wins), says which copy is the operator's or the webhook's, and
-judges each Pod against its Binding's dtype. ``--wait`` polls until every judged Pod passes, for
+(``_engines.read_flag``: every spelling, every copy's value checked, so a refused copy fails the
+whole parse), says which copy is the operator's or the webhook's, and judges each Pod against its
+Binding's dtype. ``--wait`` polls until every judged Pod passes, for
 running right after the upgrade.
 """
 
@@ -11,15 +12,15 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
 from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._command import Command, Context
-from kubectl_kvdtype._engines import FlagOccurrence
 from kubectl_kvdtype._flags import parse_duration
 from kubectl_kvdtype._report import ERROR, INFO, WARNING, Column, ObjectRef, Report
-from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, Query, Source, bounded, list_many, unwrap
+from kubectl_kvdtype._sources import (BINDING, DEPLOYMENT, DUPLICATE_OBJECT, POD, Query, Source, bounded, list_many,
+                                      unwrap)
 from kubectl_kvdtype._status import ApiError, ClusterError, KvdtypeError, UsageError
 from kubectl_kvdtype.check import BINDING_MISSING, DTYPE_UNKNOWN, add_missing_binding, read_setting
 
@@ -27,11 +28,18 @@ REPLICA_MISSING = "replica-missing-flag"
 REPLICA_MISMATCH = "replica-dtype-mismatch"
 POD_MISSING = "pod-missing-flag"
 POD_MISMATCH = "pod-dtype-mismatch"
+REPLICA_REJECTED = "replica-dtype-rejected"
+POD_REJECTED = "pod-dtype-rejected"
+REPLICA_NOT_ROLLED = "replica-not-rolled"
 ROLE_UNMANAGED = "role-unmanaged"
 NOT_ATTACHED = "deployment-not-attached"
 
 OK, MISSING, MISMATCH, UNMANAGED, UNKNOWN = "ok", "missing", "mismatch", "unmanaged", "unknown"
-FAILING = (MISSING, MISMATCH)
+REJECTED, PENDING = "rejected", "pending"
+#: Verdicts that are error findings, worst first; a Pod's verdict is the worst that applies.
+FAILING = (REJECTED, MISSING, MISMATCH)
+#: Verdicts --wait keeps waiting on: the failing ones, and replicas not rolled yet.
+NOT_DONE = FAILING + (PENDING,)
 INJECTED = "injected"
 DEFAULT_WAIT = 600.0
 #: Seconds a poll's requests may run past the --wait deadline (a poll started just before it
@@ -105,8 +113,9 @@ class VerifyCommand(Command):
         "the Binding's dtype. --wait polls until every judged Pod passes or the time is up. "
         "Replaces the Verification section of the upgrade guide."
     )
-    codes = (REPLICA_MISSING, REPLICA_MISMATCH, POD_MISSING, POD_MISMATCH, ROLE_UNMANAGED, NOT_ATTACHED,
-             BINDING_MISSING, DTYPE_UNKNOWN)
+    codes = (REPLICA_MISSING, REPLICA_MISMATCH, REPLICA_REJECTED, REPLICA_NOT_ROLLED, POD_MISSING, POD_MISMATCH,
+             POD_REJECTED, ROLE_UNMANAGED, NOT_ATTACHED, BINDING_MISSING, DTYPE_UNKNOWN,
+             DUPLICATE_OBJECT)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("deployment", nargs="?", metavar="DEPLOYMENT",
@@ -182,8 +191,15 @@ def _wait(context: Context, name: Optional[str], wait: float, interval: float) -
     if skipped:
         report.warnings.append(f"{len(skipped)} poll(s) failed and were retried; the last: {skipped[-1]}")
     if not passing:
+        _pending_become_errors(report)
         report.warnings.append(f"gave up waiting after {_show_seconds(wait)}: {_progress_line(report)}")
     return report
+
+
+def _pending_become_errors(report: Report) -> None:
+    """When --wait gives up, a replica still not rolled is a failure: the exit says so."""
+    report.findings = [replace(f, severity=ERROR) if f.code == REPLICA_NOT_ROLLED else f for f in report.findings]
+    report.headline = _headline(report)
 
 
 def _transient(error: ClusterError) -> bool:
@@ -193,18 +209,20 @@ def _transient(error: ClusterError) -> bool:
 
 def _failing(report: Report) -> list:
     """What keeps --wait waiting: failing Pods, and roles whose Pods are not all there yet."""
-    return [item for item in report.items if item["verdict"] in FAILING] + report.summary.get("pending", [])
+    return [item for item in report.items if item["verdict"] in NOT_DONE] + report.summary.get("pending", [])
 
 
 def _progress_line(report: Report) -> str:
     """``7/12 replicas carry bfloat16``: what the one-line display and the time-up warning say."""
-    judged = [item for item in report.items if item["verdict"] in (OK,) + FAILING]
+    judged = [item for item in report.items if item["verdict"] in (OK,) + NOT_DONE]
     passing = sum(1 for item in judged if item["verdict"] == OK)
+    not_rolled = sum(1 for item in judged if item["verdict"] == PENDING)
     expected = sorted({item["expected"] for item in judged if item["expected"]})
     what = "replicas" if all(item["role"] != INJECTED for item in judged) else "Pods"
     absent = sum(p["desired"] - p["found"] for p in report.summary.get("pending", []))
     total = len(judged) + absent
-    tail = f" ({absent} not created yet)" if absent else ""
+    tail = "".join(f" ({count} {what})" for count, what in ((absent, "not created yet"), (not_rolled, "not rolled yet"))
+                   if count)
     if not expected:
         return f"{passing}/{total} {what} pass (no flag expected){tail}"
     return f"{passing}/{total} {what} carry {', '.join(expected)}{tail}"
@@ -239,6 +257,7 @@ class Judged:
     effective: Optional[str]
     occurrences: list[dict] = field(default_factory=list)
     message: str = ""
+    error: Optional[str] = None  # the engine's own error text, for a rejected Pod
 
 
 def build_report(inventory: Inventory, offline: bool = False) -> Report:
@@ -311,7 +330,7 @@ def _deployment(deployment: dict, pods: list[dict], inventory: Inventory, on: bo
         seen[_model.role_name(role)] = seen.get(_model.role_name(role), 0) + 1
         judged = _judge_replica(pod, role, engine, on, expected if judgeable else None, judgeable)
         _record(report, pod, ref.name, _model.role_name(role), _model.engine_container(pod), judged,
-                REPLICA_MISSING, REPLICA_MISMATCH)
+                REPLICA_CODES)
     return _pending_replicas(ref, roles, seen)
 
 
@@ -331,44 +350,58 @@ def _pending_replicas(ref: ObjectRef, roles: dict[str, dict], seen: dict[str, in
 
 def _judge_replica(pod: dict, role: dict, engine: _model.EngineInfo, on: bool, expected: Optional[str],
                    judgeable: bool) -> Judged:
-    container = _model.engine_container(pod) or {}
-    found = _model.container_flags(container, engine)
+    reading = _model.container_reading(_model.engine_container(pod) or {}, engine)
+    found = list(reading.occurrences)
     own = len(_engines.find_dtype_flags(_model.role_extra_args(role), engine.name, engine.version))
     origins = ["operator"] * max(len(found) - own, 0) + ["extraArgs"] * min(own, len(found))
     occurrences = [{**o.to_dict(), "origin": origin} for o, origin in zip(found, origins)]
-    effective = _engines.effective_value(found)
+    effective = reading.value
     if _model.role_is_takeover(role):
         return Judged(UNMANAGED, None, effective, occurrences)
     if not judgeable:
         return Judged(UNKNOWN, None, effective, occurrences)
     operator = [o for o, origin in zip(found, origins) if origin == "operator"]
     if not on:
+        if reading.state == _engines.FAILED:
+            return _rejected(reading, origins, None, occurrences, "replica")
         if operator:
             return Judged(MISMATCH, None, effective, occurrences,
                           f"not rolled back yet: the Setting is off, so the operator renders no flag, but "
                           f"this replica still carries the operator's {operator[-1].shown}; it is replaced at "
                           "the deployment's next reconcile")
         return Judged(OK, None, effective, occurrences)
-    return _compare(found, origins, expected, effective, occurrences, "replica")
+    return _compare(reading, origins, expected, occurrences, "replica")
 
 
-def _compare(found: list[FlagOccurrence], origins: list[str], expected: Optional[str], effective: Optional[str],
+def _compare(reading: _engines.FlagReading, origins: list[str], expected: Optional[str],
              occurrences: list[dict], what: str) -> Judged:
-    """Setting on: the effective value must be the Binding's dtype."""
-    read = [(o, origin) for o, origin in zip(found, origins) if o.read]
-    if not read:
+    """Setting on: the engine must get past the flag and run the Binding's dtype.
+
+    The worst that applies wins: rejected > missing > mismatch > pending > ok.
+    """
+    found = list(reading.occurrences)
+    effective = reading.value
+    if reading.state == _engines.FAILED:
+        return _rejected(reading, origins, expected, occurrences, what)
+    if reading.state == _engines.ABSENT:
         tokens = ", ".join(repr(o.token) for o in found)
         unread = f" (it passes {tokens}, which its engine does not read)" if found else ""
         why = ("it has not been replaced since the upgrade yet; the rollout replaces it at the deployment's next "
                "reconcile" if what == "replica" else "the webhook has not injected it; recreate the Pod")
         return Judged(MISSING, expected, None, occurrences,
                       f"no --kv-cache-dtype in its engine container{unread}, but its Binding says {expected}: {why}")
+    if reading.state == _engines.UNSURE and effective in (None, expected):
+        return Judged(UNKNOWN, expected, effective, occurrences)  # the engine or the value is not in the tables
+    last = reading.culprit
+    origin = origins[found.index(last)] if last in found else ""
     if effective == expected:
+        if what == "replica" and "operator" not in origins:
+            return Judged(PENDING, expected, effective, occurrences,
+                          f"runs {expected}, but only from the role's own {last.shown}: it carries no operator "
+                          "copy, so the rollout has not replaced it yet; it is replaced at the deployment's next "
+                          "reconcile")
         return Judged(OK, expected, effective, occurrences)
-    last, origin = read[-1]
-    if effective is None:
-        detail = f"{last.shown} has no value: the engine exits at argument parsing"
-    elif origin == "extraArgs" and any(o.value == expected for o, g in read if g == "operator"):
+    if origin == "extraArgs" and any(o.value == expected for o, g in zip(found, origins) if g == "operator"):
         detail = (f"the operator's copy is right ({expected}), but the role's own {last.shown} from extraArgs "
                   "comes later and wins: remove it from the role's extraArgs (see kubectl kvdtype find-flags)")
     elif origin == "pod":
@@ -383,6 +416,26 @@ def _compare(found: list[FlagOccurrence], origins: list[str], expected: Optional
     return Judged(MISMATCH, expected, effective, occurrences, detail)
 
 
+def _rejected(reading: _engines.FlagReading, origins: list[str], expected: Optional[str],
+              occurrences: list[dict], what: str) -> Judged:
+    """The engine refuses the argv: the process exits and never serves."""
+    found = list(reading.occurrences)
+    culprit = reading.culprit
+    origin = origins[found.index(culprit)] if culprit in found else ""
+    later = [o for o, g in zip(found[found.index(culprit) + 1:], origins[found.index(culprit) + 1:])
+             if g != origin] if culprit in found else []
+    head = f"its engine exits at {reading.stage} ({reading.error}) on {culprit.shown if culprit else 'its argv'}"
+    if origin in ("operator", "webhook"):
+        source = "the operator's" if origin == "operator" else "the webhook's"
+        tail = (f": {source} copy comes first and ends the process, although the later {later[-1].shown} is valid"
+                if later else "")
+        fix = "rebind to a dtype its engine accepts (see kubectl kvdtype check)"
+        return Judged(REJECTED, expected, None, occurrences, f"{head}{tail}; it never serves: {fix}", reading.error)
+    whose = "the role's extraArgs" if origin == "extraArgs" else "the Pod's template"
+    return Judged(REJECTED, expected, None, occurrences,
+                  f"{head}; it never serves: remove the flag from {whose}", reading.error)
+
+
 def _injected(pod: dict, bindings: dict, on: bool, report: Report) -> None:
     ref = ObjectRef(POD.name, _model.namespace_of(pod), _model.name_of(pod))
     judgeable, expected = _expected(ref.namespace or "", _model.pod_binding(pod) or "", bindings, ref, on, report)
@@ -393,17 +446,20 @@ def _injected(pod: dict, bindings: dict, on: bool, report: Report) -> None:
                         "annotation naming one of them), so the webhook cannot inject it")
     else:
         judged = _judge_injected(pod, container, on, expected, judgeable)
-    _record(report, pod, None, INJECTED, container, judged, POD_MISSING, POD_MISMATCH)
+    _record(report, pod, None, INJECTED, container, judged, POD_CODES)
 
 
 def _judge_injected(pod: dict, container: dict, on: bool, expected: Optional[str], judgeable: bool) -> Judged:
-    found = _model.container_flags(container, _model.pod_engine(pod))
+    reading = _model.container_reading(container, _model.pod_engine(pod))
+    found = list(reading.occurrences)
     webhook = _model.webhook_copy(pod, found)
     origins = ["webhook" if o is webhook else "pod" for o in found]
     occurrences = [{**o.to_dict(), "origin": origin} for o, origin in zip(found, origins)]
-    effective = _engines.effective_value(found)
+    effective = reading.value
     if not judgeable:
         return Judged(UNKNOWN, None, effective, occurrences)
+    if reading.state == _engines.FAILED:
+        return _rejected(reading, origins, expected if on else None, occurrences, "pod")
     if not on:
         if webhook is not None:
             return Judged(MISMATCH, None, effective, occurrences,
@@ -414,11 +470,11 @@ def _judge_injected(pod: dict, container: dict, on: bool, expected: Optional[str
         return Judged(MISSING, expected, effective, occurrences,
                       f"no --kv-cache-dtype in its target container's args, where the webhook appends "
                       f"{expected}: it was not injected since the upgrade; recreate the Pod")
-    return _compare(found, origins, expected, effective, occurrences, "pod")
+    return _compare(reading, origins, expected, occurrences, "pod")
 
 
 def _record(report: Report, pod: dict, deployment: Optional[str], role: str, container: Optional[dict],
-            judged: Judged, missing_code: str, mismatch_code: str) -> None:
+            judged: Judged, codes: dict[str, str]) -> None:
     ref = ObjectRef(POD.name, _model.namespace_of(pod), _model.name_of(pod))
     name = _model.text((container or {}).get("name"))
     report.items.append({
@@ -426,13 +482,18 @@ def _record(report: Report, pod: dict, deployment: Optional[str], role: str, con
         "expected": judged.expected, "effective": judged.effective, "occurrences": judged.occurrences,
         "verdict": judged.verdict,
     })
-    if judged.verdict not in FAILING:
+    code = codes.get(judged.verdict)
+    if code is None:
         return
-    code = missing_code if judged.verdict == MISSING else mismatch_code
     whose = f"replica of ModelDeployment {deployment}, role {role}" if deployment else "injected Pod"
-    report.add(code, ERROR, ref, f"{ref} ({whose}): {judged.message}.", deployment=deployment,
+    report.add(code, ERROR if judged.verdict in FAILING else WARNING, ref, f"{ref} ({whose}): {judged.message}.", deployment=deployment,
                role=role, container=name, expected=judged.expected, effective=judged.effective,
-               occurrences=judged.occurrences)
+               occurrences=judged.occurrences, **({"error": judged.error} if judged.error else {}))
+
+
+REPLICA_CODES = {REJECTED: REPLICA_REJECTED, MISSING: REPLICA_MISSING, MISMATCH: REPLICA_MISMATCH,
+                 PENDING: REPLICA_NOT_ROLLED}
+POD_CODES = {REJECTED: POD_REJECTED, MISSING: POD_MISSING, MISMATCH: POD_MISMATCH}
 
 
 def _summary(report: Report, inventory: Inventory, setting_on: Optional[bool]) -> dict:
@@ -440,7 +501,7 @@ def _summary(report: Report, inventory: Inventory, setting_on: Optional[bool]) -
     return {
         "deployments": len(inventory.deployments),
         "pods": len(report.items),
-        "verdicts": {v: verdicts.count(v) for v in (OK, MISSING, MISMATCH, UNMANAGED, UNKNOWN)},
+        "verdicts": {v: verdicts.count(v) for v in (OK, PENDING, REJECTED, MISSING, MISMATCH, UNMANAGED, UNKNOWN)},
         "setting": {"name": _model.SETTING_NAME,
                     "value": None if setting_on is None else ("true" if setting_on else "false")},
     }
@@ -459,7 +520,7 @@ COLUMNS = [
     Column("POD", "name"),
     Column("ROLE", "role"),
     Column("CONTAINER", "container"),
-    Column("EXPECTED", lambda item: item["expected"] or ("(no flag)" if item["verdict"] in (OK,) + FAILING else None)),
+    Column("EXPECTED", lambda item: item["expected"] or ("(no flag)" if item["verdict"] in (OK,) + NOT_DONE else None)),
     Column("EFFECTIVE", "effective"),
     Column("VERDICT", "verdict", status=True),
     Column("DEPLOYMENT", "deployment", wide=True),

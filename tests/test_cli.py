@@ -72,8 +72,8 @@ def test_empty_scope_says_so_on_stderr(tmp_path):
     empty.write_text("apiVersion: v1\nkind: List\nitems: []\n")
     status, out, err = in_process(["check", "-f", str(empty)])
     assert status == 0
-    assert "No KVCachePoolBindings found." in err
-    assert "0 Binding(s)" in out
+    assert f"No KVCachePoolBindings found in {empty} (a List with no items)." in err
+    assert f"In {empty} (a List with no items): 0 Binding(s)" in out
 
 
 def test_repeated_filename_before_and_after_the_subcommand():

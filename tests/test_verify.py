@@ -27,11 +27,18 @@ def verdicts(document: dict) -> dict[str, str]:
     return {item["name"]: item["verdict"] for item in document["items"]}
 
 
+def namespaced_verdicts(document: dict) -> dict[str, str]:
+    return {f"{item['namespace']}/{item['name']}": item["verdict"] for item in document["items"]}
+
+
 def test_every_verdict_and_code_on_the_examples(cluster):
     result = kvdtype(cluster, "verify", "-A", "-o", "json")
     assert result.returncode == 1, result.stderr
     found = report(result)
     assert found["kind"] == "VerifyReport"
+    got = namespaced_verdicts(found)
+    # SGLang refuses vLLM's fp8 as it parses its argv: team-b's injected Pod never serves.
+    assert got["team-b/sglang-worker-0"] == "rejected" and got["team-c/sglang-worker-0"] == "ok"
     assert verdicts(found) == {
         "qwen-chat-server-r0-m0": "ok", "qwen-chat-server-r1-m0": "missing",  # team-a
         "sglang-worker-0": "ok",  # team-b and team-c both have one (same name)
@@ -44,6 +51,7 @@ def test_every_verdict_and_code_on_the_examples(cluster):
     assert sorted(codes(found)) == sorted([
         ("replica-missing-flag", "team-a/qwen-chat-server-r1-m0"),
         ("binding-missing", "team-b/qwen-orphan"),
+        ("pod-dtype-rejected", "team-b/sglang-worker-0"),
         ("replica-dtype-mismatch", "team-c/qwen-flagged-server-r0-m0"),
         ("replica-dtype-mismatch", "team-c/qwen-flagged-server-r1-m0"),
         ("role-unmanaged", "team-c/qwen-pd"),
@@ -54,8 +62,9 @@ def test_every_verdict_and_code_on_the_examples(cluster):
     severities = {f["code"]: f["severity"] for f in found["findings"]}
     assert severities["role-unmanaged"] == "info"
     assert {severities[c] for c in ("replica-missing-flag", "replica-dtype-mismatch", "pod-missing-flag",
-                                    "pod-dtype-mismatch", "binding-missing")} == {"error"}
-    assert found["summary"]["verdicts"] == {"ok": 7, "missing": 3, "mismatch": 3, "unmanaged": 1, "unknown": 0}
+                                    "pod-dtype-mismatch", "pod-dtype-rejected", "binding-missing")} == {"error"}
+    assert found["summary"]["verdicts"] == {"ok": 6, "pending": 0, "rejected": 1, "missing": 3, "mismatch": 3,
+                                            "unmanaged": 1, "unknown": 0}
 
 
 def test_items_carry_every_occurrence_with_its_origin(cluster):
@@ -336,9 +345,9 @@ def test_strange_shapes_are_judged_not_crashed(fake, kube_env):
     verified = kvdtype(kube_env, "verify", "-n", "odd", "-o", "json")
     flags = kvdtype(kube_env, "find-flags", "-n", "odd", "-o", "json")
     assert "Traceback" not in verified.stderr + flags.stderr
-    assert verdicts(report(verified)) == {"p0": "missing", "p1": "mismatch", "inj": "missing"}
+    assert verdicts(report(verified)) == {"p0": "missing", "p1": "rejected", "inj": "missing"}
     messages = {f["object"]["name"]: f["message"] for f in report(verified)["findings"]}
-    assert "has no value: the engine exits at argument parsing" in messages["p1"]
+    assert "exits at argument parsing (error: argument --kv-cache-dtype: expected one argument)" in messages["p1"]
     assert "no target container" in messages["inj"]
     (role_flag,) = report(flags)["findings"]  # one entry holding a space: reported, not read
     assert role_flag["occurrences"][0]["spelling"] == "spaced" and role_flag["value"] is None
