@@ -26,6 +26,8 @@ PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
 
 nox.options.sessions = ["tests"]
 nox.options.default_venv_backend = "venv"
+# Only the interpreters on this machine: nothing is downloaded at run time.
+nox.options.download_python = "never"
 # On CI a supported version that this machine lacks fails the run instead of being skipped.
 nox.options.error_on_missing_interpreters = os.environ.get("CI", "").lower() in ("true", "1", "yes")
 
