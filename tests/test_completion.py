@@ -40,6 +40,10 @@ def seeded(fake, kube_env):
     seed(fake, documents(EXAMPLES))
     for name in NAMESPACES:
         fake.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    # The 2 s default is a prompt's budget; on a loaded 2-core CI machine importing the kubernetes
+    # client alone took 5 s (measured), and these tests are about where the names come from.
+    # test_a_slow_cluster_is_given_up_on_quickly tests the budget itself, with its own value.
+    kube_env["KUBECTL_KVDTYPE_COMPLETION_TIMEOUT"] = "30"
     return kube_env
 
 

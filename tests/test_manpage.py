@@ -20,7 +20,8 @@ BUILD = ROOT / "scripts" / "build-binary"
 
 def _without_date(text: str) -> str:
     """The .TH line carries the build date (SOURCE_DATE_EPOCH); everything else must match."""
-    return re.sub(r'^(\.TH \S+ \S+ "\S+" )"[^"]*"', r'\1"DATE"', text, count=1, flags=re.M)
+    # .TH NAME "SECTION" "DATE" "SOURCE" "MANUAL": the third field is the date.
+    return re.sub(r'^(\.TH \S+ "\S+" )"[^"]*"', r'\1"DATE"', text, count=1, flags=re.M)
 
 
 def _render(path: Path) -> str:

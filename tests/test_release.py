@@ -168,15 +168,156 @@ def test_release_step_fills_uri_and_sha256_from_the_archives(tmp_path):
     assert strict.returncode == 1 and "missing archives" in strict.stderr
 
 
+WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
+KREW_TEMPLATE = ROOT / ".krew.yaml"
+#: Runner labels GitHub-hosted runners offer for each platform (macos-13 is gone; darwin/amd64 runs
+#: on the Intel macOS 15 image).
+CURRENT_RUNNERS = {("linux", "amd64"): {"ubuntu-24.04", "ubuntu-22.04", "ubuntu-latest"},
+                   ("linux", "arm64"): {"ubuntu-24.04-arm", "ubuntu-22.04-arm"},
+                   ("darwin", "amd64"): {"macos-15-intel", "macos-26-intel"},
+                   ("darwin", "arm64"): {"macos-15", "macos-14", "macos-26", "macos-latest"}}
+#: The first major of each action that runs on node24 (node20 is being removed from the runners).
+NODE24_MAJORS = {"actions/checkout": 5, "actions/setup-python": 6, "actions/upload-artifact": 6,
+                 "actions/download-artifact": 7}
+
+
+def _workflow() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def _runs(job: dict) -> list[str]:
+    return [str(step["run"]) for step in job["steps"] if "run" in step]
+
+
 def test_release_workflow_builds_every_platform_and_fills_the_manifest():
-    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
+    workflow = _workflow()
     assert workflow[True]["push"]["tags"]  # YAML 1.1 reads the key `on` as True
     matrix = workflow["jobs"]["build"]["strategy"]["matrix"]["include"]
     assert sorted((m["os"], m["arch"]) for m in matrix) == sorted(build_binary.PLATFORMS)
-    steps = " ".join(str(s.get("run", "")) for s in workflow["jobs"]["build"]["steps"])
+    steps = " ".join(_runs(workflow["jobs"]["build"]))
     assert "scripts/build-binary" in steps
-    release = " ".join(str(s.get("run", "")) for s in workflow["jobs"]["release"]["steps"])
+    release = " ".join(_runs(workflow["jobs"]["release"]))
     assert "--update-manifest dist --require-all" in release and "plugin.yaml" in release
+
+
+def test_release_workflow_runs_on_current_runners_and_node24_actions():
+    workflow = _workflow()
+    for entry in workflow["jobs"]["build"]["strategy"]["matrix"]["include"]:
+        assert entry["runner"] in CURRENT_RUNNERS[(entry["os"], entry["arch"])], entry
+    assert workflow["jobs"]["release"]["runs-on"] in CURRENT_RUNNERS[("linux", "amd64")]
+    used = [step["uses"] for job in workflow["jobs"].values() for step in job["steps"] if "uses" in step]
+    for action in used:
+        name, _, ref = action.partition("@")
+        if name in NODE24_MAJORS:
+            assert re.fullmatch(r"v\d+", ref) and int(ref[1:]) >= NODE24_MAJORS[name], action
+    assert {a.partition("@")[0] for a in used} >= set(NODE24_MAJORS)
+    setup = [s for s in workflow["jobs"]["build"]["steps"] if str(s.get("uses", "")).startswith("actions/setup-python")]
+    assert setup[0]["with"]["python-version"] == "3.11"  # the release Python README.md names
+
+
+def test_release_workflow_smoke_tests_with_the_build_scripts_smoke_test():
+    build = _runs(_workflow()["jobs"]["build"])
+    smoke = [run for run in build if "--smoke-test" in run]
+    assert smoke == [".venv/bin/python scripts/build-binary --smoke-test dist/kubectl-kvdtype"]
+    # ...after the build step that writes dist/kubectl-kvdtype.
+    assert build.index(smoke[0]) > next(i for i, run in enumerate(build) if "scripts/build-binary\n" in run + "\n")
+
+
+def test_release_job_opens_the_krew_index_update_from_the_krew_template():
+    steps = _workflow()["jobs"]["release"]["steps"]
+    publish = next(i for i, s in enumerate(steps) if "gh release create" in str(s.get("run", "")))
+    bot = [i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("rajatjindal/krew-release-bot@")]
+    assert len(bot) == 1 and bot[0] > publish, "the bot reads the archives of the published release"
+    assert re.fullmatch(r"rajatjindal/krew-release-bot@v\d+\.\d+\.\d+", steps[bot[0]]["uses"])
+    assert steps[bot[0]]["with"]["krew_template_file"] == KREW_TEMPLATE.name
+
+
+def render_krew_template(text: str, tag: str, sha256_of: "callable") -> str:
+    """What krew-release-bot does with .krew.yaml for a tag: Go-template actions {{ .TagName }} and
+    {{addURIAndSha "URI" .TagName }}; the URI is itself a template of .TagName and .Version (the
+    tag's dotted digits), and its action becomes `uri: URI` and `sha256: <the archive's sha256>`
+    (4 spaces in). Any other template action is left unrendered, and so fails here."""
+    version = re.search(r"\d+(\.\d+)+", tag).group(0)
+
+    def uri_and_sha(match: re.Match) -> str:
+        uri = match.group(1).replace("{{ .TagName }}", tag).replace("{{ .Version }}", version)
+        return f"uri: {uri}\n    sha256: {sha256_of(uri)}"
+
+    rendered = re.sub(r'\{\{\s*addURIAndSha "([^"]*)" \.TagName\s*\}\}', uri_and_sha, text)
+    rendered = re.sub(r"\{\{\s*\.TagName\s*\}\}", tag, rendered)
+    assert "{{" not in rendered and "}}" not in rendered, rendered
+    return rendered
+
+
+def _archives(directory: Path, version: str) -> dict[str, Path]:
+    """One stand-in archive per platform, as the release publishes them, by download uri."""
+    directory.mkdir(parents=True, exist_ok=True)
+    by_uri = {}
+    for os_, arch in build_binary.PLATFORMS:
+        archive = directory / build_binary.archive_name(version, os_, arch)
+        archive.write_bytes(f"{os_}/{arch} archive of {version}".encode())
+        by_uri[build_binary.RELEASE_URI.format(version=version, os=os_, arch=arch)] = archive
+    return by_uri
+
+
+def test_krew_template_is_generated_from_the_manifest_data():
+    assert KREW_TEMPLATE.read_text() == build_binary.render_krew_template(), \
+        "regenerate it: scripts/build-binary --krew-template"
+
+
+def test_rendered_krew_manifest_passes_krews_rules_and_is_the_released_plugin_yaml(tmp_path):
+    from kubectl_kvdtype import __version__
+
+    by_uri = _archives(tmp_path / "dist", __version__)
+    rendered = render_krew_template(KREW_TEMPLATE.read_text(), f"v{__version__}", lambda uri: _sha256(by_uri[uri]))
+    manifest = yaml.safe_load(rendered)
+    validate_manifest(manifest, "kvdtype.yaml")  # krew-index keeps it as plugins/kvdtype.yaml
+    # The same manifest as the release step writes into plugin.yaml from the same archives.
+    released = tmp_path / "plugin.yaml"
+    shutil.copy(MANIFEST, released)
+    subprocess.run([sys.executable, str(BUILD), "--update-manifest", str(tmp_path / "dist"), "--require-all",
+                    "--manifest", str(released)], check=True, capture_output=True, timeout=60)
+    assert manifest == yaml.safe_load(released.read_text())
+    assert {p["sha256"] for p in manifest["spec"]["platforms"]} == {_sha256(a) for a in by_uri.values()}
+
+
+def test_krew_template_renders_for_a_later_version(tmp_path):
+    by_uri = _archives(tmp_path, "1.12.0")
+    manifest = yaml.safe_load(render_krew_template(KREW_TEMPLATE.read_text(), "v1.12.0",
+                                                   lambda uri: _sha256(by_uri[uri])))
+    validate_manifest(manifest, "kvdtype.yaml")
+    assert manifest["spec"]["version"] == "v1.12.0"
+    assert sorted(p["uri"] for p in manifest["spec"]["platforms"]) == sorted(by_uri)
+
+
+def test_the_bots_rendering_catches_a_broken_template():
+    broken = KREW_TEMPLATE.read_text().replace("{{ .Version }}_linux_amd64", "{{ .Version | lower }}_linux_amd64")
+    with pytest.raises(AssertionError):
+        render_krew_template(broken, "v0.1.0", lambda uri: "0" * 64)
+    wrong = KREW_TEMPLATE.read_text().replace("_{{ .Version }}_darwin_arm64", "_{{ .TagName }}_darwin_arm64")
+    manifest = yaml.safe_load(render_krew_template(wrong, "v0.1.0", lambda uri: "0" * 64))
+    assert manifest != yaml.safe_load(build_binary.render_manifest("0.1.0", {}))
+
+
+FAKE_BINARY = """#!/bin/sh
+case "$1" in
+  --version) echo "kubectl-kvdtype v{version}" ;;
+  check) echo '{{"kind": "CheckReport", "items": [], "findings": []}}'; exit 1 ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("version_ok", [True, False])
+def test_smoke_test_rejects_a_binary_that_does_not_work(tmp_path, version_ok):
+    from kubectl_kvdtype import __version__
+
+    fake = tmp_path / "kubectl-kvdtype"
+    fake.write_text(FAKE_BINARY.format(version=__version__ if version_ok else "0.0.0"))
+    fake.chmod(0o755)
+    result = subprocess.run([sys.executable, str(BUILD), "--smoke-test", str(fake)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 1
+    assert ("check -f examples/" if version_ok else "--version") in result.stderr
 
 
 # --- The binary ----------------------------------------------------------------------------------
@@ -269,6 +410,14 @@ def krew_installed(built, tmp_path_factory) -> dict:
 def _krew_env(kube_env: dict, bindir: Path) -> dict:
     """PATH with the krew bin directory and the system, not the venv (no kubectl-kvdtype there)."""
     return dict(kube_env, PATH=os.pathsep.join([str(bindir), "/usr/local/bin", "/usr/bin", "/bin"]))
+
+
+def test_smoke_test_passes_on_the_built_binary(built):
+    """The step release.yml runs on every platform's binary, run here on this platform's."""
+    result = subprocess.run([sys.executable, str(BUILD), "--smoke-test", str(built["binary"])], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "smoke test passed" in result.stdout
 
 
 def test_two_builds_of_one_commit_have_one_sha256(source, built, tmp_path):
