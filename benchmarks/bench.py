@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fakekube import FakeKube  # noqa: E402
 
-#: Step 2 of /work/shared/upgrade-guide.md, verbatim.
+#: The upgrade guide's Step 2, verbatim (docs/engines.md, "The upgrade guide's commands").
 STEP2_JQ = r'''.items[]
   | select(.spec.kvCache != null) | . as $md | .spec.roles[]
   | select((.command // []) == [] and ((.extraArgs // []) | any(test("^--kv[-_]cache[-_]dtype"))))
