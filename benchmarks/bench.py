@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from apiserver import BenchApiServer  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
 
-#: The guide's Step 2: every deployment as JSON, kept when a role passes the flag in extraArgs.
+#: The upgrade guide's Step 2, verbatim (docs/engines.md, "The upgrade guide's commands").
 STEP2_JQ = r'''.items[]
   | select(.spec.kvCache != null) | . as $md | .spec.roles[]
   | select((.command // []) == [] and ((.extraArgs // []) | any(test("^--kv[-_]cache[-_]dtype"))))

@@ -1,8 +1,9 @@
 """Everything the plugin knows about the two engines: names, versions, spellings, argv.
 
-This is the one place that encodes section 5 of the domain sheet: which ``--kv-cache-dtype``
-values each engine accepts at which version, which spellings mean the same, and how each engine's
-argparse reads the flag out of an argv. The rest of the package asks questions; only this module
+This is the one place that encodes docs/engines.md ("Which spellings each engine accepts", "How
+each engine reads the flag"): which ``--kv-cache-dtype`` values each engine accepts at which
+version, which spellings mean the same, and how each engine's argparse reads the flag out of an
+argv. The rest of the package asks questions; only this module
 answers them.
 """
 
@@ -74,7 +75,8 @@ def _since(text: str) -> tuple[Window, ...]:
 
 _ALWAYS = (Window(),)
 
-#: Spellings each engine accepts, and from (until) which version. Section 5 of the domain sheet.
+#: Spellings each engine accepts, and from (until) which version: docs/engines.md,
+#: "Which spellings each engine accepts", which says where each row comes from.
 _ACCEPTED: dict[str, dict[str, tuple[Window, ...]]] = {
     VLLM: {
         "auto": _ALWAYS,

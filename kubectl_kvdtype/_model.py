@@ -1,4 +1,5 @@
-"""Defensive readers for the objects the plugin judges (domain sheet sections 2-4).
+"""Defensive readers for the objects the plugin judges (docs/engines.md, "The objects the
+plugin reads").
 
 Objects come from live clusters of many ages and from hand-written manifests, so every reader here
 accepts any shape: a missing ``spec``, a string where a list belongs, a null ``command``. Readers
@@ -248,8 +249,8 @@ def pod_template(workload: dict) -> Optional[dict]:
 def webhook_copy(pod_like: dict, occurrences: list[_engines.FlagOccurrence]) -> Optional[_engines.FlagOccurrence]:
     """The webhook's own appended flag on a Pod it injected: the last occurrence in ``args``.
 
-    Domain sheet section 4: only a Pod carrying the ``injected`` annotation has one; every other
-    occurrence (earlier in ``args``, or in ``command``) is the Pod's own.
+    docs/engines.md, "Injected Pods": only a Pod carrying the ``injected`` annotation has one;
+    every other occurrence (earlier in ``args``, or in ``command``) is the Pod's own.
     """
     if INJECTED_ANNOTATION not in annotations_of(pod_like):
         return None

@@ -11,7 +11,7 @@ import enum
 
 class ExitStatus(enum.IntEnum):
     """What the process exit code means: ``--help``, the man page and README.md are written from
-    ``EXIT_MEANINGS`` (tests/test_cli.py checks README's table against it)."""
+    ``EXIT_MEANINGS`` (tests/test_robustness.py checks README's table against it)."""
 
     OK = 0
     FINDINGS = 1

@@ -1,4 +1,4 @@
-"""The argv reader (domain sheet section 5): every form, for both engines, in the reader and end to end.
+"""The argv reader (docs/engines.md, "How each engine reads the flag"): every form, for both engines, in the reader and end to end.
 
 The reader (``_engines.find_dtype_flags``) is the one place that knows how vLLM and SGLang read
 ``--kv-cache-dtype`` out of an argv; ``find-flags`` and ``verify`` both use it. The last tests run
@@ -118,7 +118,7 @@ ROLES = [
     ("vllm-clean", VLLM, "0.29.0", ["--max-model-len=4096"], False, None, False),
 ]
 
-#: The guide's Step 2 pipeline, verbatim (upgrade-guide.md, "Step 2: Find roles with flags").
+#: The guide's Step 2 pipeline, verbatim (docs/engines.md, "The upgrade guide's commands").
 GUIDE_STEP2_JQ = '''.items[]
   | select(.spec.kvCache != null) | . as $md | .spec.roles[]
   | select((.command // []) == [] and ((.extraArgs // []) | any(test("^--kv[-_]cache[-_]dtype"))))

@@ -1,4 +1,4 @@
-"""The engine table of the domain sheet (section 5), judged spelling by spelling."""
+"""The spelling-by-version table of docs/engines.md ("Which spellings each engine accepts"), judged spelling by spelling."""
 
 from __future__ import annotations
 

@@ -15,7 +15,8 @@ from _support import EXAMPLES, SETTING, assert_one_clean_line, codes, direct, kv
 from conftest import kubectl_path
 
 
-#: The guide's Verification command, verbatim but for the two placeholders (upgrade-guide.md).
+#: The guide's Verification command, verbatim but for the two placeholders
+#: (docs/engines.md, "The upgrade guide's commands").
 GUIDE_VERIFY = (
     "kubectl -n {namespace} get pods -l app.kubernetes.io/instance={deployment} \\\n"
     "  -o jsonpath='{{range .items[*]}}{{.metadata.name}}{{\"\\t\"}}{{.spec.containers[0].command}}{{\"\\n\"}}{{end}}' \\\n"
