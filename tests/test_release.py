@@ -147,6 +147,7 @@ def test_the_rules_catch_a_broken_manifest(fault):
         validate_manifest(broken, "kvdtype.yaml")
 
 
+@pytest.mark.e2e  # the release script as a subprocess
 def test_release_step_fills_uri_and_sha256_from_the_archives(tmp_path):
     from kubectl_kvdtype import __version__
 
@@ -271,12 +272,14 @@ def _krew_env(kube_env: dict, bindir: Path) -> dict:
     return dict(kube_env, PATH=os.pathsep.join([str(bindir), "/usr/local/bin", "/usr/bin", "/bin"]))
 
 
+@pytest.mark.e2e  # builds the binary
 def test_two_builds_of_one_commit_have_one_sha256(source, built, tmp_path):
     again = _build(source, tmp_path / "dist")
     assert _sha256(again["binary"]) == _sha256(built["binary"])
     assert _sha256(again["archive"]) == _sha256(built["archive"])
 
 
+@pytest.mark.e2e  # builds the binary
 def test_archive_is_a_reproducible_tarball(built):
     raw = built["archive"].read_bytes()
     assert raw[:2] == b"\x1f\x8b" and raw[4:8] == b"\0\0\0\0", "gzip mtime must be 0"
