@@ -1,17 +1,69 @@
-"""Shared pytest fixtures: a fake API server, an environment for subprocesses, real kubectl."""
+"""Shared pytest fixtures: a fake API server, an environment for subprocesses, real kubectl.
+
+Two tiers.  A test is end-to-end (marker ``e2e``) when it uses one of ``E2E_FIXTURES`` (they start
+the fake API server or run the real kubectl) or is marked ``e2e`` in its module.  Everything else is
+the fast tier, ``pytest -m "not e2e"``: in-process only.  That is enforced, not hoped for: while a
+fast-tier test runs, starting a subprocess or opening a socket fails it with a message saying to
+mark it ``e2e`` (an audit hook watches for those events; see ``_stay_in_process``).
+"""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fakekube import FakeKube  # noqa: E402
+
+#: Fixtures that make a test end-to-end: they start the fake API server or run the real kubectl.
+E2E_FIXTURES = frozenset({"fake", "kube_env", "kubectl", "kubectl_bin", "cluster"})
+#: Audit events a fast-tier test must not raise: another process, or any network socket.
+OUT_OF_PROCESS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork",
+                            "os.system", "socket.bind", "socket.connect"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+
+
+class _FastTierGuard:
+    """Records out-of-process events while a fast-tier test runs (None: no such test running)."""
+
+    test: Optional[str] = None
+    events: list[str] = []
+
+    @classmethod
+    def audit(cls, event: str, args: Any) -> None:
+        if cls.test is not None and event in OUT_OF_PROCESS:
+            cls.events.append(event)
+            # Raised at the call, and recorded too: the code under test may catch and hide it.
+            raise RuntimeError(f"{cls.test} runs {event} but is not marked e2e")
+
+
+sys.addaudithook(_FastTierGuard.audit)
+
+
+@pytest.fixture(autouse=True)
+def _stay_in_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test of the fast tier that starts a process or opens a socket."""
+    if request.node.get_closest_marker("e2e") is not None:
+        yield
+        return
+    _FastTierGuard.test, _FastTierGuard.events = request.node.nodeid, []
+    try:
+        yield
+    finally:
+        _FastTierGuard.test = None
+    if _FastTierGuard.events:
+        pytest.fail(f"fast-tier test ran {sorted(set(_FastTierGuard.events))}: mark it "
+                    "@pytest.mark.e2e (or use an E2E_FIXTURES fixture)", pytrace=False)
 
 
 @pytest.fixture

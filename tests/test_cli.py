@@ -29,6 +29,7 @@ def test_version(kube_env):
     assert result.stdout.strip() == f"kubectl-kvdtype v{__version__}"
 
 
+@pytest.mark.e2e  # a fresh Python process
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["check", "-f", str(EXAMPLES), "-o", "json"],
                                   ["check", "-f", str(EXAMPLES)], ["completion", "bash"],
                                   ["__complete", "check", "--o"]])

@@ -114,6 +114,7 @@ def test_kubernetes_expansion_and_shell_lines(command, args, expected) -> None:
     assert (reading.state, reading.value) == expected, reading
 
 
+@pytest.mark.e2e  # a fresh Python process
 def test_the_tables_load_lazily_and_ship_in_the_package() -> None:
     code = ("import kubectl_kvdtype._argv as a, sys; assert a._tables.cache_info().currsize == 0; "
             "import kubectl_kvdtype._cli; assert a._tables.cache_info().currsize == 0; "

@@ -116,6 +116,7 @@ def test_persistent_server_error_gives_up_cleanly(fake, kube_env):
     assert "503" in result.stderr
 
 
+@pytest.mark.e2e  # the plugin as a subprocess
 def test_malformed_manifest_names_the_file(tmp_path):
     bad = tmp_path / "broken.yaml"
     bad.write_text("kind: KVCachePoolBinding\nmetadata: {name: [\n")
@@ -125,6 +126,7 @@ def test_malformed_manifest_names_the_file(tmp_path):
     assert str(bad) in result.stderr
 
 
+@pytest.mark.e2e  # the plugin as a subprocess
 def test_missing_manifest(tmp_path):
     result = direct(dict(os.environ), "check", "-f", str(tmp_path / "absent.yaml"))
     assert result.returncode == 3

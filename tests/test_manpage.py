@@ -14,6 +14,8 @@ import pytest
 
 from _support import ROOT
 
+pytestmark = pytest.mark.e2e  # subprocesses: the man-page build, groff, pip wheel
+
 MANPAGE = ROOT / "man" / "kubectl-kvdtype.1"
 BUILD = ROOT / "scripts" / "build-binary"
 

@@ -131,6 +131,7 @@ def live():
         yield server
 
 
+@pytest.mark.e2e  # the fake API server
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(objects=malformed_objects(keep_metadata=True), args=st.sampled_from([["check"], ["find-flags"], ["verify"]]))
@@ -160,6 +161,7 @@ def _kubeconfig(port: int) -> dict:
             "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "ml"}}]}
 
 
+@pytest.mark.e2e  # sockets: requests refused by a closed port
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(data=st.data())

@@ -147,6 +147,7 @@ def test_the_rules_catch_a_broken_manifest(fault):
         validate_manifest(broken, "kvdtype.yaml")
 
 
+@pytest.mark.e2e  # the release script as a subprocess
 def test_release_step_fills_uri_and_sha256_from_the_archives(tmp_path):
     from kubectl_kvdtype import __version__
 
@@ -307,6 +308,7 @@ esac
 """
 
 
+@pytest.mark.e2e  # runs the release script on a stand-in binary
 @pytest.mark.parametrize("version_ok", [True, False])
 def test_smoke_test_rejects_a_binary_that_does_not_work(tmp_path, version_ok):
     from kubectl_kvdtype import __version__
@@ -412,6 +414,7 @@ def _krew_env(kube_env: dict, bindir: Path) -> dict:
     return dict(kube_env, PATH=os.pathsep.join([str(bindir), "/usr/local/bin", "/usr/bin", "/bin"]))
 
 
+@pytest.mark.e2e  # builds the binary
 def test_smoke_test_passes_on_the_built_binary(built):
     """The step release.yml runs on every platform's binary, run here on this platform's."""
     result = subprocess.run([sys.executable, str(BUILD), "--smoke-test", str(built["binary"])], capture_output=True,
@@ -420,12 +423,14 @@ def test_smoke_test_passes_on_the_built_binary(built):
     assert "smoke test passed" in result.stdout
 
 
+@pytest.mark.e2e  # builds the binary
 def test_two_builds_of_one_commit_have_one_sha256(source, built, tmp_path):
     again = _build(source, tmp_path / "dist")
     assert _sha256(again["binary"]) == _sha256(built["binary"])
     assert _sha256(again["archive"]) == _sha256(built["archive"])
 
 
+@pytest.mark.e2e  # builds the binary
 def test_archive_is_a_reproducible_tarball(built):
     raw = built["archive"].read_bytes()
     assert raw[:2] == b"\x1f\x8b" and raw[4:8] == b"\0\0\0\0", "gzip mtime must be 0"

@@ -1,0 +1,259 @@
+"""What tests inject: errors and delays, RBAC denials, expired continue tokens, admission hooks;
+and ``HangingServer``, a socket that accepts and never answers.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from .resources import JSON, ApiError, Key, _details, find_type
+from .wire import _decode_continue, _encode_continue, _Target
+
+EXPIRED_MESSAGE = (
+    "The provided continue parameter is too old to display a consistent list result. You can "
+    "start a new list without the continue parameter, or use the continue token in this "
+    "response to retrieve the remainder of the results. Continuing with the provided token "
+    "results in an inconsistent list - objects that were created, modified, or deleted between "
+    "the time the first chunk was returned and now may show up in the list."
+)
+
+
+@dataclass
+class _Rule:
+    status: Optional[int]
+    method: Optional[str]
+    path: Optional[re.Pattern[str]]
+    times: Optional[int]
+    delay: float = 0.0
+    retry_after: Optional[float] = None
+    message: Optional[str] = None
+    reason: Optional[str] = None
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.times is not None and self.times <= 0:
+            return False
+        if self.method and self.method.upper() != method:
+            return False
+        return self.path is None or bool(self.path.search(path))
+
+    def error(self) -> ApiError:
+        code = self.status or 500
+        headers, details = {}, {}
+        if self.retry_after is not None:
+            seconds = max(0, math.ceil(self.retry_after))  # clients parse integers only
+            headers["Retry-After"] = str(seconds)
+            details["retryAfterSeconds"] = seconds
+        message = self.message or f"injected fault: HTTP {code}"
+        return ApiError(code, message, self.reason, details, headers=headers)
+
+
+@dataclass(frozen=True)
+class _Deny:
+    verb: Optional[str]
+    group: Optional[str]
+    resource: str
+    namespace: Optional[str]
+
+    def matches(self, verb: str, group: str, resource: str, namespace: str) -> bool:
+        if self.verb not in (None, "*", verb):
+            return False
+        if self.group is not None and self.group not in ("*", group):
+            return False
+        if self.resource not in ("*", resource):
+            return False
+        # A cluster-wide request ("" namespace) needs the permission in every namespace.
+        return self.namespace is None or not namespace or self.namespace == namespace
+
+
+class FaultsMixin:
+    """The faults a test has asked for, and where the request path consults them."""
+
+    # -- test helpers: behaviour
+    def deny(self, verb: Optional[str], resource: str, namespace: Optional[str] = None,
+             group: Optional[str] = None) -> None:
+        """Forbid ``verb`` (None/"*" = any) on ``resource``.
+
+        ``resource``: kind, plural, short name, ``plural.group``, ``"*"`` or ``"plural/status"``.
+        """
+        base, _, sub = resource.partition("/")
+        try:
+            rt = find_type(base, group)
+            resource, group = rt.plural + (f"/{sub}" if sub else ""), rt.group
+        except KeyError:
+            pass
+        with self._lock:
+            self._denies.append(_Deny(verb, group, resource, namespace))
+
+    def fail(self, status: int, method: Optional[str] = None, path: Optional[str] = None,
+             times: Optional[int] = 1, retry_after: Optional[float] = None,
+             delay: float = 0.0, message: Optional[str] = None,
+             reason: Optional[str] = None) -> None:
+        """Answer the next ``times`` (None = all) matching requests with ``status``."""
+        rule = _Rule(status, method, re.compile(path) if path else None, times, delay,
+                     retry_after, message, reason)
+        with self._lock:
+            self._rules.append(rule)
+
+    def delay(self, seconds: float, method: Optional[str] = None, path: Optional[str] = None,
+              times: Optional[int] = 1) -> None:
+        """Sleep ``seconds`` before answering the next ``times`` (None = all) matches."""
+        with self._lock:
+            self._rules.append(_Rule(None, method, re.compile(path) if path else None,
+                                     times, seconds))
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._rules.clear()
+            self._denies.clear()
+            self._expire = 0
+
+    def expire_continue(self, times: int = 1) -> None:
+        with self._lock:
+            self._expire += times
+
+    def admission(self, fn: Callable[[str, Optional[JSON], Optional[JSON]], Optional[str]]
+                  ) -> None:
+        """Add a validating hook ``fn(op, new, old)``; op is CREATE/UPDATE/DELETE.
+
+        A returned string denies the request with 403 like a webhook would.
+        """
+        with self._lock:
+            self._admission.append(fn)
+
+    def is_allowed(self, verb: str, group: str, resource: str, namespace: str = "") -> bool:
+        with self._lock:
+            return not any(d.matches(verb, group, resource, namespace) for d in self._denies)
+
+    # -- consulted while serving
+    def _apply_rules(self, method: str, path: str) -> None:
+        failing, pause = None, 0.0
+        with self._lock:
+            for rule in self._rules:
+                if not rule.matches(method, path):
+                    continue
+                if rule.status is None:
+                    pause += rule.delay
+                elif failing is None:
+                    failing = rule
+                    pause += rule.delay
+                else:
+                    continue
+                if rule.times is not None:
+                    rule.times -= 1
+        if pause:
+            time.sleep(pause)
+        if failing is not None:
+            raise failing.error()
+
+    def _authorize(self, verb: str, target: _Target) -> None:
+        rt = target.rt
+        resource = rt.plural + (f"/{target.sub}" if target.sub else "")
+        if self.is_allowed(verb, rt.group, resource, target.namespace):
+            return
+        subject = f'{rt.group_resource} "{target.name}"' if target.name else rt.group_resource
+        scope = (f'in the namespace "{target.namespace}"' if target.namespace
+                 else "at the cluster scope")
+        message = (f'{subject} is forbidden: User "{self.username}" cannot {verb} resource '
+                   f'"{resource}" in API group "{rt.group}" {scope}')
+        raise ApiError(403, message, details=_details(rt, target.name))
+
+    def _continue_from(self, token: str) -> tuple[str, Key]:
+        rv, last = _decode_continue(token)
+        if self._expire > 0:
+            self._expire -= 1
+            fresh = _encode_continue(str(self._rv), last)
+            raise ApiError(410, EXPIRED_MESSAGE, "Expired", metadata={"continue": fresh})
+        return rv, last
+
+    def _admit(self, op: str, new: Optional[JSON], old: Optional[JSON]) -> None:
+        for fn in self._admission:
+            verdict = fn(op, new, old)
+            if verdict:
+                raise ApiError(403, f'admission webhook "validate.gpustack.ai" denied the '
+                                    f"request: {verdict}")
+
+
+# --- A hanging server ------------------------------------------------------------------------
+# Kept apart from FakeKube on purpose: it speaks no protocol at all. It is a listening socket
+# that accepts every connection (so the client's connect succeeds, like a wedged API server or a
+# load balancer whose backend died) and then never reads a byte nor answers.
+
+class HangingServer:
+    """``with HangingServer() as server: server.write_kubeconfig(path)``: accepts, never answers.
+
+    ``accepted`` counts the connections taken (each is held open until ``stop``);
+    ``first_accept`` is the ``time.monotonic()`` of the first one (None before it).
+    """
+
+    def __init__(self) -> None:
+        self._listener: Optional[socket.socket] = None
+        self._held: list[socket.socket] = []
+        self._thread: Optional[threading.Thread] = None
+        self._stopping = threading.Event()
+        self.first_accept: Optional[float] = None
+
+    @property
+    def accepted(self) -> int:
+        return len(self._held)
+
+    def start(self) -> "HangingServer":
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        listener.settimeout(0.05)
+        self._listener = listener
+        self._thread = threading.Thread(target=self._accept, name="hanging-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if self.first_accept is None:
+                self.first_accept = time.monotonic()
+            self._held.append(conn)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for conn in self._held:
+            conn.close()
+        if self._listener is not None:
+            self._listener.close()
+
+    def __enter__(self) -> "HangingServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._listener is not None, "HangingServer not started"
+        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+
+    def write_kubeconfig(self, path: Any, context: str = "hanging", namespace: Optional[str] = None) -> Any:
+        """A kubeconfig (JSON) pointing at this server over plain HTTP with a token user."""
+        ctx: JSON = {"cluster": context, "user": context}
+        if namespace:
+            ctx["namespace"] = namespace
+        config = {"apiVersion": "v1", "kind": "Config", "current-context": context,
+                  "clusters": [{"name": context, "cluster": {"server": self.url}}],
+                  "users": [{"name": context, "user": {"token": "hanging-token"}}],
+                  "contexts": [{"name": context, "context": ctx}]}
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(config, fh, indent=2)
+        return path
