@@ -15,6 +15,8 @@ import yaml
 
 from _support import EXAMPLES, assert_one_clean_line, direct, documents
 
+pytestmark = pytest.mark.e2e  # runs the plugin as a subprocess
+
 SUBCOMMANDS = ("check", "find-flags", "verify")
 
 

@@ -266,6 +266,7 @@ def test_krew_template_is_generated_from_the_manifest_data():
         "regenerate it: scripts/build-binary --krew-template"
 
 
+@pytest.mark.e2e  # runs the release script
 def test_rendered_krew_manifest_passes_krews_rules_and_is_the_released_plugin_yaml(tmp_path):
     from kubectl_kvdtype import __version__
 
