@@ -25,7 +25,8 @@ _KINDS = {k.name: k for k in (BINDING, DEPLOYMENT, SETTING)}
 _ORDER = {BINDING.name: 0, DEPLOYMENT.name: 1, SETTING.name: 2}
 _SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
                "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers")
-COLUMNS = [
+#: The RestorePlan's table: one row per object in the backup directory.
+RESTORE_COLUMNS = [
     Column("OBJECT", "object"),
     Column("STATE", "state", status=True),
     Column("DETAIL", "detail"),
@@ -37,7 +38,7 @@ def restore(context: Context) -> Report:
     options, source = context.options, context.source
     directory = Path(options.directory)
     saved = read_backups(directory)
-    report = Report(kind="RestorePlan", columns=COLUMNS)
+    report = Report(kind="RestorePlan", columns=RESTORE_COLUMNS)
     missing = []
     for obj in saved:
         item = _item(obj)

@@ -23,7 +23,7 @@ from kubectl_kvdtype._status import ApiError
 
 
 @dataclass
-class Inventory:
+class FlagInventory:
     """What ``find-flags`` reads: one LIST per kind, nothing per object."""
 
     deployments: list[dict]
@@ -33,7 +33,7 @@ class Inventory:
     warnings: list[str] = field(default_factory=list)
 
     @classmethod
-    def read(cls, source: Source, namespace: Optional[str]) -> "Inventory":
+    def read(cls, source: Source, namespace: Optional[str]) -> "FlagInventory":
         queries = [Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
                    Query(POD, namespace, f"{_model.INJECT_LABEL}=true")] + [Query(k, namespace) for k in WORKLOADS]
         results = list_many(source, queries)
@@ -58,12 +58,12 @@ class FindFlagsCommand(Command):
         "webhook refuses such Pods. Replaces Step 2 of the upgrade guide."
     )
     def run(self, context: Context) -> Report:
-        return build_report(Inventory.read(context.source, context.namespace))
+        return build_find_flags_report(FlagInventory.read(context.source, context.namespace))
 
 
-def build_report(inventory: Inventory) -> Report:
+def build_find_flags_report(inventory: FlagInventory) -> Report:
     """The FindFlagsReport of an inventory: pure, so live and offline runs agree."""
-    report = Report(kind="FindFlagsReport", columns=COLUMNS,
+    report = Report(kind="FindFlagsReport", columns=FLAG_COLUMNS,
                     empty_message="No role, Pod or Pod template passes --kv-cache-dtype itself.")
     dtypes = {(_model.namespace_of(b), _model.name_of(b)): _model.binding_dtype(b) for b in inventory.bindings}
     for deployment in inventory.deployments:
@@ -236,7 +236,7 @@ def _item(ref: ObjectRef, role: Optional[str], container: Optional[str], engine:
     }
 
 
-def _summary(inventory: Inventory, report: Report) -> dict:
+def _summary(inventory: FlagInventory, report: Report) -> dict:
     kinds = [item["kind"] for item in report.items]
     return {
         "examined": {
@@ -256,7 +256,8 @@ def _owner_cell(item: dict) -> Optional[str]:
     return f"{owner['kind']}/{owner['name']}" if owner else None
 
 
-COLUMNS = [
+#: The FindFlagsReport's table: one row per role, Pod or template that passes the flag.
+FLAG_COLUMNS = [
     Column("NAMESPACE", "namespace", namespace=True),
     Column("KIND", "kind"),
     Column("NAME", "name"),

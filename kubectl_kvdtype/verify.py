@@ -45,7 +45,7 @@ REPLICA_SELECTOR = f"{_model.REPLICA_NAME_LABEL}={_model.REPLICA_NAME_VALUE}"
 
 
 @dataclass
-class Inventory:
+class PodInventory:
     """The objects one poll reads: deployments in scope, their Bindings, the Pods to judge."""
 
     deployments: list[dict]
@@ -57,7 +57,7 @@ class Inventory:
     named: bool = False
 
     @classmethod
-    def read_named(cls, source: Source, namespace: Optional[str], name: str, system_namespace: str) -> "Inventory":
+    def read_named(cls, source: Source, namespace: Optional[str], name: str, system_namespace: str) -> "PodInventory":
         """One deployment: a GET (a LIST when the namespace is unknown), its Binding, its Pods."""
         deployment = _find_deployment(source, namespace, name)
         namespace = _model.namespace_of(deployment)
@@ -69,7 +69,7 @@ class Inventory:
                    source.list(POD, namespace, selector, _model.slim_pod), [], setting, error, named=True)
 
     @classmethod
-    def read_all(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "Inventory":
+    def read_all(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "PodInventory":
         """Everything in scope: one LIST per kind (two for Pods: replicas, injected)."""
         listed, bindings, replicas, injected = unwrap(list_many(source, [
             Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
@@ -146,10 +146,10 @@ def _interval(wait: float) -> float:
 
 def _poll(context: Context, name: Optional[str]) -> Report:
     if name:
-        inventory = Inventory.read_named(context.source, context.namespace, name, context.system_namespace)
+        inventory = PodInventory.read_named(context.source, context.namespace, name, context.system_namespace)
     else:
-        inventory = Inventory.read_all(context.source, context.namespace, context.system_namespace)
-    return build_report(inventory, offline=context.offline)
+        inventory = PodInventory.read_all(context.source, context.namespace, context.system_namespace)
+    return build_verify_report(inventory, offline=context.offline)
 
 
 def _wait(context: Context, name: Optional[str], wait: float, interval: float) -> Report:
@@ -248,9 +248,9 @@ class Judged:
     error: Optional[str] = None  # the engine's own error text, for a rejected Pod
 
 
-def build_report(inventory: Inventory, offline: bool = False) -> Report:
+def build_verify_report(inventory: PodInventory, offline: bool = False) -> Report:
     """The VerifyReport of one inventory: pure, so live and offline runs judge alike."""
-    report = Report(kind="VerifyReport", columns=COLUMNS,
+    report = Report(kind="VerifyReport", columns=POD_COLUMNS,
                     empty_message="No replica or injected Pod to verify.")
     setting_on = _model.setting_is_on(inventory.setting)
     if setting_on is None:
@@ -293,7 +293,7 @@ def _expected(namespace: str, binding: str, bindings: dict, ref: ObjectRef, on: 
     return True, dtype if on else None
 
 
-def _deployment(deployment: dict, pods: list[dict], inventory: Inventory, on: bool, report: Report) -> list[dict]:
+def _deployment(deployment: dict, pods: list[dict], inventory: PodInventory, on: bool, report: Report) -> list[dict]:
     """Judge a deployment's replica Pods; return its roles still short of Pods."""
     ref = ObjectRef(DEPLOYMENT.name, _model.namespace_of(deployment), _model.name_of(deployment))
     if not _model.is_pool_attached(deployment):
@@ -484,7 +484,7 @@ REPLICA_CODES = {REJECTED: REPLICA_REJECTED, MISSING: REPLICA_MISSING, MISMATCH:
 POD_CODES = {REJECTED: POD_REJECTED, MISSING: POD_MISSING, MISMATCH: POD_MISMATCH}
 
 
-def _summary(report: Report, inventory: Inventory, setting_on: Optional[bool]) -> dict:
+def _summary(report: Report, inventory: PodInventory, setting_on: Optional[bool]) -> dict:
     verdicts = [item["verdict"] for item in report.items]
     return {
         "deployments": len(inventory.deployments),
@@ -503,7 +503,8 @@ def _occurrences_cell(item: dict) -> str:
     return ",".join(f"{o['field']}[{o['index']}]={o['value']}" for o in item["occurrences"]) or "-"
 
 
-COLUMNS = [
+#: The VerifyReport's table: one row per judged Pod.
+POD_COLUMNS = [
     Column("NAMESPACE", "namespace", namespace=True),
     Column("POD", "name"),
     Column("ROLE", "role"),
