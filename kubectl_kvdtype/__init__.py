@@ -1,11 +1,22 @@
 """kubectl kvdtype: get safely through the gpustack-operator upgrade that enforces a Binding's dtype.
 
 The public surface is the command line (``kubectl kvdtype``), one module per subcommand (``check``,
-``find_flags``, ``verify``, ``escape``, ``completion``). The underscore modules are layers behind
-it: ``_cli`` and ``_flags`` parse, ``_sources`` lists objects (live through ``_cluster``, offline
-through ``_manifests``), ``_model`` reads their shapes, ``_engines`` knows the engines, ``_setting``,
-``_rebind`` and ``_journal`` carry out ``escape``, ``_report`` collects findings, ``_render``
-prints, ``_status`` owns exit codes, ``_env`` the streams.
+``find_flags``, ``verify``, ``escape``, ``completion``). The underscore modules are layers; each
+imports only from its own layer or those below it (tests/test_layers.py holds the map), and no
+subcommand imports another:
+
+- ground: ``_status`` (exit codes, and the errors that carry one), ``_codes`` (every finding code,
+  its severity and meaning), ``_env`` (the streams), ``_progress``;
+- data: ``_report`` collects findings, ``_render`` prints, ``_flags`` the global flags, ``_engines``
+  and ``_argv`` know the engines and how they read their argv, ``_model`` reads the objects'
+  shapes, ``_sources`` the kinds and queries, ``_journal`` a rebind's journal;
+- sources: ``_cluster`` (live) and ``_manifests`` (offline, ``-f``), ``_command`` what a subcommand is
+  given;
+- judgement: ``_judgement`` (check's judgement, shared), ``_setting``, ``_rebind`` and ``_restore``
+  (what ``escape`` carries out);
+- subcommands;
+- command line: ``_registry`` names the subcommands by module path and builds the parser,
+  ``_complete`` answers shell completion, ``_cli`` runs one subcommand and owns the process's end.
 """
 
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""The command line: the registry of subcommands, and ``main``, which owns the process's end.
+"""The command line: ``main``, which owns the process's end (the subcommands are ``_registry``'s).
 
 ``run`` parses, hands a ``Context`` to one subcommand, renders its ``Report`` and turns every
 outcome (findings, usage errors, cluster failures, Ctrl-C) into an ``ExitStatus``.
@@ -13,52 +13,19 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
-from kubectl_kvdtype import __version__, _progress
-from kubectl_kvdtype._command import Command, Context
+from kubectl_kvdtype import _codes, _progress
+from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._env import Environment
-from kubectl_kvdtype._flags import APPENDED, DEFAULTS, Parser, add_global_flags, normalize_booleans, redact, secrets_in
+from kubectl_kvdtype._flags import APPENDED, DEFAULTS, normalize_booleans, redact, secrets_in
+from kubectl_kvdtype._registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser
 from kubectl_kvdtype._render import render
-from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError, exit_codes_epilog
-from kubectl_kvdtype.check import CheckCommand
-from kubectl_kvdtype.completion import CompletionCommand, complete
-from kubectl_kvdtype.escape import EscapeCommand
-from kubectl_kvdtype.find_flags import FindFlagsCommand
-from kubectl_kvdtype.verify import VerifyCommand
+from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError
 
-PROG = "kubectl kvdtype"
-VERSION = f"kubectl-kvdtype v{__version__}"
-#: Set to 1 to see the traceback of an internal error (a bug) instead of its one-line summary.
-DEBUG_VARIABLE = "KUBECTL_KVDTYPE_DEBUG"
-
-#: The registry: every subcommand, in the order ``--help`` lists them.
-COMMANDS: tuple[type[Command], ...] = (CheckCommand, FindFlagsCommand, VerifyCommand, EscapeCommand,
-                                       CompletionCommand)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line (also read by argparse-manpage for the man page)."""
-    parser = Parser(
-        prog=PROG, usage=f"{PROG} [global flags] <subcommand> [flags]",
-        description="Check a cluster before the gpustack-operator upgrade that hands each "
-                    "KVCachePoolBinding's dtype to its engines as --kv-cache-dtype.",
-        epilog=exit_codes_epilog() + f" {DEBUG_VARIABLE}=1 prints the traceback of an internal error.",
-    )
-    parser.add_argument("--version", action="version", version=VERSION)
-    add_global_flags(parser)
-    subparsers = parser.add_subparsers(dest="command", metavar="<subcommand>", title="subcommands")
-    for command_class in COMMANDS:
-        command = command_class()
-        sub = subparsers.add_parser(command.name, help=command.help, prog=f"{PROG} {command.name}",
-                                    description=command.description or command.help)
-        sub.add_argument("--version", action="version", version=VERSION, help="print the version and exit")
-        command.add_arguments(sub)
-        add_global_flags(sub, suffix="_after")
-        sub.set_defaults(handler=command)
-    return parser
+__all__ = ["COMMANDS", "PROG", "VERSION", "build_parser", "main", "parse", "run"]
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
-    parser = build_parser()
+    parser = build_parser(lazy=True)  # imports only the subcommand named
     options, unknown = parser.parse_known_args(normalize_booleans(argv))
     options.argv = list(argv)  # how a value was attached (verify's --wait=X) is not in the Namespace
     if not getattr(options, "command", None):
@@ -79,10 +46,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def _validate(options: argparse.Namespace) -> None:
-    known = {code for command in COMMANDS for code in command.codes}
+    known = _codes.known()
     unknown = [code for code in options.ignore if code not in known]
     if unknown:
-        raise UsageError(f"--ignore {unknown[0]}: no such finding code (known: {', '.join(sorted(known))})")
+        raise UsageError(f"--ignore {unknown[0]}: no such finding code (known: {', '.join(known)})")
     if options.all_namespaces and options.namespace:
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
 
@@ -91,6 +58,8 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
     """Parse, run one subcommand, print its report; return the exit status (never raises)."""
     env = env or Environment()
     if argv and argv[0] == "__complete":  # the shell scripts and kubectl_complete-kvdtype ask this
+        from kubectl_kvdtype._complete import complete
+
         return complete(argv[1:], env)
     ticker = _progress.Ticker(env.stderr).start() if env.stderr_isatty else None
     options: Optional[argparse.Namespace] = None
@@ -191,6 +160,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     _restore_frozen_environment()
     _tolerant_streams()
     if argv is None and os.path.basename(sys.argv[0]).startswith("kubectl_complete-"):
+        from kubectl_kvdtype._complete import complete
+
         return complete(sys.argv[1:])  # the binary linked as kubectl_complete-kvdtype (krew installs)
     status = run(sys.argv[1:] if argv is None else argv)
     if status == ExitStatus.INTERRUPTED and argv is None:

@@ -10,6 +10,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
+from kubectl_kvdtype import _codes
 from kubectl_kvdtype._env import Environment
 from kubectl_kvdtype._report import Report
 from kubectl_kvdtype._sources import Source
@@ -83,13 +84,18 @@ class Context:
 
 
 class Command:
-    """A subcommand: its name and help, its own flags, and ``run``."""
+    """A subcommand: its name, its own flags, and ``run``. Its one-line help is the registry's
+    (``_registry.COMMANDS``, so that ``--help`` imports no subcommand); its finding codes are the
+    codes registry's (``_codes``)."""
 
     name: ClassVar[str]
-    help: ClassVar[str]
     description: ClassVar[str] = ""
-    #: Finding codes this subcommand can report (``--ignore`` accepts these).
+    #: Finding codes this subcommand can report (``--ignore`` accepts these): set from ``_codes``.
     codes: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.codes = _codes.codes_of(cls.name)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Flags of this subcommand only; the global flags are added for it."""

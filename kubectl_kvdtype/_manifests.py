@@ -15,8 +15,9 @@ from typing import Iterable, Iterator, Optional, TextIO, Union
 import yaml
 
 from kubectl_kvdtype import _model, _progress
-from kubectl_kvdtype._report import WARNING, Finding, ObjectRef
-from kubectl_kvdtype._sources import DUPLICATE_OBJECT, Kind, Projection, kind_for, matches_selector
+from kubectl_kvdtype._codes import DUPLICATE_OBJECT
+from kubectl_kvdtype._report import Finding, ObjectRef
+from kubectl_kvdtype._sources import Kind, Projection, kind_for, matches_selector
 from kubectl_kvdtype._status import ManifestError
 
 _EXTENSIONS = (".yaml", ".yml", ".json")
@@ -61,10 +62,10 @@ class ManifestSource:
         kind, namespace, name = key
         ref = ObjectRef(kind, namespace or None, name)
         files = f"{first[0] or 'the input'} and {last[0] or 'the input'}"
-        self.findings.append(Finding(DUPLICATE_OBJECT, WARNING, ref,
-                                     f"{ref} is read twice with different contents, from {files}: the one read "
-                                     f"last ({last[0] or 'the input'}) is judged, as kubectl apply in that order "
-                                     "would leave it.", {"files": [first[0], last[0]]}))
+        self.findings.append(Finding.of(DUPLICATE_OBJECT, ref,
+                                        f"{ref} is read twice with different contents, from {files}: the one read "
+                                        f"last ({last[0] or 'the input'}) is judged, as kubectl apply in that order "
+                                        "would leave it.", files=[first[0], last[0]]))
 
     @classmethod
     def from_paths(cls, paths: Iterable[str], stdin: TextIO) -> "ManifestSource":

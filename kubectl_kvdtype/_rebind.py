@@ -21,13 +21,15 @@ from typing import Any, Optional
 
 from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._command import Context
+from kubectl_kvdtype._codes import (DTYPE_REJECTED, DTYPE_UNKNOWN, MANUAL_STEP, NAME_CHANGE, SETTING_MISSING,
+                                    SETTING_STAYS_OFF, WARNING)
 from kubectl_kvdtype._journal import JOURNAL, Journal, default_directory, finished, unfinished
-from kubectl_kvdtype._report import INFO, WARNING, Column, ObjectRef, Report
+from kubectl_kvdtype._judgement import BindingInventory, Consumer, build_check_report, read_setting
+from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._setting import (OFF, ON, POLL_SECONDS, attached_counts, blockers_of, require_setting,
                                       write_setting)
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL, SETTING, Kind, Source, WritableSource
 from kubectl_kvdtype._status import ApiError, Conflict, ExitStatus, KvdtypeError, NotFound, UsageError
-from kubectl_kvdtype.check import DTYPE_REJECTED, DTYPE_UNKNOWN, Consumer, Inventory, build_report, read_setting
 
 #: How long ``--strategy replace`` waits for a deleted ModelDeployment to be gone before recreating it.
 GONE_TIMEOUT = 300.0
@@ -37,11 +39,10 @@ REBIND_ANNOTATION = "kvdtype.gpustack.ai/rebound-from"
 JOURNAL_ANNOTATION = "kvdtype.gpustack.ai/journal"
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 REPLACE, SIDE_BY_SIDE = "replace", "side-by-side"
-
-MANUAL_STEP = "manual-step"
-NAME_CHANGE = "name-change"
-SETTING_STAYS_OFF = "setting-stays-off"
-SETTING_MISSING = "setting-missing"
+#: Step actions that write the Setting (the others are "create" and "delete").
+SETTING_OFF, SETTING_ON = "setting-off", "setting-on"
+#: What journals written before 0.1.1 call SETTING_OFF; still read, so that they resume.
+_OLD_SETTING_OFF = "patch"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DTYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -63,12 +64,19 @@ class Step:
     """One write of the plan; ``body`` is the object to create, or the Setting value to write."""
 
     id: str
-    action: str  # "patch" | "create" | "delete" | "setting-on"
+    action: str  # SETTING_OFF | "create" | "delete" | SETTING_ON
     kind: str
     namespace: str
     name: str
     detail: str
     body: Any = None
+
+    @classmethod
+    def from_journal(cls, entry: dict) -> "Step":
+        """A step as a journal recorded it; journals of older versions named turning the Setting off "patch"."""
+        if entry.get("action") == _OLD_SETTING_OFF:
+            entry = {**entry, "action": SETTING_OFF}
+        return cls(**entry)
 
     def label(self) -> str:
         verb = _ACTION_WORDS.get(self.action, self.action)
@@ -185,14 +193,14 @@ def _refuse_dtype(binding: dict, dtype: str) -> None:
         raise KvdtypeError(f"the Binding already has dtype {dtype}: there is nothing to correct; nothing was changed")
 
 
-def _read_inventory(source: Source, namespace: str, system: str) -> tuple[Inventory, bool]:
+def _read_inventory(source: Source, namespace: str, system: str) -> tuple[BindingInventory, bool]:
     """The whole cluster for step 5's judgement; only the namespace when listing more is forbidden."""
     try:
-        return Inventory.read(source, None, system), True
+        return BindingInventory.read(source, None, system), True
     except ApiError as error:
         if error.code != 403:
             raise
-        return Inventory.read(source, namespace, system), False
+        return BindingInventory.read(source, namespace, system), False
 
 
 def _slug(text: str) -> str:
@@ -251,7 +259,7 @@ def _new_deployment(source: Source, deployment: dict, name: str, binding_name: s
             "metadata": _fresh_metadata(deployment, name, origin), "spec": spec}
 
 
-def _refuse_taken(source: Source, inventory: Inventory, binding: dict, names: dict, moved: list[dict],
+def _refuse_taken(source: Source, inventory: BindingInventory, binding: dict, names: dict, moved: list[dict],
                   namespace: str) -> None:
     """A new name or domain already claimed: refuse before anything is written."""
     if source.get(BINDING, namespace, names["newName"]) is not None:
@@ -280,17 +288,17 @@ def _key(obj: dict) -> tuple[str, str]:
     return _model.namespace_of(obj), _model.name_of(obj)
 
 
-def _moved_consumers(inventory: Inventory, moved: list[dict], binding_name: str) -> list[Consumer]:
+def _moved_consumers(inventory: BindingInventory, moved: list[dict], binding_name: str) -> list[Consumer]:
     keys = {_key(d) for d in moved}
     return [dataclasses.replace(c, binding=binding_name) for c in inventory.consumers
             if c.kind == DEPLOYMENT.name and (c.namespace, c.name) in keys]
 
 
-def _judge_new_dtype(inventory: Inventory, new_binding: dict, moved: list[dict], names: dict, system: str,
+def _judge_new_dtype(inventory: BindingInventory, new_binding: dict, moved: list[dict], names: dict, system: str,
                      plan: Plan) -> None:
     """check's judgement of the new Binding with its future consumers: refuse a rejected spelling."""
-    trial = Inventory([new_binding], _moved_consumers(inventory, moved, names["newName"]), [], None, None)
-    judged = build_report(trial, system, offline=True)
+    trial = BindingInventory([new_binding], _moved_consumers(inventory, moved, names["newName"]), [], None, None)
+    judged = build_check_report(trial, system, offline=True)
     rejected = [f for f in judged.findings if f.code == DTYPE_REJECTED]
     if rejected:
         finding = rejected[0]
@@ -305,7 +313,7 @@ def _judge_new_dtype(inventory: Inventory, new_binding: dict, moved: list[dict],
                            "documentation, then pass --force-unknown-dtype to use it anyway; nothing was changed")
     for finding in judged.findings:
         if finding.code == DTYPE_UNKNOWN:
-            plan.report.add(DTYPE_UNKNOWN, WARNING, finding.object, finding.message, **finding.fields)
+            plan.report.add(DTYPE_UNKNOWN, finding.object, finding.message, **finding.fields)
 
 
 def _unknown_to(consumers: list[Consumer], dtype: str) -> list[str]:
@@ -326,11 +334,11 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
     names, namespace, old = plan.options, plan.namespace, plan.binding
     steps = plan.steps
     if setting is None:
-        plan.report.add(SETTING_MISSING, INFO, ObjectRef(SETTING.name, system, _model.SETTING_NAME),
+        plan.report.add(SETTING_MISSING, ObjectRef(SETTING.name, system, _model.SETTING_NAME),
                         f"The Setting {system}/{_model.SETTING_NAME} is not there: the operator does not render "
                         "the dtype, so the plan does not switch it.")
     elif moved and _model.setting_values(setting) != (OFF, OFF):  # on, or on in force until the operator catches up
-        steps.append(Step("setting-off", "patch", SETTING.name, system, _model.SETTING_NAME,
+        steps.append(Step("setting-off", SETTING_OFF, SETTING.name, system, _model.SETTING_NAME,
                           f'spec.value -> "false": replicas stop receiving the broken flag; {_recreates(source)}', OFF))
         plan.originals.append(setting)
     steps.append(Step("create-binding", "create", BINDING.name, namespace, names["newName"],
@@ -357,7 +365,7 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
     else:
         steps += creates + deletes
         if moved:
-            plan.report.add(NAME_CHANGE, WARNING, ObjectRef(BINDING.name, namespace, old),
+            plan.report.add(NAME_CHANGE, ObjectRef(BINDING.name, namespace, old),
                             f"--strategy side-by-side renames every moved deployment to <name>-{names['suffix']}: "
                             "anything addressing it by name (Services and routers selecting "
                             "app.kubernetes.io/instance=<name>, clients, dashboards, alerts, GitOps manifests) must "
@@ -367,7 +375,7 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
         steps.append(Step("delete-binding", "delete", BINDING.name, namespace, old,
                           "the old Binding; its deletion completes once nothing holds it"))
     if any(s.id == "setting-off" for s in steps):  # turned back on only if this plan turned it off
-        steps.append(Step("setting-on", "setting-on", SETTING.name, system, _model.SETTING_NAME,
+        steps.append(Step("setting-on", SETTING_ON, SETTING.name, system, _model.SETTING_NAME,
                           'spec.value -> "true", unless another Binding would still break an engine', ON))
 
 
@@ -379,20 +387,20 @@ def _recreates(source: Source) -> str:
     return f"it recreates {deployments} pool-attached ModelDeployment(s), {replicas} replica(s), cluster-wide"
 
 
-def _judge_setting_after(plan: Plan, inventory: Inventory, new_binding: dict, moved: list[dict], system: str,
+def _judge_setting_after(plan: Plan, inventory: BindingInventory, new_binding: dict, moved: list[dict], system: str,
                          cluster_wide: bool, keeps_old: bool) -> None:
     """Step 5 as planned: check's judgement of the cluster as it will be after the move."""
-    if not any(s.action == "setting-on" for s in plan.steps):
+    if not any(s.action == SETTING_ON for s in plan.steps):
         return
     gone = (plan.namespace, plan.binding)
     bindings = [b for b in inventory.bindings if keeps_old or _key(b) != gone] + [new_binding]
     moved_keys = {_key(d) for d in moved}
     consumers = [c for c in inventory.consumers if (c.namespace, c.name) not in moved_keys or c.kind != DEPLOYMENT.name]
-    after = Inventory(bindings, consumers + _moved_consumers(inventory, moved, plan.options["newName"]), [], None, None)
-    plan.blockers = blockers_of(build_report(after, system, offline=True))
+    after = BindingInventory(bindings, consumers + _moved_consumers(inventory, moved, plan.options["newName"]), [], None, None)
+    plan.blockers = blockers_of(build_check_report(after, system, offline=True))
     if not cluster_wide:
         plan.blockers.append("(other namespaces: not readable with your permissions)")
-    step = next(s for s in plan.steps if s.action == "setting-on")
+    step = next(s for s in plan.steps if s.action == SETTING_ON)
     if plan.blockers:
         step.detail = f"leave it off: {', '.join(plan.blockers)} would still break an engine (judged again then)"
 
@@ -406,7 +414,7 @@ def _manual_steps(plan: Plan, pods: list[dict], new_name: str) -> None:
         by_owner.setdefault(label, []).append(_model.name_of(pod))
     for owner, pod_names in by_owner.items():
         plan.report.add(
-            MANUAL_STEP, WARNING, ObjectRef(BINDING.name, plan.namespace, plan.binding),
+            MANUAL_STEP, ObjectRef(BINDING.name, plan.namespace, plan.binding),
             f"{owner} runs injected Pod(s) {', '.join(pod_names)} naming this Binding: by hand, change the annotation "
             f"{_model.BINDING_ANNOTATION}: {plan.binding} to {new_name} in its Pod template (or on the Pod), let it "
             f"roll, then delete the old Binding (kubectl -n {plan.namespace} delete kvcachepoolbinding {plan.binding}); "
@@ -453,7 +461,7 @@ def check_access(source: WritableSource, steps: list[Step]) -> None:
 
 
 def _verb(step: Step) -> str:
-    return "patch" if step.action in ("patch", "setting-on") else step.action
+    return "patch" if step.action in (SETTING_OFF, SETTING_ON) else step.action  # the API verb
 
 
 def execute(context: Context, plan: Plan, journal: Optional[Journal], dry_run: bool = False) -> None:
@@ -491,9 +499,9 @@ def run_step(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
     """One step, idempotent: a rerun after an unknown outcome finds the work done and moves on."""
     source = context.source
     kind = KINDS_BY_NAME[step.kind]
-    if step.action == "patch":
+    if step.action == SETTING_OFF:
         return _set(source, step, dry_run)
-    if step.action == "setting-on":
+    if step.action == SETTING_ON:
         return _setting_on(context, plan, step, dry_run)
     if step.action == "create":
         return _create(source, kind, step, plan, dry_run)
@@ -514,7 +522,7 @@ def _setting_on(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
         blockers = plan.blockers
     else:
         inventory, cluster_wide = _read_inventory(context.source, plan.namespace, context.system_namespace)
-        blockers = blockers_of(build_report(_alive(inventory, plan), context.system_namespace))
+        blockers = blockers_of(build_check_report(_alive(inventory, plan), context.system_namespace))
         if not cluster_wide:
             blockers.append("(other namespaces: not readable with your permissions)")
     plan.blockers = blockers
@@ -523,7 +531,7 @@ def _setting_on(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
     return _set(context.source, step, dry_run)
 
 
-def _alive(inventory: Inventory, plan: Plan) -> Inventory:
+def _alive(inventory: BindingInventory, plan: Plan) -> BindingInventory:
     """The cluster as it stands once deletions complete: objects being deleted (a finalizer still
     holds them) and objects this plan deleted are nobody's consumers and no Binding to judge."""
     created = {(s.kind, s.namespace, s.name) for s in plan.steps if s.action == "create"}
@@ -659,12 +667,12 @@ def _resume(context: Context, journal: Journal) -> Report:
     options = context.options
     _check_same_options(options, journal)
     data = journal.data
-    plan = Plan(data["namespace"], data["binding"], journal.options, [Step(**s) for s in journal.steps],
+    plan = Plan(data["namespace"], data["binding"], journal.options, [Step.from_journal(s) for s in journal.steps],
                 manifests=data.get("manifests") or [], blockers=data.get("blockers") or [])
     for finding in data.get("findings") or []:
         obj = finding["object"]
         extra = {k: v for k, v in finding.items() if k not in ("code", "severity", "object", "message")}
-        plan.report.add(finding["code"], finding["severity"], ObjectRef(obj["kind"], obj["namespace"], obj["name"]),
+        plan.report.add(finding["code"], ObjectRef(obj["kind"], obj["namespace"], obj["name"]),
                         finding["message"], **extra)
     if journal.finished:
         return _plan_report(context, plan, journal)
@@ -681,7 +689,7 @@ def _resume(context: Context, journal: Journal) -> Report:
 
 # --- escape rebind: the report ------------------------------------------------------------------
 
-_ACTION_WORDS = {"patch": "turn off", "setting-on": "turn on"}
+_ACTION_WORDS = {SETTING_OFF: "turn off", SETTING_ON: "turn on"}
 REBIND_COLUMNS = [
     Column("STEP", "step"),
     Column("ACTION", "action"),
@@ -696,7 +704,7 @@ def _plan_report(context: Context, plan: Plan, journal: Optional[Journal]) -> Re
     report = plan.report
     report.columns = REBIND_COLUMNS
     if plan.blockers:
-        report.add(SETTING_STAYS_OFF, WARNING, ObjectRef(SETTING.name, context.system_namespace, _model.SETTING_NAME),
+        report.add(SETTING_STAYS_OFF, ObjectRef(SETTING.name, context.system_namespace, _model.SETTING_NAME),
                    f"The Setting stays off after the move: {', '.join(plan.blockers)} would still break an engine "
                    "(kubectl kvdtype check -A says why); turn it on with kubectl kvdtype escape on once they are fixed.",
                    blockedBy=plan.blockers)
@@ -749,6 +757,6 @@ def _rebind_headline(plan: Plan, journal: Optional[Journal], mode: str) -> str:
         return (f"Half done: {len(journal.done)} of {len(plan.steps)} step(s) journaled in {journal.directory}/. "
                 "Run the same command with --apply to resume, or put back what it deleted with kubectl kvdtype escape "
                 f"restore {journal.directory}.")
-    setting = next((journal.done.get(s.id) for s in plan.steps if s.action == "setting-on"), None) if journal else None
+    setting = next((journal.done.get(s.id) for s in plan.steps if s.action == SETTING_ON), None) if journal else None
     return (f"Done: {what}. The originals and the journal are in {journal.directory}/." if journal else "Done.") + (
         f" The Setting was {setting}." if setting and setting.startswith("left off") else "")

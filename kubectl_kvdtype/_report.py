@@ -7,14 +7,13 @@ lives in one place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, Union
 
+from kubectl_kvdtype._codes import ERROR, INFO, WARNING, lookup, severity_of
 from kubectl_kvdtype._status import ExitStatus
 
-ERROR = "error"
-WARNING = "warning"
-INFO = "info"
+__all__ = ["ERROR", "INFO", "WARNING", "Column", "Finding", "ObjectRef", "Report"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +41,11 @@ class Finding:
     object: ObjectRef
     message: str
     fields: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, code: str, obj: ObjectRef, message: str, **fields: Any) -> "Finding":
+        """A finding of a registered code, with the severity the registry gives it."""
+        return cls(code, severity_of(code), obj, message, fields)
 
     def to_dict(self) -> dict:
         return {"code": self.code, "severity": self.severity, "object": self.object.to_dict(),
@@ -86,10 +90,18 @@ class Report:
     #: YAML stream of manifests (for GitOps) instead of the report document.
     manifests: list[dict] = field(default_factory=list)
 
-    def add(self, code: str, severity: str, obj: ObjectRef, message: str, **fields: Any) -> Finding:
-        finding = Finding(code, severity, obj, message, fields)
+    def add(self, code: str, obj: ObjectRef, message: str, **fields: Any) -> Finding:
+        """Record a finding; its severity is the registry's (``_codes``), never the caller's."""
+        finding = Finding.of(code, obj, message, **fields)
         self.findings.append(finding)
         return finding
+
+    def escalate(self, code: str) -> None:
+        """Raise ``code``'s findings to the severity the registry gives it when a wait gives up."""
+        severity = lookup(code).escalated
+        if severity is None:
+            raise ValueError(f"finding code {code!r} does not escalate")
+        self.findings = [replace(f, severity=severity) if f.code == code else f for f in self.findings]
 
     def ignore(self, codes: set[str]) -> None:
         """Drop the findings whose code the user chose to ignore, counting them."""

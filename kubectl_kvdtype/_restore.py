@@ -14,19 +14,19 @@ import yaml
 
 from kubectl_kvdtype import _model
 from kubectl_kvdtype._command import Context
+from kubectl_kvdtype._codes import RESTORE_BREAKS, WARNING
 from kubectl_kvdtype._journal import JOURNAL
-from kubectl_kvdtype._report import WARNING, Column, ObjectRef, Report
+from kubectl_kvdtype._judgement import BindingInventory, build_check_report, consumers_of, read_setting
+from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._setting import OFF, blockers_of
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, SETTING, Kind
 from kubectl_kvdtype._status import ApiError, Conflict, KvdtypeError, UsageError
-from kubectl_kvdtype.check import Inventory, build_report, consumers_of, read_setting
-
-RESTORE_BREAKS = "restore-breaks"
 _KINDS = {k.name: k for k in (BINDING, DEPLOYMENT, SETTING)}
 _ORDER = {BINDING.name: 0, DEPLOYMENT.name: 1, SETTING.name: 2}
 _SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
                "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers")
-COLUMNS = [
+#: The RestorePlan's table: one row per object in the backup directory.
+RESTORE_COLUMNS = [
     Column("OBJECT", "object"),
     Column("STATE", "state", status=True),
     Column("DETAIL", "detail"),
@@ -38,7 +38,7 @@ def restore(context: Context) -> Report:
     options, source = context.options, context.source
     directory = Path(options.directory)
     saved = read_backups(directory)
-    report = Report(kind="RestorePlan", columns=COLUMNS)
+    report = Report(kind="RestorePlan", columns=RESTORE_COLUMNS)
     missing = []
     for obj in saved:
         item = _item(obj)
@@ -119,11 +119,11 @@ def _judge_breaks(context: Context, report: Report, bindings: list[dict], saved:
         except ApiError:
             pass
     unique = {(_model.namespace_of(d), _model.name_of(d)): d for d in deployments}
-    judged = build_report(Inventory(bindings, consumers_of(unique.values(), []), [], None, None),
-                          context.system_namespace, offline=True)
+    judged = build_check_report(BindingInventory(bindings, consumers_of(unique.values(), []), [], None, None),
+                                context.system_namespace, offline=True)
     for blocker in blockers_of(judged):
         namespace, _, name = blocker.partition("/")
-        report.add(RESTORE_BREAKS, WARNING, ObjectRef(BINDING.name, namespace, name),
+        report.add(RESTORE_BREAKS, ObjectRef(BINDING.name, namespace, name),
                    f"the Setting is on and an engine rejects the dtype of the Binding {blocker}: once it is restored, "
                    "its consumers fail to start when recreated (kubectl kvdtype check -A says why; kubectl kvdtype "
                    "escape off first avoids it)")

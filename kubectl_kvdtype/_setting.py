@@ -12,10 +12,10 @@ import time
 from typing import Optional
 
 from kubectl_kvdtype import _model
+from kubectl_kvdtype._codes import DTYPE_REJECTED
 from kubectl_kvdtype._report import Report
 from kubectl_kvdtype._sources import DEPLOYMENT, SETTING, Source, WritableSource, bounded
 from kubectl_kvdtype._status import ApiError, Conflict, KvdtypeError, NotFound
-from kubectl_kvdtype.check import DTYPE_REJECTED
 
 ON, OFF = "true", "false"
 POLL_SECONDS = 0.5

@@ -16,8 +16,6 @@ from typing import Callable, ContextManager, Optional, Protocol, Sequence, Union
 from kubectl_kvdtype._status import KvdtypeError
 
 WORKER_GROUP = "worker.gpustack.ai"
-#: The warning finding a source reports when one object (kind, namespace, name) is read twice.
-DUPLICATE_OBJECT = "duplicate-object"
 SETTINGS_GROUP = "gpustack.ai"
 
 

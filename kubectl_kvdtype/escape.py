@@ -23,15 +23,13 @@ from typing import Optional
 from kubectl_kvdtype import _model
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._flags import add_global_flags, parse_duration
-from kubectl_kvdtype._rebind import (MANUAL_STEP, NAME_CHANGE, REPLACE, SETTING_MISSING, SETTING_STAYS_OFF,
-                                     SIDE_BY_SIDE, rebind)
-from kubectl_kvdtype._restore import RESTORE_BREAKS, restore
+from kubectl_kvdtype._judgement import BindingInventory, build_check_report
+from kubectl_kvdtype._rebind import REPLACE, SIDE_BY_SIDE, rebind
+from kubectl_kvdtype._restore import restore
 from kubectl_kvdtype._report import Column, Report
 from kubectl_kvdtype._setting import (OFF, ON, attached_counts, blockers_of, require_setting, wait_for_setting,
                                       write_setting)
-from kubectl_kvdtype._sources import DUPLICATE_OBJECT
 from kubectl_kvdtype._status import ApiError, KvdtypeError, UsageError
-from kubectl_kvdtype.check import DTYPE_UNKNOWN, Inventory, build_report
 
 #: ``--wait`` alone: the Setting's status can lag its spec by ~30 s.
 DEFAULT_WAIT = 60.0
@@ -41,15 +39,12 @@ DEFAULT_WAIT = 60.0
 
 class EscapeCommand(Command):
     name = "escape"
-    help = "the Setting escape switch, and the guided move to a corrected Binding"
     description = (
         "Replaces the Troubleshooting section of the upgrade guide. 'status' shows the Setting "
         "model-deployment-kv-cache-dtype-owned; 'off'/'on' flip it safely; 'rebind' moves a "
         "Binding's ModelDeployments to a new Binding with a corrected dtype (plan by default, "
         "--apply to carry it out, resumable)."
     )
-    codes = (MANUAL_STEP, NAME_CHANGE, SETTING_STAYS_OFF, SETTING_MISSING, DTYPE_UNKNOWN, RESTORE_BREAKS,
-             DUPLICATE_OBJECT)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="escape_action", metavar="<action>", title="actions", required=True)
@@ -239,10 +234,10 @@ def _breaks(context: Context, value: str, item: dict) -> str:
     if value != ON:
         return ""
     try:
-        inventory = Inventory.read(context.source, None, context.system_namespace)
+        inventory = BindingInventory.read(context.source, None, context.system_namespace)
     except ApiError as error:
         return f" (cannot judge the Bindings first: {error.message})"
-    item["rejectedBindings"] = blockers_of(build_report(inventory, context.system_namespace))
+    item["rejectedBindings"] = blockers_of(build_check_report(inventory, context.system_namespace))
     if not item["rejectedBindings"]:
         return ""
     return (f" WARNING: an engine rejects the dtype of {', '.join(item['rejectedBindings'])}, so their replicas stop "

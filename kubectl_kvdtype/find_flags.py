@@ -15,17 +15,15 @@ from typing import Optional
 from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._engines import FlagOccurrence
-from kubectl_kvdtype._report import ERROR, Column, ObjectRef, Report
-from kubectl_kvdtype._sources import (BINDING, DEPLOYMENT, DUPLICATE_OBJECT, POD, WORKLOADS, Kind, Query, Source,
+from kubectl_kvdtype._codes import POD_FLAG, ROLE_FLAG
+from kubectl_kvdtype._report import Column, ObjectRef, Report
+from kubectl_kvdtype._sources import (BINDING, DEPLOYMENT, POD, WORKLOADS, Kind, Query, Source,
                                       list_many, unwrap)
 from kubectl_kvdtype._status import ApiError
 
-ROLE_FLAG = "role-flag"
-POD_FLAG = "pod-flag"
-
 
 @dataclass
-class Inventory:
+class FlagInventory:
     """What ``find-flags`` reads: one LIST per kind, nothing per object."""
 
     deployments: list[dict]
@@ -35,7 +33,7 @@ class Inventory:
     warnings: list[str] = field(default_factory=list)
 
     @classmethod
-    def read(cls, source: Source, namespace: Optional[str]) -> "Inventory":
+    def read(cls, source: Source, namespace: Optional[str]) -> "FlagInventory":
         queries = [Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
                    Query(POD, namespace, f"{_model.INJECT_LABEL}=true")] + [Query(k, namespace) for k in WORKLOADS]
         results = list_many(source, queries)
@@ -53,22 +51,19 @@ class Inventory:
 
 class FindFlagsCommand(Command):
     name = "find-flags"
-    help = "find roles, injected Pods and Pod templates that pass --kv-cache-dtype themselves"
     description = (
         "Roles of pool-attached ModelDeployments whose extraArgs pass --kv-cache-dtype (in any "
         "spelling their engine reads), injected Pods and opted-in Pod templates whose target "
         "container passes it. After the upgrade the operator refuses the role's next edit and the "
         "webhook refuses such Pods. Replaces Step 2 of the upgrade guide."
     )
-    codes = (ROLE_FLAG, POD_FLAG, DUPLICATE_OBJECT)
-
     def run(self, context: Context) -> Report:
-        return build_report(Inventory.read(context.source, context.namespace))
+        return build_find_flags_report(FlagInventory.read(context.source, context.namespace))
 
 
-def build_report(inventory: Inventory) -> Report:
+def build_find_flags_report(inventory: FlagInventory) -> Report:
     """The FindFlagsReport of an inventory: pure, so live and offline runs agree."""
-    report = Report(kind="FindFlagsReport", columns=COLUMNS,
+    report = Report(kind="FindFlagsReport", columns=FLAG_COLUMNS,
                     empty_message="No role, Pod or Pod template passes --kv-cache-dtype itself.")
     dtypes = {(_model.namespace_of(b), _model.name_of(b)): _model.binding_dtype(b) for b in inventory.bindings}
     for deployment in inventory.deployments:
@@ -108,7 +103,7 @@ def _deployment(deployment: dict, dtypes: dict, report: Report) -> None:
         after = (_engines.read_flag([("operator", [_engines.FLAG, binding_dtype])] + extra, engine.name, engine.version)
                  if binding_dtype else None)
         role_name = _model.role_name(role)
-        report.add(ROLE_FLAG, ERROR, ref,
+        report.add(ROLE_FLAG, ref,
                    _role_message(ref, role_name, engine, today, after, binding, known, binding_dtype),
                    role=role_name, value=value, binding=binding or None, bindingDtype=binding_dtype,
                    engine=engine.name or engine.declared, occurrences=[o.to_dict() for o in found])
@@ -172,7 +167,7 @@ def _pod_like(kind: str, obj: dict, pod_like: dict, spec: dict, dtypes: dict, re
     name = _model.text(container.get("name")) or ""
     reading = _own_reading(container, engine, webhook)
     value = reading.value if reading.runs else None
-    report.add(POD_FLAG, ERROR, ref, _pod_message(ref, name, own, owner, reading),
+    report.add(POD_FLAG, ref, _pod_message(ref, name, own, owner, reading),
                container=name, owner=owner, value=value, binding=binding or None, bindingDtype=binding_dtype,
                engine=engine.name or engine.declared, occurrences=[o.to_dict() for o in own])
     report.items.append(_item(ref, None, name, engine, own, value, binding, binding_dtype, owner))
@@ -241,7 +236,7 @@ def _item(ref: ObjectRef, role: Optional[str], container: Optional[str], engine:
     }
 
 
-def _summary(inventory: Inventory, report: Report) -> dict:
+def _summary(inventory: FlagInventory, report: Report) -> dict:
     kinds = [item["kind"] for item in report.items]
     return {
         "examined": {
@@ -261,7 +256,8 @@ def _owner_cell(item: dict) -> Optional[str]:
     return f"{owner['kind']}/{owner['name']}" if owner else None
 
 
-COLUMNS = [
+#: The FindFlagsReport's table: one row per role, Pod or template that passes the flag.
+FLAG_COLUMNS = [
     Column("NAMESPACE", "namespace", namespace=True),
     Column("KIND", "kind"),
     Column("NAME", "name"),

@@ -12,27 +12,19 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._flags import parse_duration
-from kubectl_kvdtype._report import ERROR, INFO, WARNING, Column, ObjectRef, Report
-from kubectl_kvdtype._sources import (BINDING, DEPLOYMENT, DUPLICATE_OBJECT, POD, Query, Source, bounded, list_many,
-                                      unwrap)
+from kubectl_kvdtype._codes import (DTYPE_UNKNOWN, NOT_ATTACHED, POD_MISMATCH, POD_MISSING, POD_REJECTED,
+                                    REPLICA_MISMATCH, REPLICA_MISSING, REPLICA_NOT_ROLLED, REPLICA_REJECTED,
+                                    ROLE_UNMANAGED)
+from kubectl_kvdtype._judgement import add_missing_binding, read_setting
+from kubectl_kvdtype._report import Column, ObjectRef, Report
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, Query, Source, bounded, list_many, unwrap
 from kubectl_kvdtype._status import ApiError, ClusterError, KvdtypeError, UsageError
-from kubectl_kvdtype.check import BINDING_MISSING, DTYPE_UNKNOWN, add_missing_binding, read_setting
-
-REPLICA_MISSING = "replica-missing-flag"
-REPLICA_MISMATCH = "replica-dtype-mismatch"
-POD_MISSING = "pod-missing-flag"
-POD_MISMATCH = "pod-dtype-mismatch"
-REPLICA_REJECTED = "replica-dtype-rejected"
-POD_REJECTED = "pod-dtype-rejected"
-REPLICA_NOT_ROLLED = "replica-not-rolled"
-ROLE_UNMANAGED = "role-unmanaged"
-NOT_ATTACHED = "deployment-not-attached"
 
 OK, MISSING, MISMATCH, UNMANAGED, UNKNOWN = "ok", "missing", "mismatch", "unmanaged", "unknown"
 REJECTED, PENDING = "rejected", "pending"
@@ -53,7 +45,7 @@ REPLICA_SELECTOR = f"{_model.REPLICA_NAME_LABEL}={_model.REPLICA_NAME_VALUE}"
 
 
 @dataclass
-class Inventory:
+class PodInventory:
     """The objects one poll reads: deployments in scope, their Bindings, the Pods to judge."""
 
     deployments: list[dict]
@@ -65,7 +57,7 @@ class Inventory:
     named: bool = False
 
     @classmethod
-    def read_named(cls, source: Source, namespace: Optional[str], name: str, system_namespace: str) -> "Inventory":
+    def read_named(cls, source: Source, namespace: Optional[str], name: str, system_namespace: str) -> "PodInventory":
         """One deployment: a GET (a LIST when the namespace is unknown), its Binding, its Pods."""
         deployment = _find_deployment(source, namespace, name)
         namespace = _model.namespace_of(deployment)
@@ -77,7 +69,7 @@ class Inventory:
                    source.list(POD, namespace, selector, _model.slim_pod), [], setting, error, named=True)
 
     @classmethod
-    def read_all(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "Inventory":
+    def read_all(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "PodInventory":
         """Everything in scope: one LIST per kind (two for Pods: replicas, injected)."""
         listed, bindings, replicas, injected = unwrap(list_many(source, [
             Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
@@ -106,16 +98,12 @@ def _find_deployment(source: Source, namespace: Optional[str], name: str) -> dic
 
 class VerifyCommand(Command):
     name = "verify"
-    help = "check that every replica and injected Pod runs its Binding's dtype (optionally waiting)"
     description = (
         "Read the engine container of each replica of a pool-attached ModelDeployment (or of every "
         "one in scope, and every injected Pod) and compare the --kv-cache-dtype the engine runs with "
         "the Binding's dtype. --wait polls until every judged Pod passes or the time is up. "
         "Replaces the Verification section of the upgrade guide."
     )
-    codes = (REPLICA_MISSING, REPLICA_MISMATCH, REPLICA_REJECTED, REPLICA_NOT_ROLLED, POD_MISSING, POD_MISMATCH,
-             POD_REJECTED, ROLE_UNMANAGED, NOT_ATTACHED, BINDING_MISSING, DTYPE_UNKNOWN,
-             DUPLICATE_OBJECT)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("deployment", nargs="?", metavar="DEPLOYMENT",
@@ -158,10 +146,10 @@ def _interval(wait: float) -> float:
 
 def _poll(context: Context, name: Optional[str]) -> Report:
     if name:
-        inventory = Inventory.read_named(context.source, context.namespace, name, context.system_namespace)
+        inventory = PodInventory.read_named(context.source, context.namespace, name, context.system_namespace)
     else:
-        inventory = Inventory.read_all(context.source, context.namespace, context.system_namespace)
-    return build_report(inventory, offline=context.offline)
+        inventory = PodInventory.read_all(context.source, context.namespace, context.system_namespace)
+    return build_verify_report(inventory, offline=context.offline)
 
 
 def _wait(context: Context, name: Optional[str], wait: float, interval: float) -> Report:
@@ -198,7 +186,7 @@ def _wait(context: Context, name: Optional[str], wait: float, interval: float) -
 
 def _pending_become_errors(report: Report) -> None:
     """When --wait gives up, a replica still not rolled is a failure: the exit says so."""
-    report.findings = [replace(f, severity=ERROR) if f.code == REPLICA_NOT_ROLLED else f for f in report.findings]
+    report.escalate(REPLICA_NOT_ROLLED)
     report.headline = _headline(report)
 
 
@@ -260,9 +248,9 @@ class Judged:
     error: Optional[str] = None  # the engine's own error text, for a rejected Pod
 
 
-def build_report(inventory: Inventory, offline: bool = False) -> Report:
+def build_verify_report(inventory: PodInventory, offline: bool = False) -> Report:
     """The VerifyReport of one inventory: pure, so live and offline runs judge alike."""
-    report = Report(kind="VerifyReport", columns=COLUMNS,
+    report = Report(kind="VerifyReport", columns=POD_COLUMNS,
                     empty_message="No replica or injected Pod to verify.")
     setting_on = _model.setting_is_on(inventory.setting)
     if setting_on is None:
@@ -298,18 +286,18 @@ def _expected(namespace: str, binding: str, bindings: dict, ref: ObjectRef, on: 
         if any(f.code == DTYPE_UNKNOWN and f.object.name == binding and f.object.namespace == namespace
                for f in report.findings):
             return False, None
-        report.add(DTYPE_UNKNOWN, WARNING, ObjectRef(BINDING.name, namespace, binding),
+        report.add(DTYPE_UNKNOWN, ObjectRef(BINDING.name, namespace, binding),
                    f"{BINDING.name} {namespace}/{binding} declares no spec.domain.dtype, so the Pods of {ref} "
                    "cannot be verified.", dtype=None)
         return False, None
     return True, dtype if on else None
 
 
-def _deployment(deployment: dict, pods: list[dict], inventory: Inventory, on: bool, report: Report) -> list[dict]:
+def _deployment(deployment: dict, pods: list[dict], inventory: PodInventory, on: bool, report: Report) -> list[dict]:
     """Judge a deployment's replica Pods; return its roles still short of Pods."""
     ref = ObjectRef(DEPLOYMENT.name, _model.namespace_of(deployment), _model.name_of(deployment))
     if not _model.is_pool_attached(deployment):
-        report.add(NOT_ATTACHED, WARNING, ref,
+        report.add(NOT_ATTACHED, ref,
                    f"{ref} is not pool-attached (no spec.kvCache): the operator renders no --kv-cache-dtype "
                    "for it, so there is nothing to verify.")
         return []
@@ -319,7 +307,7 @@ def _deployment(deployment: dict, pods: list[dict], inventory: Inventory, on: bo
     roles = {_model.role_name(r): r for r in _model.roles_of(deployment)}
     for role_name, role in roles.items():
         if _model.role_is_takeover(role):
-            report.add(ROLE_UNMANAGED, INFO, ref,
+            report.add(ROLE_UNMANAGED, ref,
                        f"{ref} role {role_name} is a take-over role (command set): the operator adds no "
                        "--kv-cache-dtype to it, so its Pods are not judged.", role=role_name)
     seen: dict[str, int] = {}
@@ -486,7 +474,7 @@ def _record(report: Report, pod: dict, deployment: Optional[str], role: str, con
     if code is None:
         return
     whose = f"replica of ModelDeployment {deployment}, role {role}" if deployment else "injected Pod"
-    report.add(code, ERROR if judged.verdict in FAILING else WARNING, ref, f"{ref} ({whose}): {judged.message}.", deployment=deployment,
+    report.add(code, ref, f"{ref} ({whose}): {judged.message}.", deployment=deployment,
                role=role, container=name, expected=judged.expected, effective=judged.effective,
                occurrences=judged.occurrences, **({"error": judged.error} if judged.error else {}))
 
@@ -496,7 +484,7 @@ REPLICA_CODES = {REJECTED: REPLICA_REJECTED, MISSING: REPLICA_MISSING, MISMATCH:
 POD_CODES = {REJECTED: POD_REJECTED, MISSING: POD_MISSING, MISMATCH: POD_MISMATCH}
 
 
-def _summary(report: Report, inventory: Inventory, setting_on: Optional[bool]) -> dict:
+def _summary(report: Report, inventory: PodInventory, setting_on: Optional[bool]) -> dict:
     verdicts = [item["verdict"] for item in report.items]
     return {
         "deployments": len(inventory.deployments),
@@ -515,7 +503,8 @@ def _occurrences_cell(item: dict) -> str:
     return ",".join(f"{o['field']}[{o['index']}]={o['value']}" for o in item["occurrences"]) or "-"
 
 
-COLUMNS = [
+#: The VerifyReport's table: one row per judged Pod.
+POD_COLUMNS = [
     Column("NAMESPACE", "namespace", namespace=True),
     Column("POD", "name"),
     Column("ROLE", "role"),

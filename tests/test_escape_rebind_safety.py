@@ -159,6 +159,25 @@ def test_another_backup_dir_resumes_the_recorded_journal_instead_of_starting_ove
     assert set(settled(fake)["deployments"]) >= set(ORIGINAL_DEPLOYMENTS)
 
 
+def test_a_journal_of_an_older_version_still_resumes(cluster, fake, tmp_path):
+    """Journals written before the step action was named ``setting-off`` call it ``patch``."""
+    fail_recreating(fake)
+    first = kvdtype(cluster, tmp_path, *REBIND, "--apply")
+    assert first.returncode == 3 and "escape restore" in first.stderr
+    (directory,) = backup_dirs(tmp_path)
+    journal = directory / "journal.json"
+    data = json.loads(journal.read_text())
+    assert data["steps"][0]["action"] == "setting-off" and "setting-off" in data["done"]
+    data["steps"][0]["action"] = "patch"  # as an older version wrote it
+    journal.write_text(json.dumps(data))
+    second = kvdtype(cluster, tmp_path, *REBIND, "--apply")
+    assert second.returncode == 0, second.stderr
+    assert f"Resuming the rebind journaled in {directory}/" in second.stderr
+    assert set(settled(fake)["deployments"]) >= set(ORIGINAL_DEPLOYMENTS)
+    shown = kvdtype(cluster, tmp_path, *REBIND, "--backup-dir", str(directory), "-o", "json")
+    assert json.loads(shown.stdout)["items"][0]["action"] == "turn off"
+
+
 def test_an_unreachable_journal_is_named_with_escape_restore_and_restore_puts_the_deployment_back(
         cluster, fake, tmp_path):
     fail_recreating(fake)

@@ -1,0 +1,151 @@
+"""Every finding code, in one table: its severity, what it means, which subcommands report it.
+
+Like popeye's codes table, this is the only place a code is defined. ``Report.add`` takes the
+severity from here (no call site chooses it), ``Command.codes`` and ``--ignore`` accept exactly the
+codes a subcommand is listed for, completion offers them, and ``docs/codes.md`` and the man page's
+FINDING CODES section are generated from it (``scripts/codes-table``, ``scripts/build-binary
+--man``; tests/test_codes.py fails when a report emits a code not listed for its subcommand, or
+when a table drifts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+
+CHECK, FIND_FLAGS, VERIFY, ESCAPE = "check", "find-flags", "verify", "escape"
+
+# check
+DTYPE_REJECTED = "dtype-rejected"
+DTYPE_AUTO = "dtype-auto"
+DTYPE_UNKNOWN = "dtype-unknown"
+BINDING_UNUSED = "binding-unused"
+BINDING_MISSING = "binding-missing"
+ENGINE_UNKNOWN = "engine-unknown"
+# find-flags
+ROLE_FLAG = "role-flag"
+POD_FLAG = "pod-flag"
+# verify
+REPLICA_MISSING = "replica-missing-flag"
+REPLICA_MISMATCH = "replica-dtype-mismatch"
+REPLICA_REJECTED = "replica-dtype-rejected"
+REPLICA_NOT_ROLLED = "replica-not-rolled"
+POD_MISSING = "pod-missing-flag"
+POD_MISMATCH = "pod-dtype-mismatch"
+POD_REJECTED = "pod-dtype-rejected"
+ROLE_UNMANAGED = "role-unmanaged"
+NOT_ATTACHED = "deployment-not-attached"
+# escape
+MANUAL_STEP = "manual-step"
+NAME_CHANGE = "name-change"
+SETTING_STAYS_OFF = "setting-stays-off"
+SETTING_MISSING = "setting-missing"
+RESTORE_BREAKS = "restore-breaks"
+# every subcommand that reads manifests (-f)
+DUPLICATE_OBJECT = "duplicate-object"
+
+
+@dataclass(frozen=True)
+class Code:
+    """One finding code. ``escalated`` is the severity it takes when a wait gives up on it."""
+
+    code: str
+    severity: str
+    meaning: str
+    emitted_by: tuple[str, ...]
+    escalated: Optional[str] = None
+
+    @property
+    def severity_text(self) -> str:
+        """The severity as the docs write it: ``warning (error when --wait gives up)``."""
+        return self.severity + (f" ({self.escalated} when --wait gives up)" if self.escalated else "")
+
+
+_ALL = (CHECK, FIND_FLAGS, VERIFY, ESCAPE)
+
+#: The registry, in the order the docs list it.
+CODES: tuple[Code, ...] = (
+    Code(DTYPE_REJECTED, ERROR, "an engine consuming the Binding rejects its dtype spelling", (CHECK,)),
+    Code(DTYPE_AUTO, WARNING, "the Binding says auto, which a new Binding may not declare after the upgrade", (CHECK,)),
+    Code(DTYPE_UNKNOWN, WARNING, "the dtype is not in the table for a consumer's engine, or the Binding has no "
+                                 "dtype (escape rebind: a --force-unknown-dtype spelling)", (CHECK, VERIFY, ESCAPE)),
+    Code(BINDING_UNUSED, INFO, "nothing consumes the Binding", (CHECK,)),
+    Code(BINDING_MISSING, ERROR, "a ModelDeployment or injected Pod names a Binding that does not exist",
+         (CHECK, VERIFY)),
+    Code(ENGINE_UNKNOWN, WARNING, "a consumer's engine is neither vLLM nor SGLang, so its dtype is not judged",
+         (CHECK,)),
+    Code(ROLE_FLAG, ERROR, "a role of a pool-attached ModelDeployment passes --kv-cache-dtype in its extraArgs",
+         (FIND_FLAGS,)),
+    Code(POD_FLAG, ERROR, "an injected Pod or an opted-in workload template passes --kv-cache-dtype itself",
+         (FIND_FLAGS,)),
+    Code(REPLICA_REJECTED, ERROR, "the engine refuses the replica's argv, so it never serves", (VERIFY,)),
+    Code(REPLICA_MISSING, ERROR, "the replica carries no flag the engine reads", (VERIFY,)),
+    Code(REPLICA_MISMATCH, ERROR, "the replica's effective dtype differs from its Binding's", (VERIFY,)),
+    Code(REPLICA_NOT_ROLLED, WARNING, "the right value, from the role's own copy only: the rollout has not "
+                                      "replaced the replica yet", (VERIFY,), escalated=ERROR),
+    Code(POD_REJECTED, ERROR, "the engine refuses the injected Pod's argv", (VERIFY,)),
+    Code(POD_MISSING, ERROR, "the injected Pod carries no flag in its target container's args, or has no target "
+                             "container", (VERIFY,)),
+    Code(POD_MISMATCH, ERROR, "the injected Pod's effective dtype differs from its Binding's", (VERIFY,)),
+    Code(ROLE_UNMANAGED, INFO, "a take-over role (command set): the operator adds no flag, its Pods are not judged",
+         (VERIFY,)),
+    Code(NOT_ATTACHED, WARNING, "verify NAME on a ModelDeployment without spec.kvCache: nothing to verify",
+         (VERIFY,)),
+    Code(MANUAL_STEP, WARNING, "injected Pods name the old Binding: their owner's annotation must be changed by hand",
+         (ESCAPE,)),
+    Code(NAME_CHANGE, WARNING, "--strategy side-by-side renames the moved ModelDeployments", (ESCAPE,)),
+    Code(SETTING_STAYS_OFF, WARNING, "after the move the Setting stays off: other Bindings would still break an "
+                                     "engine", (ESCAPE,)),
+    Code(SETTING_MISSING, INFO, "there is no Setting (an operator older than the feature): the plan does not switch it",
+         (ESCAPE,)),
+    Code(RESTORE_BREAKS, WARNING, "escape restore recreates a Binding whose dtype an engine rejects while the "
+                                  "Setting is on", (ESCAPE,)),
+    Code(DUPLICATE_OBJECT, WARNING, "-f read the same object twice with different bodies; the one read last is "
+                                    "judged", _ALL),
+)
+
+BY_CODE: dict[str, Code] = {entry.code: entry for entry in CODES}
+
+
+def lookup(code: str) -> Code:
+    """The registry entry of ``code``; an unregistered code is a bug, named as one."""
+    try:
+        return BY_CODE[code]
+    except KeyError:
+        raise KeyError(f"finding code {code!r} is not in the registry (kubectl_kvdtype/_codes.py)") from None
+
+
+def severity_of(code: str) -> str:
+    return lookup(code).severity
+
+
+def codes_of(command: str) -> tuple[str, ...]:
+    """The codes ``command`` may report, which its ``--ignore`` accepts."""
+    return tuple(entry.code for entry in CODES if command in entry.emitted_by)
+
+
+def known() -> list[str]:
+    """Every code, sorted: what ``--ignore`` accepts and completion offers."""
+    return sorted(BY_CODE)
+
+
+def markdown_table() -> str:
+    """``docs/codes.md``: the registry as a Markdown table (scripts/codes-table writes it)."""
+    lines = [
+        "<!-- Generated from kubectl_kvdtype/_codes.py by scripts/codes-table; do not edit by hand. -->",
+        "# Finding codes",
+        "",
+        "Every finding a report can carry. `--ignore CODE` (repeatable) drops a code's findings before",
+        "the exit status is decided; it accepts any code below.",
+        "",
+        "| code | severity | subcommands | meaning |",
+        "|---|---|---|---|",
+    ]
+    for entry in CODES:
+        lines.append(f"| `{entry.code}` | {entry.severity_text} | {', '.join(entry.emitted_by)} | {entry.meaning} |")
+    return "\n".join(lines) + "\n"
+
