@@ -84,6 +84,14 @@ def _recorded(engine: str, table: str) -> dict:
 
 
 def table_version(engine: str, version: object) -> str:
+    """The nearest recorded version at or below ``version`` (memoized; see :func:`_table_version`)."""
+    try:
+        return _table_version_cached(engine, version)
+    except TypeError:  # an unhashable version from a hand-written manifest
+        return _table_version(engine, None)
+
+
+def _table_version(engine: str, version: object) -> str:
     """The nearest recorded version at or below ``version`` (below the lowest, or unreadable: the lowest...
 
     ...unless unreadable, which means the operator's reference version: the caller passes that)."""
@@ -133,6 +141,9 @@ def shortest_flag_prefix(engine: str) -> int:
                 shortest = min(shortest, length)
                 break
     return shortest
+
+
+_table_version_cached = functools.lru_cache(maxsize=256)(_table_version)
 
 
 # --- The parser, rebuilt from a table --------------------------------------------------------

@@ -9,6 +9,7 @@ answers them.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shlex
 from dataclasses import dataclass, replace
@@ -381,6 +382,14 @@ class FlagOccurrence:
 
 
 def _classify(name: str, engine: Optional[str], version: object) -> Optional[tuple[str, bool, str]]:
+    """(spelling, read, note) when an option name could be the flag; else None (memoized)."""
+    try:
+        return _classify_cached(name, engine, version)
+    except TypeError:  # an unhashable version from a hand-written manifest
+        return _classify_uncached(name, engine, version)
+
+
+def _classify_uncached(name: str, engine: Optional[str], version: object) -> Optional[tuple[str, bool, str]]:
     """(spelling, read, note) when an option name could be the flag; else None.
 
     Which names are candidates, and whether this engine at this version reads one as the flag,
@@ -417,6 +426,9 @@ def _classify(name: str, engine: Optional[str], version: object) -> Optional[tup
         return spelling, False, (f"{engine} does not read underscores in flag names: it fails with "
                                  "'unrecognized arguments' at startup")
     return spelling, False, f"{label} has no such option: it fails with 'unrecognized arguments' at startup"
+
+
+_classify_cached = functools.lru_cache(maxsize=1024)(_classify_uncached)
 
 
 def _version_or_reference(engine: str, version: object) -> str:
@@ -580,6 +592,24 @@ def read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], versi
     refused at engine start instead. A value the spelling tables do not list, or one that
     depends on something outside the object, makes the reading UNSURE, never FAILED.
     """
+    argv, _ = _joined(fields)
+    relevant_env = env if env and any("$" in t for t in argv) else None  # only a variable can use it
+    try:
+        key = tuple((name, tuple(values) if isinstance(values, list) else None) for name, values in fields)
+        return _read_flag_cached(key, engine, version, json.dumps(relevant_env, sort_keys=True))
+    except TypeError:  # an unhashable version or argv entry from a hand-written manifest
+        return _read_flag(fields, engine, version, relevant_env)
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_flag_cached(key: tuple, engine: Optional[str], version: object, env: str) -> FlagReading:
+    """Memoized by argv, engine, version and the env it refers to: replicas repeat a few argvs."""
+    return _read_flag([(name, list(values) if values is not None else None) for name, values in key],
+                      engine, version, json.loads(env))
+
+
+def _read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], version: object,
+               env: object) -> FlagReading:
     found = tuple(find_in_fields(fields, engine, version, env))
     read = [o for o in found if o.read]
     if engine not in _BY_NAME:
