@@ -13,8 +13,12 @@ container's ``env``, and a ``sh -c`` line passes through a shell: both are done 
 value that depends on something this reader cannot know (``valueFrom``, the shell's environment)
 is reported as unknown rather than guessed.
 
+Engines are named by their ``_engines`` record (table key, invocation words, argv rewriting):
+nothing here branches on an engine's name.
+
 Public API: :func:`read_container`, :func:`read_engine_args`, :func:`expand_kubernetes`,
-:func:`engine_arguments`, :func:`table_version`, and the :class:`Reading` they return.
+:func:`engine_arguments`, :func:`table_version`, :func:`option_matches`,
+:func:`shortest_flag_prefix`, and the :class:`Reading` they return.
 """
 
 from __future__ import annotations

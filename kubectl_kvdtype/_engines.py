@@ -1,9 +1,12 @@
-"""Everything the plugin knows about the two engines: names, versions, spellings, argv.
+"""Everything the plugin knows about the engines: names, versions, spellings, argv.
 
-This is the one place that encodes section 5 of the domain sheet: which ``--kv-cache-dtype``
-values each engine accepts at which version, which spellings mean the same, and how each engine's
-argparse reads the flag out of an argv. The rest of the package asks questions; only this module
-answers them.
+This is the one place that encodes section 5 of the domain sheet. Each engine is one
+:class:`Engine` record (names, reference version, which ``--kv-cache-dtype`` values it accepts at
+which version, which spellings mean the same, its recorded parser table, how the operator and a
+container start it); nothing here branches on an engine's name. What an engine makes of an argv
+is decided by its own parser rebuilt from the recorded tables (``_argv``); this module locates the
+copies of the flag and turns the parser's answer into a judgement. The rest of the package asks
+questions; only this module answers them.
 """
 
 from __future__ import annotations
