@@ -13,8 +13,12 @@ container's ``env``, and a ``sh -c`` line passes through a shell: both are done 
 value that depends on something this reader cannot know (``valueFrom``, the shell's environment)
 is reported as unknown rather than guessed.
 
+Engines are named by their ``_engines`` record (table key, invocation words, argv rewriting):
+nothing here branches on an engine's name.
+
 Public API: :func:`read_container`, :func:`read_engine_args`, :func:`expand_kubernetes`,
-:func:`engine_arguments`, :func:`table_version`, and the :class:`Reading` they return.
+:func:`engine_arguments`, :func:`table_version`, :func:`option_matches`,
+:func:`shortest_flag_prefix`, and the :class:`Reading` they return.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
+from kubectl_kvdtype import _engines
+
 VALUE = "value"
 ABSENT = "absent"
 FAILED = "failed"
@@ -34,7 +40,6 @@ UNKNOWN = "unknown"
 
 FLAG = "--kv-cache-dtype"
 _DEST = "kv_cache_dtype"
-_VLLM, _SGLANG = "vLLM", "SGLang"
 
 #: ``validity(engine, version, value)``: True accepted, False refused, None not known.
 Validity = Callable[[str, object, str], Optional[bool]]
@@ -75,10 +80,22 @@ def _version_key(text: object) -> Optional[tuple]:
 
 def recorded_versions(engine: str) -> list[str]:
     """The engine versions whose parsers were recorded, oldest first."""
-    return list(_tables()["versions"][engine])
+    return list(_tables()["versions"][_engines.record(engine).table])
+
+
+def _recorded(engine: str, table: str) -> dict:
+    return _tables()["tables"][_engines.record(engine).table][table]
 
 
 def table_version(engine: str, version: object) -> str:
+    """The nearest recorded version at or below ``version`` (memoized; see :func:`_table_version`)."""
+    try:
+        return _table_version_cached(engine, version)
+    except TypeError:  # an unhashable version from a hand-written manifest
+        return _table_version(engine, None)
+
+
+def _table_version(engine: str, version: object) -> str:
     """The nearest recorded version at or below ``version`` (below the lowest, or unreadable: the lowest...
 
     ...unless unreadable, which means the operator's reference version: the caller passes that)."""
@@ -91,6 +108,46 @@ def table_version(engine: str, version: object) -> str:
         if _version_key(candidate) <= wanted:
             chosen = candidate
     return chosen
+
+
+@functools.lru_cache(maxsize=64)
+def _long_options(engine: str, table: str) -> tuple[str, ...]:
+    """Every ``--`` option string of the engine's server parser in one recorded table."""
+    return tuple(o for e in _recorded(engine, table)["actions"] for o in e["options"] if o.startswith("--"))
+
+
+def option_matches(engine: str, table: str, name: str) -> tuple[str, ...]:
+    """The options argparse matches ``name`` (an option name, no ``=value``) against, in one table.
+
+    After the engine's own rewriting of option names (vLLM: underscores to dashes): the exact
+    option; else, when the parser allows abbreviations, every option it is a prefix of (one:
+    argparse expands it; several: ``ambiguous option``; none: ``unrecognized arguments``)."""
+    if _engines.record(engine).argv_rewrite == "flexible" and name.startswith("--"):
+        name = _DASHES.sub(_dashed, name, count=1)
+    options = _long_options(engine, table)
+    if name in options:
+        return (name,)
+    if not _recorded(engine, table)["allow_abbrev"] or not name.startswith("--"):
+        return ()
+    return tuple(o for o in options if o.startswith(name))
+
+
+@functools.lru_cache(maxsize=16)
+def shortest_flag_prefix(engine: str) -> int:
+    """The length of the shortest abbreviation of the flag some recorded version of ``engine`` reads."""
+    shortest = len(FLAG)
+    for table in recorded_versions(engine):
+        if not _recorded(engine, table)["allow_abbrev"]:
+            continue
+        options = _long_options(engine, table)
+        for length in range(len("--") + 1, len(FLAG)):
+            if [o for o in options if o.startswith(FLAG[:length])] == [FLAG]:
+                shortest = min(shortest, length)
+                break
+    return shortest
+
+
+_table_version_cached = functools.lru_cache(maxsize=256)(_table_version)
 
 
 # --- The parser, rebuilt from a table --------------------------------------------------------
@@ -142,7 +199,7 @@ class _Choices:
         return iter(self._recorded)
 
 
-def _build(table: dict, accepts: Optional[Callable[[str], bool]], top: Optional[dict] = None) -> _Parser:
+def _build(table: dict, accepts: Optional[Callable[[str], bool]], required: bool = True) -> _Parser:
     parser = _Parser(prog=table["prog"], add_help=False, allow_abbrev=table["allow_abbrev"],
                      prefix_chars=table["prefix_chars"],
                      fromfile_prefix_chars=table.get("fromfile_prefix_chars"))
@@ -151,14 +208,14 @@ def _build(table: dict, accepts: Optional[Callable[[str], bool]], top: Optional[
     for entry in table["actions"]:
         if entry["action"] == "parsers":
             continue
-        _add(groups.get(entry["dest"], parser), entry, accepts)
+        _add(groups.get(entry["dest"], parser), entry, accepts, required)
     return parser
 
 
-def _add(container, entry: dict, accepts: Optional[Callable[[str], bool]]) -> None:
+def _add(container, entry: dict, accepts: Optional[Callable[[str], bool]], required: bool) -> None:
     options, kind, nargs = entry["options"], entry["action"], entry.get("nargs")
     kwargs: dict = {"dest": entry["dest"]} if options else {}
-    if entry.get("required"):
+    if entry.get("required") and required:
         kwargs["required"] = True
     if kind in ("help", "version"):
         action = container.add_argument(*options, action=_Exit, **kwargs)
@@ -181,21 +238,29 @@ def _add(container, entry: dict, accepts: Optional[Callable[[str], bool]]) -> No
 
 
 @functools.lru_cache(maxsize=64)
-def _parser(engine: str, table: str, version_text: str, validity: Optional[Validity]):
-    """(top-level parser, engine parser) for one engine version; memoized, they are reused."""
-    recorded = _tables()["tables"][engine][table]
+def _parser(engine: str, table: str, version_text: str, validity: Optional[Validity], required: bool = True):
+    """(top-level parser, engine parser) for one engine version; memoized, they are reused.
+
+    ``required`` False drops the options the engine requires (SGLang's ``--model-path``): when
+    the image's entrypoint starts the engine, what it passes before the container's arguments is
+    not in the object, so their absence is not held against the argv."""
+    recorded = _recorded(engine, table)
     accepts = None
     if validity is not None:
+        # At a recorded version its parser's list is the truth; between recordings a spelling
+        # neither list knows may be new, so it passes here and the caller calls it unknown.
+        recorded_here = _version_key(version_text) == _version_key(table)
+
         def accepts(value: str) -> bool:
             verdict = validity(engine, version_text or None, value)
             if verdict is None:  # a spelling the judge does not know: the recorded parser's list
-                return value in recorded_choices
+                return value in recorded_choices or (not recorded_here and value != "")
             return verdict
         recorded_choices = next((e.get("choices") or [] for e in recorded["actions"] if e["dest"] == _DEST), [])
-    serve = _build(recorded, accepts)
+    serve = _build(recorded, accepts, required)
     if "top" not in recorded:
         return serve, serve
-    top = _build(recorded["top"], accepts)
+    top = _build(recorded["top"], accepts, required)
     subparsers = top.add_subparsers(dest="subparser")
     subparsers._name_parser_map["serve"] = serve
     subparsers.choices = subparsers._name_parser_map
@@ -203,10 +268,8 @@ def _parser(engine: str, table: str, version_text: str, validity: Optional[Valid
 
 
 def _judge_validity(engine: str, version: object, value: str) -> Optional[bool]:
-    from kubectl_kvdtype._engines import ACCEPTED, REJECTED, judge  # the spelling-by-version table
-
-    verdict = judge(engine, version, value).verdict
-    return True if verdict == ACCEPTED else False if verdict == REJECTED else None
+    verdict = _engines.judge(engine, version, value).verdict  # the spelling-by-version table
+    return True if verdict == _engines.ACCEPTED else False if verdict == _engines.REJECTED else None
 
 
 # --- vLLM's own argv pre-processing (FlexibleArgumentParser.parse_args) -----------------------
@@ -218,8 +281,11 @@ class _Crash(Exception):
     """vLLM's pre-processing raising: the process ends with a traceback, exit 1."""
 
 
-def _vllm_preprocess(args: list[str], table: str) -> list[str]:
-    """vLLM's FlexibleArgumentParser.parse_args before argparse runs, for ``vllm serve``."""
+def _flexible_rewrite(args: list[str], table: str, required: bool = True) -> list[str]:
+    """vLLM's FlexibleArgumentParser.parse_args before argparse runs, for ``vllm serve``.
+
+    ``required`` False: the model may come from the image's entrypoint, so its absence from the
+    first position is not held against the argv."""
     if args and args[0] == "serve":
         index = next((i for i, a in enumerate(args) if re.match(r"^--model(=.+|$)", a)), None)
         if index is not None:
@@ -230,7 +296,7 @@ def _vllm_preprocess(args: list[str], table: str) -> list[str]:
             else:
                 model, rest = args[index][len("--model="):], index + 1
             args = ["serve", model, *args[1:index], *args[rest:]]
-        if (len(args) > 1 and args[1].startswith("-")
+        if (required and len(args) > 1 and args[1].startswith("-")
                 and not any(re.match(r"^--config(=.+|$)", a) for a in args)
                 and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", a) for a in args)):
             raise _Crash("ValueError: `model` should be provided as the first positional argument when using "
@@ -342,25 +408,36 @@ def _could_hold_flag(args: Iterable[str]) -> bool:
 
 
 def read_engine_args(engine: str, version: object, args: Sequence[str],
-                     validity: Optional[Validity] = _judge_validity) -> Reading:
+                     validity: Optional[Validity] = _judge_validity, required: bool = True) -> Reading:
     """What ``engine`` at ``version`` makes of its own arguments (after ``vllm serve``/``launch_server``).
 
     ``validity`` decides which values the flag accepts at ``version`` (default: the plugin's
     spelling-by-version table in ``_engines``); None checks against the recorded choices only.
+    ``required`` False: options the engine requires are not demanded (see :func:`_parser`).
     An argv without any entry that could be the flag is ABSENT without a parse (other options'
-    mistakes are not this reader's business then).
+    mistakes are not this reader's business then). Parses are memoized by (engine, table,
+    version, argv): a cluster's replicas repeat a handful of argvs.
     """
     args = tuple(a for a in args if isinstance(a, str))
     if not _could_hold_flag(args):
         return Reading(ABSENT, table=table_version(engine, version))
-    return _read(engine, table_version(engine, version), "" if version is None else str(version), args, validity)
+    return _read(engine, table_version(engine, version), "" if version is None else str(version), args, validity,
+                 required)
+
+
+#: The engines' own argv rewriting before argparse runs, by the name an engine record gives it.
+_REWRITES: dict[str, Callable[[list[str], str, bool], list[str]]] = {"flexible": _flexible_rewrite}
 
 
 @functools.lru_cache(maxsize=8192)
-def _read(engine: str, table: str, version_text: str, args: tuple, validity: Optional[Validity]) -> Reading:
-    top, serve = _parser(engine, table, version_text, validity)
+def _read(engine: str, table: str, version_text: str, args: tuple, validity: Optional[Validity],
+          required: bool = True) -> Reading:
+    top, serve = _parser(engine, table, version_text, validity, required)
+    record = _engines.record(engine)
     try:
-        argv = _vllm_preprocess(["serve", *args], table) if engine == _VLLM else list(args)
+        argv = [*record.parser_words, *args]
+        if record.argv_rewrite:
+            argv = _REWRITES[record.argv_rewrite](argv, table, required)
         namespace = top.parse_args(argv)
     except _Crash as crash:
         return Reading(FAILED, error=str(crash), exit_code=1, table=table)
@@ -421,24 +498,37 @@ _SHELLS = {"sh", "bash", "dash", "ash", "zsh", "ksh"}
 
 
 def engine_arguments(argv: Sequence[str], engine: str) -> Optional[list[str]]:
-    """The engine's own arguments in a container argv: what follows ``vllm serve`` or
-    ``-m sglang.launch_server`` / ``sglang serve``; the whole argv when no invocation is written
-    (the image's entrypoint runs the engine); None when the argv runs something else."""
-    for i, token in enumerate(argv):
-        name = token.rsplit("/", 1)[-1]
-        if engine == _VLLM:
-            if name == "vllm" and i + 1 < len(argv) and argv[i + 1] == "serve":
-                return list(argv[i + 2:])
-            if token == "-m" and i + 1 < len(argv) and argv[i + 1].startswith("vllm.entrypoints"):
-                return list(argv[i + 2:])
-        else:
-            if token == "-m" and i + 1 < len(argv) and argv[i + 1] in ("sglang.launch_server", "sglang.serve"):
-                return list(argv[i + 2:])
-            if name == "sglang" and i + 1 < len(argv) and argv[i + 1] == "serve":
-                return list(argv[i + 2:])
-    if argv and not argv[0].startswith("-") and "/" not in argv[0] and argv[0].rsplit("/", 1)[-1] in _SHELLS:
-        return None
-    return list(argv)
+    """The engine's own arguments in a container argv: what follows one of the engine record's
+    invocations (``vllm serve``, ``-m sglang.launch_server``...); the whole argv when no
+    invocation is written (the image's entrypoint runs the engine); None when the argv runs
+    something else (a shell)."""
+    own, _ = _own_arguments(argv, engine)
+    return own
+
+
+def _own_arguments(argv: Sequence[str], engine: str) -> tuple[Optional[list[str]], bool]:
+    """(the engine's own arguments, whether the argv writes the invocation itself)."""
+    invocations = _engines.record(engine).invocations
+    for i in range(len(argv)):
+        for words in invocations:
+            if _invokes_at(argv, i, words):
+                return list(argv[i + len(words):]), True
+    if argv and not argv[0].startswith("-") and "/" not in argv[0] and argv[0] in _SHELLS:
+        return None, False
+    return list(argv), False
+
+
+def _invokes_at(argv: Sequence[str], i: int, words: Sequence[str]) -> bool:
+    """Whether ``words`` start at ``argv[i]``: a program by its base name, ``x*`` by prefix."""
+    if i + len(words) > len(argv):
+        return False
+    for offset, word in enumerate(words):
+        token = argv[i + offset]
+        if offset == 0 and not word.startswith("-"):
+            token = token.rsplit("/", 1)[-1]
+        if not (token.startswith(word[:-1]) if word.endswith("*") else token == word):
+            return False
+    return True
 
 
 def read_container(engine: str, version: object, command: Sequence[str], args: Sequence[str],
@@ -455,10 +545,10 @@ def read_container(engine: str, version: object, command: Sequence[str], args: S
         tokens = found
     elif unknown and _could_hold_flag(tokens):
         return Reading(UNKNOWN, error=f"depends on $({unknown[0]}), set from outside the object (valueFrom)")
-    own = engine_arguments(tokens, engine)
+    own, invoked = _own_arguments(tokens, engine)
     if own is None:
         return Reading(ABSENT, table=table_version(engine, version))
-    return read_engine_args(engine, version, own, validity)
+    return read_engine_args(engine, version, own, validity, required=invoked)
 
 
 def _env_values(env: object) -> dict[str, str]:

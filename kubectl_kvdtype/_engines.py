@@ -1,35 +1,25 @@
-"""Everything the plugin knows about the two engines: names, versions, spellings, argv.
+"""Everything the plugin knows about the engines: names, versions, spellings, argv.
 
 This is the one place that encodes docs/engines.md ("Which spellings each engine accepts", "How
-each engine reads the flag"): which ``--kv-cache-dtype`` values each engine accepts at which
-version, which spellings mean the same, and how each engine's argparse reads the flag out of an
-argv. The rest of the package asks questions; only this module
-answers them.
+each engine reads the flag"). Each engine is one
+:class:`Engine` record (names, reference version, which ``--kv-cache-dtype`` values it accepts at
+which version, which spellings mean the same, its recorded parser table, how the operator and a
+container start it); nothing here branches on an engine's name. What an engine makes of an argv
+is decided by its own parser rebuilt from the recorded tables (``_argv``); this module locates the
+copies of the flag and turns the parser's answer into a judgement. The rest of the package asks
+questions; only this module answers them.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shlex
 from dataclasses import dataclass, replace
-from typing import Iterable, Optional, Sequence
-
-VLLM = "vLLM"
-SGLANG = "SGLang"
-ENGINES = (VLLM, SGLANG)
-
-#: The operator's reference versions: what a consumer of unknown version is judged against.
-REFERENCE_VERSIONS = {VLLM: "0.29.0", SGLANG: "0.5.18"}
+from typing import Iterable, Mapping, Optional, Sequence
 
 FLAG = "--kv-cache-dtype"
-#: The shortest abbreviation treated as meaning the flag; shorter prefixes (``--kv-c``) are
-#: shared by many other engine options, so argparse would call them ambiguous anyway.
-_MIN_ABBREVIATION = len("--kv-cache-d")
-#: vLLM 0.19 added ``--kv-cache-dtype-skip-layers``, which makes every abbreviation ambiguous.
-_VLLM_ABBREVIATIONS_AMBIGUOUS_FROM = "0.19.0"
-#: vLLM 0.33 stopped enforcing choices in the parser; a bad value fails at engine start instead.
-_VLLM_LATE_VALIDATION_FROM = "0.33.0"
 
 Version = tuple  # (major, minor, patch, pre/post rank, number): comparable, built by parse_version
 
@@ -74,11 +64,38 @@ def _since(text: str) -> tuple[Window, ...]:
 
 
 _ALWAYS = (Window(),)
+#: Spellings refused by every engine at every version (the table's "no" cells for both).
+_NEVER = frozenset({"FP8", "BF16", "fp16", "half"})
 
-#: Spellings each engine accepts, and from (until) which version: docs/engines.md,
-#: "Which spellings each engine accepts", which says where each row comes from.
-_ACCEPTED: dict[str, dict[str, tuple[Window, ...]]] = {
-    VLLM: {
+
+@dataclass(frozen=True)
+class Engine:
+    """Everything the plugin knows about one engine: a new engine is one more record (and its tests)."""
+
+    name: str  # canonical, as objects spell it today
+    aliases: tuple[str, ...]  # other spellings objects use, compared case-insensitively
+    reference_version: str  # the operator's: what a consumer of unknown version is judged against
+    #: Spellings of ``--kv-cache-dtype`` the engine accepts, and in which versions.
+    accepted: Mapping[str, tuple[Window, ...]]
+    rejected: frozenset[str]  # spellings refused at every version
+    #: Spellings meaning the same cache format for this engine, preferred first.
+    equivalents: tuple[tuple[str, ...], ...]
+    table: str  # its key in data/engine_options.json (the recorded server parsers)
+    #: What the operator renders before its own arguments and a role's extraArgs ({model}).
+    base_command: tuple[str, ...]
+    #: Words that start the engine in a container argv; ``x*`` matches by prefix, a program by base name.
+    invocations: tuple[tuple[str, ...], ...]
+    parser_words: tuple[str, ...] = ()  # what the recorded top-level parser needs before the engine's own args
+    argv_rewrite: str = ""  # the engine's own argv rewriting before argparse ("flexible": vLLM's)
+    late_validation_from: Optional[str] = None  # from this version the parser checks no choices
+
+    def validates_late(self, at: Version) -> bool:
+        return self.late_validation_from is not None and at >= _v(self.late_validation_from)
+
+
+VLLM_ENGINE = Engine(
+    name="vLLM", aliases=("vllm",), reference_version="0.29.0",
+    accepted={
         "auto": _ALWAYS,
         # fp8_e5m2 appeared in 0.3.0, went missing in 0.4.1-0.4.2 and came back in 0.4.3.
         "fp8_e5m2": (Window(_v("0.3.0"), _v("0.4.1")), Window(since=_v("0.4.3"))),
@@ -91,7 +108,20 @@ _ACCEPTED: dict[str, dict[str, tuple[Window, ...]]] = {
         "nvfp4": _since("0.20.0"),
         "nvfp4_4over6": _since("0.28.0"),
     },
-    SGLANG: {
+    rejected=frozenset({"bf16", "mxfp8", "fp4_mx_block16"}) | _NEVER,
+    # vLLM's fp8 means fp8_e4m3; float16 has no SGLang spelling.
+    equivalents=(("fp8_e4m3", "fp8"), ("float16", "fp16", "half")),
+    table="vLLM",
+    base_command=("vllm", "serve", "{model}"),
+    invocations=(("vllm", "serve"), ("-m", "vllm.entrypoints*")),
+    parser_words=("serve",),
+    argv_rewrite="flexible",
+    late_validation_from="0.33.0",
+)
+
+SGLANG_ENGINE = Engine(
+    name="SGLang", aliases=("sglang",), reference_version="0.5.18",
+    accepted={
         "auto": _since("0.2.14"),
         "fp8_e5m2": _since("0.2.14"),
         "fp8_e4m3": _since("0.4.2"),
@@ -102,22 +132,41 @@ _ACCEPTED: dict[str, dict[str, tuple[Window, ...]]] = {
         "nvfp4": _since("0.5.16"),
         "fp4_mx_block16": _since("0.5.16"),
     },
-}
-
-#: Spellings known to be refused by an engine at every version (the table's "no" cells).
-_NEVER = {"FP8", "BF16", "fp16", "half"}
-_REJECTED: dict[str, frozenset[str]] = {
-    VLLM: frozenset({"bf16", "mxfp8", "fp4_mx_block16"} | _NEVER),
-    SGLANG: frozenset({"fp8", "float16", "fp8_inc", "fp8_ds_mla"} | _NEVER),
-}
-
-#: Spellings that mean the same cache format, preferred spelling first. vLLM's ``fp8`` means
-#: ``fp8_e4m3``; ``float16`` has no SGLang spelling, so its class gives SGLang nothing.
-_EQUIVALENT_CLASSES: tuple[tuple[str, ...], ...] = (
-    ("bfloat16", "bf16"),
-    ("fp8_e4m3", "fp8"),
-    ("float16", "fp16", "half"),
+    rejected=frozenset({"fp8", "float16", "fp8_inc", "fp8_ds_mla"}) | _NEVER,
+    equivalents=(("bfloat16", "bf16"),),
+    table="SGLang",
+    base_command=("python3", "-m", "sglang.launch_server", "--model-path", "{model}", "--enable-metrics"),
+    invocations=(("-m", "sglang.launch_server"), ("-m", "sglang.serve"), ("sglang", "serve")),
 )
+
+RECORDS: tuple[Engine, ...] = (VLLM_ENGINE, SGLANG_ENGINE)
+_BY_NAME = {r.name: r for r in RECORDS}
+_BY_ALIAS = {alias.lower(): r.name for r in RECORDS for alias in (r.name, *r.aliases)}
+
+VLLM, SGLANG = VLLM_ENGINE.name, SGLANG_ENGINE.name
+ENGINES = tuple(_BY_NAME)
+#: The operator's reference versions: what a consumer of unknown version is judged against.
+REFERENCE_VERSIONS = {r.name: r.reference_version for r in RECORDS}
+
+
+def record(engine: str) -> Engine:
+    """The record of an engine by canonical name (KeyError for any other)."""
+    return _BY_NAME[engine]
+
+
+def _merge_classes(classes: Iterable[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+    merged: list[list[str]] = []
+    for cls in classes:
+        into = next((m for m in merged if set(m) & set(cls)), None)
+        if into is None:
+            merged.append(list(cls))
+        else:
+            into += [s for s in cls if s not in into]
+    return tuple(tuple(m) for m in merged)
+
+
+#: Spellings that mean the same cache format for some engine, preferred spelling first.
+_EQUIVALENT_CLASSES = _merge_classes(cls for r in RECORDS for cls in r.equivalents)
 _CLASS_OF = {spelling: cls for cls in _EQUIVALENT_CLASSES for spelling in cls}
 
 ACCEPTED = "accepted"
@@ -129,7 +178,7 @@ def canonical_engine(name: object) -> Optional[str]:
     """``vLLM``/``SGLang`` for any capitalisation (older objects say ``vllm``); else None."""
     if not isinstance(name, str):
         return None
-    return {"vllm": VLLM, "sglang": SGLANG}.get(name.strip().lower())
+    return _BY_ALIAS.get(name.strip().lower())
 
 
 @dataclass(frozen=True)
@@ -157,18 +206,19 @@ def judge(engine: str, version: object, dtype: str) -> Judgement:
 
 
 def _judge(engine: str, version: object, dtype: str) -> Judgement:
+    known = record(engine)
     parsed = parse_version(version)
     is_reference = parsed is None
-    shown = REFERENCE_VERSIONS[engine] if is_reference else str(version).strip()
-    at = parsed if parsed is not None else _v(REFERENCE_VERSIONS[engine])
+    shown = known.reference_version if is_reference else str(version).strip()
+    at = parsed if parsed is not None else _v(known.reference_version)
     label = f"{engine} {shown}" + (" (reference version)" if is_reference else "")
-    windows = _ACCEPTED[engine].get(dtype)
+    windows = known.accepted.get(dtype)
     if windows is not None:
         if any(window.contains(at) for window in windows):
             return Judgement(engine, shown, is_reference, dtype, ACCEPTED, f"{label} accepts {dtype}")
         return Judgement(engine, shown, is_reference, dtype, REJECTED,
                          f"{label} does not accept {dtype} ({_availability(windows)})", _failure_mode(engine, at))
-    if dtype in _REJECTED[engine]:
+    if dtype in known.rejected:
         return Judgement(engine, shown, is_reference, dtype, REJECTED,
                          f"{label} does not accept {dtype}", _failure_mode(engine, at))
     return Judgement(
@@ -201,7 +251,7 @@ def _show(version: Version) -> str:
 
 
 def _failure_mode(engine: str, at: Version) -> str:
-    if engine == VLLM and at >= _v(_VLLM_LATE_VALIDATION_FROM):
+    if record(engine).validates_late(at):
         return "fails at engine start"
     return "exits at argument parsing"
 
@@ -269,8 +319,8 @@ def _upgrades(dtype: str, pairs: list[tuple[str, object]]) -> dict[str, str]:
     for engine, version in pairs:
         if judge(engine, version, dtype).verdict == ACCEPTED:
             continue
-        windows = _ACCEPTED[engine].get(dtype, ())
-        at = parse_version(version) or _v(REFERENCE_VERSIONS[engine])
+        windows = record(engine).accepted.get(dtype, ())
+        at = parse_version(version) or _v(record(engine).reference_version)
         # The first version after this one from which the spelling stays accepted.
         since = [w.since for w in windows if w.until is None and w.since is not None and w.since > at]
         if not since:
@@ -336,45 +386,67 @@ class FlagOccurrence:
 
 
 def _classify(name: str, engine: Optional[str], version: object) -> Optional[tuple[str, bool, str]]:
-    """(spelling, read, note) when an option name means the flag to ``engine``; else None."""
-    dashed = name.replace("_", "-")
-    if name == FLAG:
-        return EXACT, True, ""
-    if dashed == FLAG:  # some underscores: vLLM folds them to dashes, SGLang does not
-        if engine == SGLANG:
-            return UNDERSCORE, False, (
-                "SGLang does not read the underscore spelling: it fails with "
-                "'unrecognized arguments' at startup"
-            )
-        return UNDERSCORE, True, "vLLM reads underscores in flag names as dashes"
-    if len(dashed) >= _MIN_ABBREVIATION and FLAG.startswith(dashed) and dashed.startswith("--"):
-        return _abbreviation(name, dashed, engine, version)
-    return None
+    """(spelling, read, note) when an option name could be the flag; else None (memoized)."""
+    try:
+        return _classify_cached(name, engine, version)
+    except TypeError:  # an unhashable version from a hand-written manifest
+        return _classify_uncached(name, engine, version)
 
 
-def _abbreviation(name: str, dashed: str, engine: Optional[str], version: object) -> tuple[str, bool, str]:
-    if engine == SGLANG and name != dashed:
-        return ABBREVIATION, False, "SGLang does not read underscores in flag names"
-    if engine == VLLM:
-        parsed = parse_version(version) or _v(REFERENCE_VERSIONS[VLLM])
-        if parsed >= _v(_VLLM_ABBREVIATIONS_AMBIGUOUS_FROM):
-            return ABBREVIATION, False, (
-                f"an abbreviation of {FLAG}: vLLM 0.19+ rejects it as ambiguous "
-                "(--kv-cache-dtype-skip-layers shares the prefix)"
-            )
-        return ABBREVIATION, True, f"an abbreviation argparse expands to {FLAG} (vLLM before 0.19)"
-    return ABBREVIATION, True, (
-        f"an abbreviation argparse may expand to {FLAG} (argparse prefix rules: refused as ambiguous "
-        "when another option of this engine shares the prefix)"
-    )
+def _classify_uncached(name: str, engine: Optional[str], version: object) -> Optional[tuple[str, bool, str]]:
+    """(spelling, read, note) when an option name could be the flag; else None.
+
+    Which names are candidates, and whether this engine at this version reads one as the flag,
+    both come from the recorded parser tables (``_argv.option_matches``): a candidate is the flag
+    with dashes or underscores, or an abbreviation at least as long as the shortest one some
+    recorded version of the engine reads (``--kv-cache-d`` for vLLM 0.18, ``--kv-cac`` for SGLang);
+    never a longer option such as ``--kv-cache-dtype-skip-layers``.
+    """
+    folded = name.replace("_", "-")
+    if not (folded.startswith("--") and FLAG.startswith(folded)):
+        return None
+    from kubectl_kvdtype import _argv  # the tables load on first use, never at start-up
+
+    engines = [engine] if engine in _BY_NAME else list(ENGINES)
+    if len(folded) < min(_argv.shortest_flag_prefix(e) for e in engines):
+        return None
+    spelling = EXACT if name == FLAG else UNDERSCORE if folded == FLAG else ABBREVIATION
+    if engine not in _BY_NAME:
+        read = any(_argv.option_matches(e, t, name) == (FLAG,) for e in engines for t in _argv.recorded_versions(e))
+        return spelling, read, "" if spelling == EXACT else "a spelling some engine's parser reads as the flag"
+    table = _argv.table_version(engine, _version_or_reference(engine, version))
+    matches = _argv.option_matches(engine, table, name)
+    label = f"{engine} {table}"
+    if matches == (FLAG,):
+        if spelling == UNDERSCORE:
+            return spelling, True, f"{engine} reads underscores in flag names as dashes"
+        if spelling == ABBREVIATION:
+            return spelling, True, f"an abbreviation {label}'s parser expands to {FLAG}"
+        return spelling, True, ""
+    if len(matches) > 1:
+        return spelling, False, (f"an abbreviation {label} rejects as ambiguous (it could match "
+                                 f"{', '.join(matches)})")
+    if "_" in name:
+        return spelling, False, (f"{engine} does not read underscores in flag names: it fails with "
+                                 "'unrecognized arguments' at startup")
+    return spelling, False, f"{label} has no such option: it fails with 'unrecognized arguments' at startup"
+
+
+_classify_cached = functools.lru_cache(maxsize=1024)(_classify_uncached)
+
+
+def _version_or_reference(engine: str, version: object) -> str:
+    """The version text the tables are chosen by: the consumer's, else the engine's reference."""
+    return str(version) if parse_version(version) is not None else record(engine).reference_version
 
 
 def find_dtype_flags(argv: object, engine: Optional[str] = None, version: object = None) -> list[FlagOccurrence]:
     """Every occurrence of the flag in ``argv`` in any spelling ``engine`` could read as it.
 
-    ``engine`` None means "unknown": every spelling either engine reads is reported. Longer flags
-    that merely start with the name (``--kv-cache-dtype-skip-layers``) never match. Scanning stops
-    at ``--`` like argparse. A token holding a whole shell command is split and scanned too.
+    This locates copies (which entry, which value as written); what the engine makes of the
+    whole argv is :func:`read_flag`'s. ``engine`` None means "unknown": every spelling some engine
+    reads is reported. Scanning stops at ``--`` like argparse. A token holding a whole shell
+    command is split and scanned too.
     """
     tokens = [t for t in argv if isinstance(t, str)] if isinstance(argv, list) else []
     found: list[FlagOccurrence] = []
@@ -421,8 +493,7 @@ def _spaced(index: int, token: str, engine: Optional[str], version: object) -> l
     """``"--kv-cache-dtype fp8"`` as ONE entry: argparse reads a positional, never the flag."""
     head, _, rest = token.strip().partition(" ")
     name, has_inline, inline = head.partition("=")
-    kind = _classify(name, engine, version)
-    if kind is None:
+    if _classify(name, engine, version) is None:
         return []
     value = inline if has_inline else (rest.strip().split() or [None])[0]
     return [FlagOccurrence(index, token, value, SPACED, False,
@@ -443,30 +514,47 @@ def _split_shell(token: str) -> list[str]:
 
 
 def find_in_fields(fields: Sequence[tuple[str, object]], engine: Optional[str] = None,
-                   version: object = None) -> list[FlagOccurrence]:
+                   version: object = None, env: object = None) -> list[FlagOccurrence]:
     """Occurrences in the argv the fields make together (a container's ``command`` + ``args``).
 
     The engine sees one argv, so the fields are scanned as one (a flag ending ``command`` takes
     its value from ``args``; ``--`` in ``command`` ends option parsing in ``args`` too); each
-    occurrence is then located in its own field, ``index`` counted within that field.
+    occurrence is then located in its own field, ``index`` counted within that field. Values are
+    the kubelet's expansion of ``$(VAR)`` from ``env`` where it is known; tokens stay as written.
     """
+    argv, spans = _joined(fields)
+    expanded = _expanded(argv, env)
+    located = []
+    for occurrence in find_dtype_flags(expanded, engine, version):
+        name, start = next((n, s) for n, s in reversed(spans) if s <= occurrence.index)
+        located.append(replace(occurrence, index=occurrence.index - start, field=name,
+                               token=argv[occurrence.index]))
+    return located
+
+
+def _joined(fields: Sequence[tuple[str, object]]) -> tuple[list[str], list[tuple[str, int]]]:
     argv: list[str] = []
     spans: list[tuple[str, int]] = []
     for name, values in fields:
         spans.append((name, len(argv)))
         if isinstance(values, list):
             argv.extend(t for t in values if isinstance(t, str))
-    located = []
-    for occurrence in find_dtype_flags(argv, engine, version):
-        name, start = next((n, s) for n, s in reversed(spans) if s <= occurrence.index)
-        located.append(replace(occurrence, index=occurrence.index - start, field=name))
-    return located
+    return argv, spans
+
+
+def _expanded(argv: list[str], env: object) -> list[str]:
+    if not env or not any("$(" in t for t in argv):
+        return argv
+    from kubectl_kvdtype import _argv
+
+    return _argv.expand_kubernetes(argv, env)[0]
 
 
 # --- What an engine makes of an argv ------------------------------------------------------
 
 #: ``FlagReading.state``: the engine runs ``value``; runs its default (no flag); exits with
-#: ``error``; or this tool cannot say (an engine it does not know, a value its tables do not list).
+#: ``error``; or this tool cannot say (an engine it does not know, a value its tables do not list,
+#: a value set from outside the object).
 VALUE, ABSENT, FAILED, UNSURE = "value", "absent", "failed", "unknown"
 #: ``FlagReading.stage`` of a failure: argparse refuses the argv, or the engine refuses the value
 #: after parsing (vLLM 0.33+ checks no choices in its parser).
@@ -496,84 +584,91 @@ class FlagReading:
         return self.state in (VALUE, ABSENT, UNSURE)
 
 
-def read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], version: object) -> FlagReading:
+def read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], version: object,
+              env: object = None) -> FlagReading:
     """What ``engine`` (canonical name, None when unknown) at ``version`` makes of the argv ``fields``.
 
-    argparse reads the argv left to right and checks each occurrence's value against the choices
-    as it reads it: the first refused value (or missing value, or ambiguous abbreviation) ends the
-    process, even when a later copy is valid. Entries it does not recognise end it after the whole
-    argv is read. Only when every copy passes does the last one win. vLLM 0.33+ checks no choices
-    in the parser; the value that wins is refused at engine start instead. A value the tables do
-    not list makes the reading UNSURE, never FAILED.
+    The fields are one container argv (``command`` then ``args``, with the container's ``env``
+    for the kubelet's ``$(VAR)`` expansion). The engine's own parser, rebuilt from its recorded
+    option table (``_argv``), decides: the first refused value, missing value or ambiguous
+    abbreviation ends the process even when a later copy is valid; only when every copy passes
+    does the last one win. vLLM 0.33+ checks no choices in the parser: the value that wins is
+    refused at engine start instead. A value the spelling tables do not list, or one that
+    depends on something outside the object, makes the reading UNSURE, never FAILED.
     """
-    found = tuple(find_in_fields(fields, engine, version))
-    if engine not in ENGINES:
-        read = [o for o in found if o.read]
+    argv, _ = _joined(fields)
+    relevant_env = env if env and any("$" in t for t in argv) else None  # only a variable can use it
+    try:
+        key = tuple((name, tuple(values) if isinstance(values, list) else None) for name, values in fields)
+        return _read_flag_cached(key, engine, version, json.dumps(relevant_env, sort_keys=True))
+    except TypeError:  # an unhashable version or argv entry from a hand-written manifest
+        return _read_flag(fields, engine, version, relevant_env)
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_flag_cached(key: tuple, engine: Optional[str], version: object, env: str) -> FlagReading:
+    """Memoized by argv, engine, version and the env it refers to: replicas repeat a few argvs."""
+    return _read_flag([(name, list(values) if values is not None else None) for name, values in key],
+                      engine, version, json.loads(env))
+
+
+def _read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], version: object,
+               env: object) -> FlagReading:
+    found = tuple(find_in_fields(fields, engine, version, env))
+    read = [o for o in found if o.read]
+    if engine not in _BY_NAME:
         return FlagReading(UNSURE if found else ABSENT, read[-1].value if read else None, occurrences=found,
                            culprit=read[-1] if read else None,
-                           reason="the engine is neither vLLM nor SGLang, so how it reads the argv is not known")
-    late = engine == VLLM and _validates_late(version)
-    unsure: Optional[FlagOccurrence] = None
-    unrecognized = []
-    for occurrence in found:
-        if not occurrence.read:
-            if occurrence.spelling == ABBREVIATION and "ambiguous" in occurrence.note:
-                return _failed(found, occurrence, f"error: ambiguous option: {occurrence.token.partition('=')[0]} "
-                                                  f"could match {FLAG}, {FLAG}-skip-layers")
-            if occurrence.spelling == SPACED and engine == VLLM:
-                unsure = unsure or occurrence  # vLLM may take it as its model tag and ignore it
-                continue
-            unrecognized.append(occurrence)
-            continue
-        if occurrence.value is None:
-            return _failed(found, occurrence, f"error: argument {FLAG}: expected one argument")
-        verdict = judge(engine, version, occurrence.value)
-        if occurrence.value == "":  # no choice is empty: argparse refuses it whatever the table says
-            return _failed(found, occurrence, _invalid_choice(engine, version, ""))
-        if verdict.verdict == UNKNOWN:
-            unsure = unsure or occurrence
-        elif verdict.verdict == REJECTED and not late:
-            return _failed(found, occurrence, _invalid_choice(engine, version, occurrence.value))
-    if unrecognized:
-        tokens = " ".join(o.token if o.value is None or "=" in o.token or o.spelling == SPACED
-                          else f"{o.token} {o.value}" for o in unrecognized)
-        return _failed(found, unrecognized[0], f"error: unrecognized arguments: {tokens}")
-    read = [o for o in found if o.read]
-    if not read:
-        if unsure is not None:
-            return FlagReading(UNSURE, None, occurrences=found, culprit=unsure, reason=unsure.note)
+                           reason=f"the engine is none of {', '.join(ENGINES)}, so how it reads the argv is not known")
+    from kubectl_kvdtype import _argv
+
+    at = _version_or_reference(engine, version)
+    argv, _ = _joined(fields)
+    reading = _argv.read_container(engine, at, argv, [], env)
+    if reading.state == _argv.UNKNOWN:
+        return FlagReading(UNSURE, None, occurrences=found, culprit=read[-1] if read else None, reason=reading.error)
+    if reading.state == _argv.FAILED:
+        error = f"error: {reading.error}" if reading.exit_code == 2 else reading.error
+        return FlagReading(FAILED, None, error, found, AT_PARSING, _culprit(reading.error, found))
+    if reading.state == _argv.ABSENT:
         return FlagReading(ABSENT, occurrences=found)
-    last = read[-1]
-    judged = judge(engine, version, last.value or "")
-    if late and judged.verdict == REJECTED:
-        return _failed(found, last, f"{judged.reason}: the engine exits at start-up", AT_START)
-    if unsure is not None:
-        why = (judge(engine, version, unsure.value or "").reason if unsure.read else unsure.note)
-        return FlagReading(UNSURE, last.value, occurrences=found, culprit=last, reason=why)
-    return FlagReading(VALUE, last.value, occurrences=found, culprit=last)
+    value = reading.value or ""
+    winner = next((o for o in reversed(read) if o.value == value), read[-1] if read else None)
+    judged = judge(engine, version, value)
+    if judged.verdict == REJECTED and record(engine).validates_late(_v(at)):
+        return FlagReading(FAILED, None, f"{judged.reason}: the engine exits at start-up", found, AT_START, winner)
+    if judged.verdict == UNKNOWN:
+        return FlagReading(UNSURE, value, occurrences=found, culprit=winner, reason=judged.reason)
+    return FlagReading(VALUE, value, occurrences=found, culprit=winner)
 
 
-def _validates_late(version: object) -> bool:
-    """vLLM 0.33+ (or the reference version when unreadable) checks no choices in its parser."""
-    try:
-        return _validates_late_cached(version)
-    except TypeError:  # an unhashable version from a hand-written manifest
-        return _validates_late_cached(None)
+def read_role(extra_args: Sequence[str], engine: Optional[str], version: object,
+              operator_dtype: Optional[str] = None, model: str = "MODEL") -> FlagReading:
+    """What a managed role's replica makes of its argv: the operator's base command, its copy of
+    the flag (``operator_dtype``, when it renders one), then the role's ``extraArgs``.
+
+    Occurrences are located in the fields ``operator`` and ``extraArgs``.
+    """
+    base = [word.replace("{model}", model) for word in record(engine).base_command] if engine in _BY_NAME else []
+    fields: list[tuple[str, object]] = [("base", base)]
+    if operator_dtype is not None:
+        fields.append(("operator", [FLAG, operator_dtype]))
+    fields.append(("extraArgs", list(extra_args)))
+    return read_flag(fields, engine, version)
 
 
-@functools.lru_cache(maxsize=256)
-def _validates_late_cached(version: object) -> bool:
-    return (parse_version(version) or _v(REFERENCE_VERSIONS[VLLM])) >= _v(_VLLM_LATE_VALIDATION_FROM)
-
-
-def _failed(found: tuple[FlagOccurrence, ...], culprit: FlagOccurrence, error: str,
-            stage: str = AT_PARSING) -> FlagReading:
-    return FlagReading(FAILED, None, error, found, stage, culprit)
-
-
-def _invalid_choice(engine: str, version: object, value: str) -> str:
-    """argparse's own words for a refused choice; the list names the spellings this tool knows."""
-    at = parse_version(version) or _v(REFERENCE_VERSIONS[engine])
-    known = [s for s, windows in _ACCEPTED[engine].items() if any(w.contains(at) for w in windows)]
-    return (f"error: argument {FLAG}: invalid choice: {value!r} "
-            f"(choose from {', '.join(repr(s) for s in known)}, ...)")
+def _culprit(error: str, found: tuple[FlagOccurrence, ...]) -> Optional[FlagOccurrence]:
+    """The copy argparse's error is about: the refused value, the one missing its value, the
+    ambiguous or unrecognized spelling; None when the error is about another option."""
+    read = [o for o in found if o.read]
+    choice = re.search(r"invalid choice: '((?:[^'\\]|\\.)*)'", error)
+    if error.startswith(f"argument {FLAG}:") and choice:
+        return next((o for o in read if o.value == choice.group(1)), read[0] if read else None)
+    if error.startswith(f"argument {FLAG}:"):
+        return next((o for o in read if o.value is None), read[0] if read else None)
+    ambiguous = re.match(r"ambiguous option: (\S+)", error)
+    if ambiguous:
+        return next((o for o in found if o.token.partition("=")[0] == ambiguous.group(1).partition("=")[0]), None)
+    if error.startswith("unrecognized arguments:"):
+        return next((o for o in found if not o.read), None)
+    return next((o for o in found if o.token.partition("=")[0] in error), None)

@@ -226,12 +226,12 @@ def argv_of(container: dict, field: str) -> list[str]:
 
 def container_flags(container: dict, engine: EngineInfo) -> list[_engines.FlagOccurrence]:
     """The flag's occurrences in a container's argv: ``command`` then ``args``, read as one."""
-    return _engines.find_in_fields(container_fields(container), engine.name, engine.version)
+    return _engines.find_in_fields(container_fields(container), engine.name, engine.version, container.get("env"))
 
 
 def container_reading(container: dict, engine: EngineInfo) -> _engines.FlagReading:
-    """What the engine makes of a container's argv (``command`` then ``args``)."""
-    return _engines.read_flag(container_fields(container), engine.name, engine.version)
+    """What the engine makes of a container's argv (``command`` then ``args``, ``$(VAR)`` from ``env``)."""
+    return _engines.read_flag(container_fields(container), engine.name, engine.version, container.get("env"))
 
 
 def container_fields(container: dict) -> list[tuple[str, list[str]]]:
@@ -262,19 +262,27 @@ def slim_pod(pod: dict) -> dict:
     """What judging a Pod reads (identity, labels, annotations, owners, container argv).
 
     Live Pods carry status, volumes and env worth several KB each; keeping only this while a LIST
-    is paged bounds ``verify -A``'s memory on clusters with tens of thousands of replicas.
+    is paged bounds ``verify -A``'s memory on clusters with tens of thousands of replicas. A
+    container's ``env`` is kept only when its argv refers to a variable (``$(VAR)``, a shell's
+    ``$VAR``), the only way it can change what the engine reads.
     """
     metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
     spec = pod_spec(pod)
     containers = spec.get("containers")
     if isinstance(containers, list):
-        containers = [{k: c[k] for k in ("name", "command", "args") if k in c} if isinstance(c, dict) else c
-                      for c in containers]
+        containers = [_slim_container(c) if isinstance(c, dict) else c for c in containers]
     return {
         "metadata": {k: metadata[k] for k in ("name", "namespace", "labels", "annotations", "ownerReferences")
                      if k in metadata},
         "spec": {"containers": containers} if "containers" in spec else {},
     }
+
+
+def _slim_container(container: dict) -> dict:
+    slim = {k: container[k] for k in ("name", "command", "args") if k in container}
+    if "env" in container and any("$" in t for f in ("command", "args") for t in argv_of(container, f)):
+        slim["env"] = container["env"]
+    return slim
 
 
 def controller_of(obj: dict) -> Optional[dict]:

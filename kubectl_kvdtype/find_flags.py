@@ -1,7 +1,7 @@
 """``kubectl kvdtype find-flags``: every role, Pod and Pod template that passes the flag itself.
 
 Replaces Step 2 of the upgrade guide, and goes further where the guide's jq filter is wrong: the
-argv is read the way each engine's argparse reads it (``_engines.find_dtype_flags``), so the longer
+argv is read the way each engine's argparse reads it (``_engines.read_flag``), so the longer
 ``--kv-cache-dtype-skip-layers`` is not a match and abbreviations are. It also looks where the guide
 does not: Pods that opt into injection, and the Pod templates of the workloads that create them,
 because the webhook refuses those at creation once the upgrade is in.
@@ -92,15 +92,15 @@ def _deployment(deployment: dict, dtypes: dict, report: Report) -> None:
     for role in _model.roles_of(deployment):
         if _model.role_is_takeover(role):
             continue  # the operator adds nothing to a take-over role and refuses nothing there
-        extra = [("extraArgs", _model.role_extra_args(role))]
-        today = _engines.read_flag(extra, engine.name, engine.version)
+        extra = _model.role_extra_args(role)
+        today = _engines.read_role(extra, engine.name, engine.version)
         found = list(today.occurrences)
         if not found:
             continue
         known = (namespace, binding) in dtypes
         binding_dtype = dtypes.get((namespace, binding))
         value = today.value if today.runs else None
-        after = (_engines.read_flag([("operator", [_engines.FLAG, binding_dtype])] + extra, engine.name, engine.version)
+        after = (_engines.read_role(extra, engine.name, engine.version, operator_dtype=binding_dtype)
                  if binding_dtype else None)
         role_name = _model.role_name(role)
         report.add(ROLE_FLAG, ref,
@@ -180,7 +180,7 @@ def _own_reading(container: dict, engine: _model.EngineInfo, webhook: Optional[F
         args = list(fields[1][1])
         del args[webhook.index:webhook.index + (1 if "=" in webhook.token or webhook.value is None else 2)]
         fields[1] = ("args", args)
-    return _engines.read_flag(fields, engine.name, engine.version)
+    return _engines.read_flag(fields, engine.name, engine.version, container.get("env"))
 
 
 def _owner(pod: dict) -> Optional[dict]:

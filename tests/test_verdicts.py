@@ -38,14 +38,18 @@ READINGS = [
      "does not accept bf16", AT_START),
     ("an unread copy fails the whole parse", ["--kv-cache-dtype", "bf16", "--kv_cache_dtype", "fp8"], SGLANG,
      "0.5.18", FAILED, None, "error: unrecognized arguments: --kv_cache_dtype fp8", AT_PARSING),
+    # argparse quotes the whole entry, "=fp8" included (the real parser's words, from the corpus).
     ("an ambiguous abbreviation", ["--kv-cache-dtype", "fp8", "--kv-cache-dt=fp8"], VLLM, "0.29.0", FAILED, None,
-     "error: ambiguous option: --kv-cache-dt could match", AT_PARSING),
+     "error: ambiguous option: --kv-cache-dt=fp8 could match", AT_PARSING),
     ("a copy without value", ["--kv-cache-dtype", "fp8", "--kv-cache-dtype"], VLLM, "0.29.0", FAILED, None,
      "expected one argument", AT_PARSING),
     ("an empty value", ["--kv-cache-dtype="], SGLANG, "0.5.18", FAILED, None, "invalid choice: ''", AT_PARSING),
-    # A value the tables do not list is never called refused.
-    ("a value the tables do not know", ["--kv-cache-dtype", "turboquant_3bit"], VLLM, "0.29.0", UNSURE,
+    # A value the tables do not list is never called refused between recorded versions (it may be new)...
+    ("a value the tables do not know", ["--kv-cache-dtype", "turboquant_3bit"], VLLM, "0.30.0", UNSURE,
      "turboquant_3bit", "", ""),
+    # ...but at a recorded version the engine's own choices are known: its parser refuses it.
+    ("a value the recorded parser refuses", ["--kv-cache-dtype", "turboquant_3bit"], VLLM, "0.29.0", FAILED, None,
+     "invalid choice: 'turboquant_3bit'", AT_PARSING),
     ("an unknown engine", ["--kv-cache-dtype", "bf16"], None, None, UNSURE, "bf16", "", ""),
     ("valid twice, the last wins", ["--kv-cache-dtype", "fp8", "--kv-cache-dtype=fp8_e5m2"], VLLM, "0.29.0", VALUE,
      "fp8_e5m2", "", ""),
@@ -145,7 +149,9 @@ def upgraded(fake, kube_env):
         deployment("up", "late", "legacy", "vLLM", "0.33.0"),
         replica("up", "late", 0, ["--kv-cache-dtype", "bf16"]),
         # 1. a value the tables do not know: unknown, never rejected.
-        deployment("up", "turbo", "turbo", "vLLM", "0.29.0"),
+        # 0.30.0 is between recorded parsers: a value neither table lists may be new there (at 0.29.0
+        # itself the recorded parser refuses turboquant_3bit).
+        deployment("up", "turbo", "turbo", "vLLM", "0.30.0"),
         replica("up", "turbo", 0, ["--kv-cache-dtype", "turboquant_3bit"]),
         # 3. only the role's own copy, giving the right value: not rolled yet.
         deployment("up", "waiting", "chat", "vLLM", "0.29.0", ["--kv-cache-dtype", "bfloat16"]),
