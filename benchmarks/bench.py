@@ -94,7 +94,8 @@ def objects(n: int) -> list[dict]:
         sglang = i % 10 == 3
         engine = {"name": "SGLang", "version": "0.5.18"} if sglang else {"name": "vLLM", "version": "0.29.0"}
         dtype = "bf16" if i % 10 == 0 else ("auto" if i % 50 == 7 else "fp8_e4m3")
-        extra = ["--max-model-len=4096"] + (["--kv-cache-dtype=fp8_e4m3"] if i % 20 == 5 else [])
+        # Each engine's own spelling of the context length (SGLang has no --max-model-len).
+        extra = ["--context-length=4096" if sglang else "--max-model-len=4096"] + (["--kv-cache-dtype=fp8_e4m3"] if i % 20 == 5 else [])
         image = "lmsysorg/sglang:v0.5.18" if sglang else "vllm/vllm-openai:v0.29.0"
         found.append({
             "apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
-from kubectl_kvdtype import _engines
+from kubectl_kvdtype import _engine_records as _engines  # records and judgement only: _engines stands on this module
 
 VALUE = "value"
 ABSENT = "absent"

@@ -25,7 +25,7 @@ LAYERS: dict[str, str] = {
     # ground: the version, exit codes and their errors, the finding-codes registry, the streams
     "kubectl_kvdtype": "ground", "_status": "ground", "_codes": "ground", "_env": "ground", "_progress": "ground",
     # data: plain objects and rules over them, nothing that reads a cluster
-    "_report": "data", "_render": "data", "_flags": "data", "_engines": "data", "_argv": "data", "_model": "data",
+    "_report": "data", "_render": "data", "_flags": "data", "_engines": "data", "_argv": "data", "_engine_records": "data", "_model": "data",
     "_sources": "data", "_journal": "data",
     # sources: where the objects come from, and what a subcommand is given
     "_cluster": "sources", "_manifests": "sources", "_command": "sources",
@@ -139,6 +139,7 @@ def _imported_by(*args: str) -> set[str]:
 SUBCOMMAND_MODULES = {f"kubectl_kvdtype.{m}" for m, layer in LAYERS.items() if layer == "subcommands"}
 
 
+@pytest.mark.e2e  # runs the plugin in a fresh interpreter
 @pytest.mark.parametrize("args", [["--version"], ["--help"]])
 def test_version_and_help_import_no_subcommand_nor_yaml_nor_the_client(args):
     modules = _imported_by(*args)
@@ -148,6 +149,7 @@ def test_version_and_help_import_no_subcommand_nor_yaml_nor_the_client(args):
     assert "kubectl_kvdtype._judgement" not in modules and "kubectl_kvdtype._engines" not in modules
 
 
+@pytest.mark.e2e  # runs the plugin in a fresh interpreter
 def test_a_run_imports_only_the_subcommand_it_runs():
     modules = _imported_by("find-flags", "-f", str(EXAMPLES), "-o", "json")
     assert modules & SUBCOMMAND_MODULES == {"kubectl_kvdtype.find_flags"}

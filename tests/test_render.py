@@ -22,8 +22,8 @@ def _report() -> Report:
                {"namespace": "ml", "name": "qwen", "dtype": "", "verdict": "ok", "pool": "shared"}],
         headline="2 bindings, 1 rejected.",
     )
-    report.add("dtype-rejected", ERROR, ObjectRef("KVCachePoolBinding", "ml", "llama"), "vLLM refuses bf16")
-    report.add("dtype-unset", WARNING, ObjectRef("KVCachePoolBinding", "ml", "qwen"), "no dtype")
+    report.add("dtype-rejected", ObjectRef("KVCachePoolBinding", "ml", "llama"), "vLLM refuses bf16")
+    report.add("dtype-unknown", ObjectRef("KVCachePoolBinding", "ml", "qwen"), "no dtype")
     return report
 
 

@@ -11,10 +11,15 @@ POD = ObjectRef("Pod", "ml", "llama-0")
 POOL = ObjectRef("KVCachePool", None, "shared")
 
 
+#: A registered code of each severity: the registry (``_codes``) gives a finding its severity.
+CODE_OF = {ERROR: "dtype-rejected", WARNING: "dtype-unknown", INFO: "binding-unused"}
+
+
 def _report(*severities: str) -> Report:
     report = Report("CheckReport")
     for index, severity in enumerate(severities):
-        report.add(f"code-{severity}", severity, POD, f"finding {index}")
+        finding = report.add(CODE_OF[severity], POD, f"finding {index}")
+        assert finding.severity == severity
     return report
 
 
@@ -31,17 +36,17 @@ def test_exit_status_follows_error_findings_only(severities, exit_zero, status):
 def test_ignoring_the_only_error_code_turns_exit_1_into_0_and_counts_it():
     report = _report(ERROR, ERROR, WARNING)
     assert report.exit_status() is ExitStatus.FINDINGS
-    report.ignore({"code-error"})
+    report.ignore({CODE_OF[ERROR]})
     assert report.exit_status() is ExitStatus.OK
-    assert [f.code for f in report.findings] == ["code-warning"]
+    assert [f.code for f in report.findings] == [CODE_OF[WARNING]]
     assert report.counts() == {"errors": 0, "warnings": 1, "info": 0, "ignored": 2}
     assert report.findings_line() == "0 errors, 1 warning, 0 info, 2 ignored"
 
 
 def test_ignoring_twice_keeps_counting():
     report = _report(ERROR, WARNING, INFO)
-    report.ignore({"code-info"})
-    report.ignore({"code-warning", "code-nothing"})
+    report.ignore({CODE_OF[INFO]})
+    report.ignore({CODE_OF[WARNING], "code-nothing"})
     assert report.ignored == 2 and report.count(ERROR) == 1
 
 
@@ -52,7 +57,7 @@ def test_findings_line_is_singular_and_plural():
 
 def test_json_document_carries_items_findings_and_counts_next_to_the_summary():
     report = Report("VerifyReport", items=[{"name": "a"}], summary={"pods": 1})
-    report.add("dtype-rejected", ERROR, POD, "refused", engine="vLLM", value="bf16")
+    report.add("dtype-rejected", POD, "refused", engine="vLLM", value="bf16")
     document = report.to_dict()
     assert document == {
         "kind": "VerifyReport",

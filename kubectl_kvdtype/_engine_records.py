@@ -1,0 +1,333 @@
+"""The engines as data: one record per engine, and what each accepts as ``--kv-cache-dtype``.
+
+The lower half of the engine knowledge (docs/engines.md, "Which spellings each engine accepts"):
+versions, spellings by version, equivalent spellings, the judgement of one spelling and the fix
+for a refused one. The recorded parsers (``_argv``) and the argv reader (``_engines``, which
+re-exports everything here) stand on it; nothing here reads an argv.
+"""
+
+
+import functools
+import json
+import re
+import shlex
+from dataclasses import dataclass, replace
+from typing import Iterable, Mapping, Optional, Sequence
+
+FLAG = "--kv-cache-dtype"
+
+Version = tuple  # (major, minor, patch, pre/post rank, number): comparable, built by parse_version
+
+_VERSION_RE = re.compile(
+    r"^\s*[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[.\-_]?(post|rc|a|b|dev)\.?(\d*))?"
+)
+_SUFFIX_RANK = {"dev": -4, "a": -3, "b": -2, "rc": -1, None: 0, "post": 1}
+
+
+def parse_version(text: object) -> Optional[Version]:
+    """Read free-form engine version text ("0.29.0", "v0.5.18.post1"); None when unreadable."""
+    if not isinstance(text, (str, int, float)):
+        return None
+    match = _VERSION_RE.match(str(text))
+    if not match:
+        return None
+    major, minor, patch, suffix, number = match.groups()
+    return (int(major), int(minor or 0), int(patch or 0), _SUFFIX_RANK[suffix], int(number or 0))
+
+
+def _v(text: str) -> Version:
+    parsed = parse_version(text)
+    assert parsed is not None, text
+    return parsed
+
+
+@dataclass(frozen=True)
+class Window:
+    """A half-open range of versions [since, until) in which a spelling is accepted."""
+
+    since: Optional[Version] = None
+    until: Optional[Version] = None
+
+    def contains(self, version: Version) -> bool:
+        return (self.since is None or version >= self.since) and (
+            self.until is None or version < self.until
+        )
+
+
+def _since(text: str) -> tuple[Window, ...]:
+    return (Window(since=_v(text)),)
+
+
+_ALWAYS = (Window(),)
+#: Spellings refused by every engine at every version (the table's "no" cells for both).
+_NEVER = frozenset({"FP8", "BF16", "fp16", "half"})
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Everything the plugin knows about one engine: a new engine is one more record (and its tests)."""
+
+    name: str  # canonical, as objects spell it today
+    aliases: tuple[str, ...]  # other spellings objects use, compared case-insensitively
+    reference_version: str  # the operator's: what a consumer of unknown version is judged against
+    #: Spellings of ``--kv-cache-dtype`` the engine accepts, and in which versions.
+    accepted: Mapping[str, tuple[Window, ...]]
+    rejected: frozenset[str]  # spellings refused at every version
+    #: Spellings meaning the same cache format for this engine, preferred first.
+    equivalents: tuple[tuple[str, ...], ...]
+    table: str  # its key in data/engine_options.json (the recorded server parsers)
+    #: What the operator renders before its own arguments and a role's extraArgs ({model}).
+    base_command: tuple[str, ...]
+    #: Words that start the engine in a container argv; ``x*`` matches by prefix, a program by base name.
+    invocations: tuple[tuple[str, ...], ...]
+    parser_words: tuple[str, ...] = ()  # what the recorded top-level parser needs before the engine's own args
+    argv_rewrite: str = ""  # the engine's own argv rewriting before argparse ("flexible": vLLM's)
+    late_validation_from: Optional[str] = None  # from this version the parser checks no choices
+
+    def validates_late(self, at: Version) -> bool:
+        return self.late_validation_from is not None and at >= _v(self.late_validation_from)
+
+
+VLLM_ENGINE = Engine(
+    name="vLLM", aliases=("vllm",), reference_version="0.29.0",
+    accepted={
+        "auto": _ALWAYS,
+        # fp8_e5m2 appeared in 0.3.0, went missing in 0.4.1-0.4.2 and came back in 0.4.3.
+        "fp8_e5m2": (Window(_v("0.3.0"), _v("0.4.1")), Window(since=_v("0.4.3"))),
+        "fp8": _since("0.4.1"),
+        "fp8_e4m3": _since("0.4.3"),
+        "fp8_inc": _since("0.10.0"),
+        "bfloat16": _since("0.11.0"),
+        "fp8_ds_mla": _since("0.11.1"),
+        "float16": _since("0.18.0"),
+        "nvfp4": _since("0.20.0"),
+        "nvfp4_4over6": _since("0.28.0"),
+    },
+    rejected=frozenset({"bf16", "mxfp8", "fp4_mx_block16"}) | _NEVER,
+    # vLLM's fp8 means fp8_e4m3; float16 has no SGLang spelling.
+    equivalents=(("fp8_e4m3", "fp8"), ("float16", "fp16", "half")),
+    table="vLLM",
+    base_command=("vllm", "serve", "{model}"),
+    invocations=(("vllm", "serve"), ("-m", "vllm.entrypoints*")),
+    parser_words=("serve",),
+    argv_rewrite="flexible",
+    late_validation_from="0.33.0",
+)
+
+SGLANG_ENGINE = Engine(
+    name="SGLang", aliases=("sglang",), reference_version="0.5.18",
+    accepted={
+        "auto": _since("0.2.14"),
+        "fp8_e5m2": _since("0.2.14"),
+        "fp8_e4m3": _since("0.4.2"),
+        "bf16": _since("0.5.4"),
+        "bfloat16": _since("0.5.4"),
+        "fp4_e2m1": (Window(_v("0.5.4.post3"), _v("0.5.21")),),
+        "mxfp8": _since("0.5.16"),
+        "nvfp4": _since("0.5.16"),
+        "fp4_mx_block16": _since("0.5.16"),
+    },
+    rejected=frozenset({"fp8", "float16", "fp8_inc", "fp8_ds_mla"}) | _NEVER,
+    equivalents=(("bfloat16", "bf16"),),
+    table="SGLang",
+    base_command=("python3", "-m", "sglang.launch_server", "--model-path", "{model}", "--enable-metrics"),
+    invocations=(("-m", "sglang.launch_server"), ("-m", "sglang.serve"), ("sglang", "serve")),
+)
+
+RECORDS: tuple[Engine, ...] = (VLLM_ENGINE, SGLANG_ENGINE)
+_BY_NAME = {r.name: r for r in RECORDS}
+_BY_ALIAS = {alias.lower(): r.name for r in RECORDS for alias in (r.name, *r.aliases)}
+
+VLLM, SGLANG = VLLM_ENGINE.name, SGLANG_ENGINE.name
+ENGINES = tuple(_BY_NAME)
+#: The operator's reference versions: what a consumer of unknown version is judged against.
+REFERENCE_VERSIONS = {r.name: r.reference_version for r in RECORDS}
+
+
+def record(engine: str) -> Engine:
+    """The record of an engine by canonical name (KeyError for any other)."""
+    return _BY_NAME[engine]
+
+
+def _merge_classes(classes: Iterable[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+    merged: list[list[str]] = []
+    for cls in classes:
+        into = next((m for m in merged if set(m) & set(cls)), None)
+        if into is None:
+            merged.append(list(cls))
+        else:
+            into += [s for s in cls if s not in into]
+    return tuple(tuple(m) for m in merged)
+
+
+#: Spellings that mean the same cache format for some engine, preferred spelling first.
+_EQUIVALENT_CLASSES = _merge_classes(cls for r in RECORDS for cls in r.equivalents)
+_CLASS_OF = {spelling: cls for cls in _EQUIVALENT_CLASSES for spelling in cls}
+
+ACCEPTED = "accepted"
+REJECTED = "rejected"
+UNKNOWN = "unknown"
+
+
+def canonical_engine(name: object) -> Optional[str]:
+    """``vLLM``/``SGLang`` for any capitalisation (older objects say ``vllm``); else None."""
+    if not isinstance(name, str):
+        return None
+    return _BY_ALIAS.get(name.strip().lower())
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """How one engine at one version takes one dtype spelling."""
+
+    engine: str
+    version: str  # the version judged against: the consumer's own, else the reference
+    version_is_reference: bool
+    dtype: str
+    verdict: str  # ACCEPTED | REJECTED | UNKNOWN
+    reason: str  # one clause a human can read ("vLLM 0.29.0 does not accept bf16")
+    failure: str = ""  # how a rejected replica fails ("exits at argument parsing")
+
+
+def judge(engine: str, version: object, dtype: str) -> Judgement:
+    """Judge ``dtype`` for ``engine`` (canonical name) at ``version`` (free text or None).
+
+    Memoized: a cluster has few distinct (engine, version, dtype) triples and many consumers.
+    """
+    try:
+        return _judge_cached(engine, version, dtype)
+    except TypeError:  # an unhashable version (a hand-written manifest's list or mapping)
+        return _judge(engine, version, dtype)
+
+
+def _judge(engine: str, version: object, dtype: str) -> Judgement:
+    known = record(engine)
+    parsed = parse_version(version)
+    is_reference = parsed is None
+    shown = known.reference_version if is_reference else str(version).strip()
+    at = parsed if parsed is not None else _v(known.reference_version)
+    label = f"{engine} {shown}" + (" (reference version)" if is_reference else "")
+    windows = known.accepted.get(dtype)
+    if windows is not None:
+        if any(window.contains(at) for window in windows):
+            return Judgement(engine, shown, is_reference, dtype, ACCEPTED, f"{label} accepts {dtype}")
+        return Judgement(engine, shown, is_reference, dtype, REJECTED,
+                         f"{label} does not accept {dtype} ({_availability(windows)})", _failure_mode(engine, at))
+    if dtype in known.rejected:
+        return Judgement(engine, shown, is_reference, dtype, REJECTED,
+                         f"{label} does not accept {dtype}", _failure_mode(engine, at))
+    return Judgement(
+        engine, shown, is_reference, dtype, UNKNOWN,
+        f"{dtype} is not in this tool's table for {engine}, so it is neither confirmed nor refused",
+    )
+
+
+_judge_cached = functools.lru_cache(maxsize=4096)(_judge)
+
+
+def _availability(windows: Sequence[Window]) -> str:
+    parts = []
+    for window in windows:
+        since = _show(window.since) if window.since else None
+        until = _show(window.until) if window.until else None
+        if since and until:
+            parts.append(f"accepted from {since} until before {until}")
+        elif since:
+            parts.append(f"accepted from {since}")
+        elif until:
+            parts.append(f"accepted until before {until}")
+    return "; ".join(parts)
+
+
+def _show(version: Version) -> str:
+    major, minor, patch, rank, number = version
+    suffix = {1: f".post{number}", 0: ""}.get(rank, f"rc{number}")
+    return f"{major}.{minor}.{patch}{suffix}"
+
+
+def _failure_mode(engine: str, at: Version) -> str:
+    if record(engine).validates_late(at):
+        return "fails at engine start"
+    return "exits at argument parsing"
+
+
+def equivalents(dtype: str) -> tuple[str, ...]:
+    """Spellings that mean the same as ``dtype``, preferred first (``dtype`` alone if none)."""
+    return _CLASS_OF.get(dtype) or _CLASS_OF.get(dtype.lower()) or (dtype,)
+
+
+def suggest(dtype: str, consumers: Iterable[tuple[str, object]]) -> Optional[str]:
+    """A spelling meaning the same as ``dtype`` that every (engine, version) accepts, or None."""
+    pairs = list(consumers)
+    for candidate in equivalents(dtype):
+        if candidate == "auto":
+            continue
+        if all(judge(engine, version, candidate).verdict == ACCEPTED for engine, version in pairs):
+            return candidate
+    return None
+
+
+#: Cache formats by width in bits: a different dtype is sought nearest in width first.
+_WIDTH = {"bfloat16": 16, "bf16": 16, "float16": 16, "fp16": 16, "half": 16, "fp8_e4m3": 8, "fp8_e5m2": 8,
+          "fp8": 8, "fp8_inc": 8, "fp8_ds_mla": 8, "mxfp8": 8, "nvfp4": 4, "fp4_e2m1": 4, "fp4_mx_block16": 4}
+#: Different dtypes a fix may propose, in the order preferred at equal width.
+_ALTERNATIVES = ("bfloat16", "fp8_e4m3", "fp8_e5m2", "nvfp4")
+
+REBIND, UPGRADE, REBIND_DIFFERENT, SPLIT, NO_FIX = "rebind", "upgrade", "rebind-different", "split", "none"
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """What makes a rejected dtype work for every consumer, first that applies (``kind``)."""
+
+    kind: str  # REBIND | UPGRADE | REBIND_DIFFERENT | SPLIT | NO_FIX
+    text: str  # the fix as a table cell says it ("upgrade SGLang to >= 0.5.16")
+    spelling: Optional[str] = None  # the dtype to rebind with (REBIND, REBIND_DIFFERENT)
+
+
+def remedy(dtype: str, consumers: Iterable[tuple[str, object]]) -> Remedy:
+    """The fix for ``dtype`` that some (engine, version) consumers reject.
+
+    In order: a spelling meaning the same that every consumer accepts; the engine versions from
+    which the spelling is accepted; a different dtype every consumer accepts (it changes the
+    KV-cache precision, and the fix says so); and only when consumers of different engines have no
+    common spelling, splitting them by engine.
+    """
+    pairs = list(dict.fromkeys((e, v if isinstance(v, (str, type(None))) else str(v)) for e, v in consumers))
+    same = suggest(dtype, pairs)
+    if same:
+        return Remedy(REBIND, f"rebind with {same}", same)
+    upgrades = _upgrades(dtype, pairs)
+    if upgrades:
+        return Remedy(UPGRADE, "upgrade " + " and ".join(f"{e} to >= {v}" for e, v in upgrades.items()))
+    other = _different_dtype(dtype, pairs)
+    if other:
+        return Remedy(REBIND_DIFFERENT, f"rebind with {other} (a different dtype)", other)
+    if len({engine for engine, _ in pairs}) > 1:
+        return Remedy(SPLIT, "split consumers by engine")
+    return Remedy(NO_FIX, "upgrade the engine (no dtype is accepted by this version)")
+
+
+def _upgrades(dtype: str, pairs: list[tuple[str, object]]) -> dict[str, str]:
+    """{engine: version} to upgrade to so every rejecting consumer accepts ``dtype``; {} if none will."""
+    needed: dict[str, Version] = {}
+    for engine, version in pairs:
+        if judge(engine, version, dtype).verdict == ACCEPTED:
+            continue
+        windows = record(engine).accepted.get(dtype, ())
+        at = parse_version(version) or _v(record(engine).reference_version)
+        # The first version after this one from which the spelling stays accepted.
+        since = [w.since for w in windows if w.until is None and w.since is not None and w.since > at]
+        if not since:
+            return {}
+        needed[engine] = max(needed.get(engine, since[0]), since[0])
+    return {engine: _show(version) for engine, version in needed.items()}
+
+
+def _different_dtype(dtype: str, pairs: list[tuple[str, object]]) -> Optional[str]:
+    width = _WIDTH.get(dtype, 16)
+    own = set(equivalents(dtype))
+    candidates = sorted((c for c in _ALTERNATIVES if c not in own),
+                        key=lambda c: (abs(_WIDTH[c] - width), -_WIDTH[c], _ALTERNATIVES.index(c)))
+    return next((c for c in candidates
+                 if all(judge(engine, version, c).verdict == ACCEPTED for engine, version in pairs)), None)
