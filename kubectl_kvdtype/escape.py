@@ -25,6 +25,7 @@ from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._flags import add_global_flags, parse_duration
 from kubectl_kvdtype._rebind import (MANUAL_STEP, NAME_CHANGE, REPLACE, SETTING_MISSING, SETTING_STAYS_OFF,
                                      SIDE_BY_SIDE, rebind)
+from kubectl_kvdtype._fix import RESTORE_CONFLICT
 from kubectl_kvdtype._restore import RESTORE_BREAKS, restore
 from kubectl_kvdtype._report import Column, Report
 from kubectl_kvdtype._setting import (OFF, ON, attached_counts, blockers_of, require_setting, wait_for_setting,
@@ -49,7 +50,7 @@ class EscapeCommand(Command):
         "--apply to carry it out, resumable)."
     )
     codes = (MANUAL_STEP, NAME_CHANGE, SETTING_STAYS_OFF, SETTING_MISSING, DTYPE_UNKNOWN, RESTORE_BREAKS,
-             DUPLICATE_OBJECT)
+             DUPLICATE_OBJECT, RESTORE_CONFLICT)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="escape_action", metavar="<action>", title="actions", required=True)
@@ -121,7 +122,8 @@ def _rebind_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _restore_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", metavar="DIR", help="a backup directory written by escape rebind --apply")
+    parser.add_argument("directory", metavar="DIR",
+                        help="a backup directory written by escape rebind --apply or find-flags --fix --apply")
     parser.add_argument("--apply", action="store_true",
                         help="create the missing objects (default: print the plan, change nothing)")
     parser.add_argument("--yes", "-y", action="store_true", help="with --apply on a terminal: do not ask")
