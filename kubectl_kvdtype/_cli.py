@@ -50,6 +50,8 @@ def _validate(options: argparse.Namespace) -> None:
     unknown = [code for code in options.ignore if code not in known]
     if unknown:
         raise UsageError(f"--ignore {unknown[0]}: no such finding code (known: {', '.join(known)})")
+    if options.output == "patch" and not getattr(options, "fix", False):
+        raise UsageError("-o patch prints the JSON patches that find-flags --fix plans: use it with find-flags --fix")
     if options.all_namespaces and options.namespace:
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
 

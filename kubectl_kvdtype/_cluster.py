@@ -143,6 +143,14 @@ class ClusterSource:
                             content_type="application/merge-patch+json",
                             verb="patch", kind=kind, namespace=namespace)
 
+    def json_patch(self, kind: Kind, namespace: Optional[str], name: str, operations: list[dict],
+                   dry_run: bool = False) -> dict:
+        """A JSON patch (RFC 6902) of one object (find-flags --fix). Led by a ``test`` of
+        /metadata/resourceVersion, the server applies it only to the version read, else answers 422."""
+        return self.request("PATCH", self.path(kind, namespace, name), query=_dry(dry_run), body=operations,
+                            content_type="application/json-patch+json",
+                            verb="patch", kind=kind, namespace=namespace)
+
     def delete(self, kind: Kind, namespace: Optional[str], name: str, dry_run: bool = False) -> dict:
         return self.request("DELETE", self.path(kind, namespace, name), query=_dry(dry_run),
                             verb="delete", kind=kind, namespace=namespace)

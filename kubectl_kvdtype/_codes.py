@@ -45,6 +45,11 @@ NAME_CHANGE = "name-change"
 SETTING_STAYS_OFF = "setting-stays-off"
 SETTING_MISSING = "setting-missing"
 RESTORE_BREAKS = "restore-breaks"
+# find-flags --fix (and escape restore of a fix)
+FIX_MANUAL = "fix-manual"
+FIX_REFUSED = "fix-refused"
+FIX_CONFLICT = "fix-conflict"
+RESTORE_CONFLICT = "restore-conflict"
 # every subcommand that reads manifests (-f)
 DUPLICATE_OBJECT = "duplicate-object"
 
@@ -104,6 +109,14 @@ CODES: tuple[Code, ...] = (
          (ESCAPE,)),
     Code(RESTORE_BREAKS, WARNING, "escape restore recreates a Binding whose dtype an engine rejects while the "
                                   "Setting is on", (ESCAPE,)),
+    Code(FIX_MANUAL, ERROR, "find-flags --fix: a copy of the flag it cannot remove by itself (no owner, a Job, a "
+                            "shell string...): a manual step", (FIND_FLAGS,)),
+    Code(FIX_REFUSED, ERROR, "find-flags --fix: removing the flag would change the dtype the object runs "
+                             "(--accept-dtype-change to allow)", (FIND_FLAGS,)),
+    Code(FIX_CONFLICT, ERROR, "find-flags --fix: the object changed since it was read; nothing was written there",
+         (FIND_FLAGS,)),
+    Code(RESTORE_CONFLICT, ERROR, "escape restore of a fix: the object changed since the fix patched it; nothing "
+                                  "was written there", (ESCAPE,)),
     Code(DUPLICATE_OBJECT, WARNING, "-f read the same object twice with different bodies; the one read last is "
                                     "judged", _ALL),
 )

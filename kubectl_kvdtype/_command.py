@@ -14,6 +14,7 @@ from kubectl_kvdtype import _codes
 from kubectl_kvdtype._env import Environment
 from kubectl_kvdtype._report import Report
 from kubectl_kvdtype._sources import Source
+from kubectl_kvdtype._status import KvdtypeError, UsageError
 
 
 @dataclass
@@ -106,3 +107,17 @@ class Command:
     @staticmethod
     def option(context: Context, name: str, default: Any = None) -> Any:
         return getattr(context.options, name, default)
+
+
+def confirm(context: Context, question: str) -> None:
+    """Ask on stderr, read stdin; without a terminal, refuse unless --yes (exit 2): the one way this
+    tool asks before a write (escape off/on, find-flags --fix)."""
+    env = context.env
+    if getattr(context.options, "yes", False):
+        return
+    if not env.stdin_isatty:
+        raise UsageError("refusing to write without confirmation: stdin is not a terminal, so pass --yes "
+                         "to confirm (nothing was changed)")
+    answer = env.ask(f"{question} [y/N]:").lower()
+    if answer not in ("y", "yes"):
+        raise KvdtypeError("not confirmed; nothing was changed")

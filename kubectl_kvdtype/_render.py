@@ -7,7 +7,7 @@ from typing import Optional
 
 from kubectl_kvdtype._report import Report
 
-OUTPUTS = ("table", "wide", "json", "yaml")
+OUTPUTS = ("table", "wide", "json", "yaml", "patch")
 
 _RESET = "\033[0m"
 _COLOURS = {
@@ -29,6 +29,8 @@ def render(report: Report, output: str, *, no_headers: bool = False, all_namespa
         return report.text
     if output == "json":
         return to_json(report.to_dict())
+    if output == "patch":  # find-flags --fix: the JSON patches, one per object, for GitOps or kubectl patch
+        return json.dumps(report.patches or [], indent=2) + "\n"
     if output == "yaml":
         import yaml  # only this output pays for it
 

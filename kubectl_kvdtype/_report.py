@@ -89,6 +89,8 @@ class Report:
     #: Objects a subcommand would create; when set, ``-o yaml`` prints them as a multi-document
     #: YAML stream of manifests (for GitOps) instead of the report document.
     manifests: list[dict] = field(default_factory=list)
+    #: JSON patches a subcommand would send (``find-flags --fix``): what ``-o patch`` prints.
+    patches: Optional[list[dict]] = None
 
     def add(self, code: str, obj: ObjectRef, message: str, **fields: Any) -> Finding:
         """Record a finding; its severity is the registry's (``_codes``), never the caller's."""

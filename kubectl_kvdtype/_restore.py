@@ -37,6 +37,10 @@ def restore(context: Context) -> Report:
     """Plan by default; --apply creates each missing object; --dry-run=server sends them with dryRun=All."""
     options, source = context.options, context.source
     directory = Path(options.directory)
+    from kubectl_kvdtype import _fix  # a find-flags --fix backup is reverted by patches, not re-created
+
+    if _fix.is_fix_backup(directory):
+        return _fix.restore_fix(context)
     saved = read_backups(directory)
     report = Report(kind="RestorePlan", columns=RESTORE_COLUMNS)
     missing = []

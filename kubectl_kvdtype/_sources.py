@@ -96,6 +96,10 @@ class WritableSource(Source, Protocol):
     def delete(self, kind: Kind, namespace: Optional[str], name: str, dry_run: bool = False) -> dict:
         """Delete one object."""
 
+    def json_patch(self, kind: Kind, namespace: Optional[str], name: str, operations: list[dict],
+                   dry_run: bool = False) -> dict:
+        """A JSON patch (RFC 6902) of one object."""
+
     def post(self, path: str, body: dict) -> dict:
         """A POST to a fixed path (SelfSubjectAccessReview)."""
 

@@ -21,7 +21,7 @@ import argparse
 from typing import Optional
 
 from kubectl_kvdtype import _model
-from kubectl_kvdtype._command import Command, Context
+from kubectl_kvdtype._command import Command, Context, confirm
 from kubectl_kvdtype._flags import add_global_flags, parse_duration
 from kubectl_kvdtype._judgement import BindingInventory, build_check_report
 from kubectl_kvdtype._rebind import REPLACE, SIDE_BY_SIDE, rebind
@@ -116,7 +116,8 @@ def _rebind_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _restore_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", metavar="DIR", help="a backup directory written by escape rebind --apply")
+    parser.add_argument("directory", metavar="DIR",
+                        help="a backup directory written by escape rebind --apply or find-flags --fix --apply")
     parser.add_argument("--apply", action="store_true",
                         help="create the missing objects (default: print the plan, change nothing)")
     parser.add_argument("--yes", "-y", action="store_true", help="with --apply on a terminal: do not ask")
@@ -280,14 +281,3 @@ def _written_headline(value: str, in_force: Optional[str], deployments: Optional
     return text
 
 
-def confirm(context: Context, question: str) -> None:
-    """Ask on stderr, read stdin; without a terminal, refuse unless --yes (exit 2)."""
-    env = context.env
-    if getattr(context.options, "yes", False):
-        return
-    if not env.stdin_isatty:
-        raise UsageError("refusing to write without confirmation: stdin is not a terminal, so pass --yes "
-                         "to confirm (nothing was changed)")
-    answer = env.ask(f"{question} [y/N]:").lower()
-    if answer not in ("y", "yes"):
-        raise KvdtypeError("not confirmed; nothing was changed")

@@ -9,10 +9,11 @@ because the webhook refuses those at creation once the upgrade is in.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from typing import Optional
 
-from kubectl_kvdtype import _engines, _model
+from kubectl_kvdtype import _engines, _fix, _model
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._engines import FlagOccurrence
 from kubectl_kvdtype._codes import POD_FLAG, ROLE_FLAG
@@ -57,8 +58,32 @@ class FindFlagsCommand(Command):
         "container passes it. After the upgrade the operator refuses the role's next edit and the "
         "webhook refuses such Pods. Replaces Step 2 of the upgrade guide."
     )
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_fix_flags(parser)
+
     def run(self, context: Context) -> Report:
-        return build_find_flags_report(FlagInventory.read(context.source, context.namespace))
+        _fix.check_options(context)
+        inventory = FlagInventory.read(context.source, context.namespace)
+        report = build_find_flags_report(inventory)
+        return _fix.fix(context, inventory, report) if context.options.fix else report
+
+
+def add_fix_flags(parser: argparse.ArgumentParser) -> None:
+    """``--fix`` and its companions; the fix itself lives in ``_fix``."""
+    fix = parser.add_argument_group("fixing (--fix)")
+    fix.add_argument("--fix", action="store_true",
+                     help="plan the removal of every flag found: one JSON patch per role's deployment or workload "
+                          "(an injected Pod's top controller); changes nothing without --apply")
+    fix.add_argument("--apply", action="store_true",
+                     help="with --fix: back the objects up, then patch them (asks [y/N] on a terminal)")
+    fix.add_argument("--yes", "-y", action="store_true", help="with --apply: do not ask")
+    fix.add_argument("--dry-run", nargs="?", const="client", default="none", choices=("none", "client", "server"),
+                     help="with --fix: client: send nothing; server: send every patch with dryRun=All")
+    fix.add_argument("--accept-dtype-change", action="store_true",
+                     help="with --fix: also patch objects whose removal changes the dtype they run")
+    fix.add_argument("--backup-dir", metavar="DIR",
+                     help="with --apply: where to save the originals (default ./kvdtype-backup-fix-<UTC time>/; "
+                          "kubectl kvdtype escape restore DIR reverts the fix)")
 
 
 def build_find_flags_report(inventory: FlagInventory) -> Report:
