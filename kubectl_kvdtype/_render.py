@@ -62,18 +62,23 @@ def _render(report: Report, output: str, *, no_headers: bool, all_namespaces: bo
 PRETTY_JSON_ENTRIES = 1000
 
 
+#: One encoder for every entry: ``json.dumps`` with separators builds a new one per call.
+_ENTRY_ENCODER = json.JSONEncoder(separators=(", ", ": "))
+
+
 def to_json(document: dict) -> str:
     """The JSON document: indented, or one entry per line when the report is large."""
     lists = [value for value in document.values() if isinstance(value, list)]
     if sum(len(value) for value in lists) <= PRETTY_JSON_ENTRIES:
         return json.dumps(document, indent=2) + "\n"
+    encode = _ENTRY_ENCODER.encode
     fields = []
     for key, value in document.items():
         if isinstance(value, list) and value:
-            entries = ",\n".join("    " + json.dumps(entry, separators=(", ", ": ")) for entry in value)
+            entries = ",\n".join(["    " + encode(entry) for entry in value])
             fields.append(f"  {json.dumps(key)}: [\n{entries}\n  ]")
         else:
-            fields.append(f"  {json.dumps(key)}: {json.dumps(value, separators=(', ', ': '))}")
+            fields.append(f"  {json.dumps(key)}: {encode(value)}")
     return "{\n" + ",\n".join(fields) + "\n}\n"
 
 
