@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from _support import EXAMPLES, PLUGIN, in_process, kvdtype
+from _support import EXAMPLES, PLUGIN, documents, in_process, kvdtype, seed
 
 
 def test_help_says_kubectl_kvdtype_through_kubectl(kube_env):
@@ -50,6 +51,23 @@ def test_live_run_does_import_it(kube_env):
             "print('KUBERNETES-IMPORTED' if 'kubernetes' in sys.modules else 'CLEAN')")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=kube_env, timeout=60)
     assert "KUBERNETES-IMPORTED" in result.stdout
+
+
+def test_live_run_imports_only_the_parts_of_the_client_it_uses(fake, kube_env):
+    """A live run answers from the fake without the client's generated API and model classes
+    (pydantic) or the OIDC refresh's requests/oauthlib: importing those cost most of a small run."""
+    seed(fake, documents(EXAMPLES))
+    code = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', 'check', '-A', '-o', 'json']\n"
+            "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "heavy = ('pydantic', 'requests', 'requests_oauthlib', 'oauthlib', 'kubernetes.client.models',"
+            " 'kubernetes.client.api', 'kubernetes.client.api_client', 'kubernetes.dynamic', 'kubernetes.watch')\n"
+            "print('IMPORTED', sorted(m for m in sys.modules if m.startswith(heavy)), "
+            "'kubernetes.client.rest' in sys.modules, file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=kube_env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)["items"]) == 8  # the Bindings of examples/
+    assert result.stderr.strip().splitlines()[-1] == "IMPORTED [] True"
 
 
 def test_colour_only_on_a_terminal_and_never_with_no_color():
