@@ -16,13 +16,15 @@ from typing import Optional, Sequence
 from kubectl_kvdtype import __version__, _progress
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._env import Environment
-from kubectl_kvdtype._flags import APPENDED, DEFAULTS, Parser, add_global_flags, normalize_booleans, redact, secrets_in
+from kubectl_kvdtype._flags import (APPENDED, DEFAULTS, HelpFormatter, Parser, add_global_flags, examples_epilog,
+                                    normalize_booleans, redact, secrets_in)
 from kubectl_kvdtype._render import render
 from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError, exit_codes_epilog
 from kubectl_kvdtype.check import CheckCommand
 from kubectl_kvdtype.completion import CompletionCommand, complete
 from kubectl_kvdtype.escape import EscapeCommand
 from kubectl_kvdtype.find_flags import FindFlagsCommand
+from kubectl_kvdtype.preflight import PreflightCommand
 from kubectl_kvdtype.verify import VerifyCommand
 
 PROG = "kubectl kvdtype"
@@ -31,8 +33,15 @@ VERSION = f"kubectl-kvdtype v{__version__}"
 DEBUG_VARIABLE = "KUBECTL_KVDTYPE_DEBUG"
 
 #: The registry: every subcommand, in the order ``--help`` lists them.
-COMMANDS: tuple[type[Command], ...] = (CheckCommand, FindFlagsCommand, VerifyCommand, EscapeCommand,
-                                       CompletionCommand)
+COMMANDS: tuple[type[Command], ...] = (PreflightCommand, CheckCommand, FindFlagsCommand, VerifyCommand,
+                                       EscapeCommand, CompletionCommand)
+#: The top-level --help's examples: where to start.
+EXAMPLES = (
+    ("start here: may this cluster upgrade now, and if not, what first?", f"{PROG} preflight -A"),
+    ("the same over a dump, without a cluster", f"kubectl get kvcachepoolbindings,modeldeployments,pods -A -o yaml "
+                                                f"> dump.yaml && {PROG} preflight -f dump.yaml"),
+    ("after the upgrade: what the replicas really run", f"{PROG} verify -A --wait"),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,8 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog=PROG, usage=f"{PROG} [global flags] <subcommand> [flags]",
         description="Check a cluster before the gpustack-operator upgrade that hands each "
-                    "KVCachePoolBinding's dtype to its engines as --kv-cache-dtype.",
-        epilog=exit_codes_epilog() + f" {DEBUG_VARIABLE}=1 prints the traceback of an internal error.",
+                    "KVCachePoolBinding's dtype to its engines as --kv-cache-dtype. Start with "
+                    f"'{PROG} preflight': one GO or NO-GO, and the to-do list behind it.",
+        epilog=examples_epilog(EXAMPLES, exit_codes_epilog() + f" {DEBUG_VARIABLE}=1 prints the traceback of "
+                                                                "an internal error."),
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=VERSION)
     add_global_flags(parser)
@@ -49,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     for command_class in COMMANDS:
         command = command_class()
         sub = subparsers.add_parser(command.name, help=command.help, prog=f"{PROG} {command.name}",
-                                    description=command.description or command.help)
+                                    description=command.description or command.help, formatter_class=HelpFormatter,
+                                    epilog=examples_epilog(command.examples) if command.examples else None)
         sub.add_argument("--version", action="version", version=VERSION, help="print the version and exit")
         command.add_arguments(sub)
         add_global_flags(sub, suffix="_after")

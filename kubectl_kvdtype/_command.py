@@ -88,6 +88,8 @@ class Command:
     name: ClassVar[str]
     help: ClassVar[str]
     description: ClassVar[str] = ""
+    #: Two or three (comment, command line) pairs that end its ``--help``.
+    examples: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: Finding codes this subcommand can report (``--ignore`` accepts these).
     codes: ClassVar[tuple[str, ...]] = ()
 

@@ -64,6 +64,17 @@ class Column:
 
 
 @dataclass
+class Section:
+    """A second list of rows a report carries besides its items (``preflight``'s predictions):
+    a table of its own (under ``-o wide`` only when ``wide``), and a key of its own in JSON/YAML."""
+
+    key: str
+    columns: list[Column]
+    rows: list[dict]
+    wide: bool = False
+
+
+@dataclass
 class Report:
     """What a subcommand found. ``kind`` names the JSON document (``CheckReport``)."""
 
@@ -85,6 +96,11 @@ class Report:
     #: Objects a subcommand would create; when set, ``-o yaml`` prints them as a multi-document
     #: YAML stream of manifests (for GitOps) instead of the report document.
     manifests: list[dict] = field(default_factory=list)
+    #: Extra tables, printed before the items, each under its own key in JSON/YAML.
+    sections: list[Section] = field(default_factory=list)
+    #: False when the items already say everything the findings do (``preflight``'s to-do list):
+    #: the findings stay in JSON/YAML but get no table of their own.
+    findings_table: bool = True
 
     def add(self, code: str, severity: str, obj: ObjectRef, message: str, **fields: Any) -> Finding:
         finding = Finding(code, severity, obj, message, fields)
@@ -112,6 +128,7 @@ class Report:
     def to_dict(self) -> dict:
         return {"kind": self.kind, "items": self.items,
                 "findings": [f.to_dict() for f in self.findings],
+                **{section.key: section.rows for section in self.sections},
                 "summary": {**self.summary, "findings": self.counts()}}
 
     def findings_line(self) -> str:

@@ -112,6 +112,11 @@ class CheckCommand(Command):
         "that consume it, whether each engine accepts the spelling, the fix, and what the upgrade "
         "will roll. Replaces Step 1 of the upgrade guide."
     )
+    examples = (
+        ("every Binding in the cluster", "kubectl kvdtype check -A"),
+        ("one namespace, with each Binding's domain and consumers", "kubectl kvdtype check -n team-a -o wide"),
+        ("a dump instead of a cluster", "kubectl kvdtype check -f dump.yaml -o json"),
+    )
     codes = (DTYPE_REJECTED, DTYPE_AUTO, DTYPE_UNKNOWN, BINDING_UNUSED, BINDING_MISSING, ENGINE_UNKNOWN,
              DUPLICATE_OBJECT)
 

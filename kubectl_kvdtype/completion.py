@@ -45,6 +45,10 @@ NAMESPACE = Kind("Namespace", "", ("v1",), "namespaces", namespaced=False)
 class CompletionCommand(Command):
     name = "completion"
     help = "print a shell completion script (bash, zsh or fish)"
+    examples = (
+        ("bash, in ~/.bashrc", "source <(kubectl kvdtype completion bash)"),
+        ("fish, in ~/.config/fish/config.fish", "kubectl kvdtype completion fish | source"),
+    )
     description = (
         "Print a completion script for kubectl-kvdtype. Load it with "
         "'source <(kubectl kvdtype completion bash)' (zsh: the same with zsh; fish: "

@@ -60,6 +60,10 @@ class FindFlagsCommand(Command):
         "container passes it. After the upgrade the operator refuses the role's next edit and the "
         "webhook refuses such Pods. Replaces Step 2 of the upgrade guide."
     )
+    examples = (
+        ("every role, Pod and Pod template that passes the flag", "kubectl kvdtype find-flags -A"),
+        ("one namespace, with engines and owners", "kubectl kvdtype find-flags -n team-c -o wide"),
+    )
     codes = (ROLE_FLAG, POD_FLAG, DUPLICATE_OBJECT)
 
     def run(self, context: Context) -> Report:
