@@ -35,11 +35,13 @@ DEBUG_VARIABLE = "KUBECTL_KVDTYPE_DEBUG"
 #: The registry: every subcommand, in the order ``--help`` lists them.
 COMMANDS: tuple[type[Command], ...] = (PreflightCommand, CheckCommand, FindFlagsCommand, VerifyCommand,
                                        EscapeCommand, CompletionCommand)
-#: The top-level --help's examples: where to start.
+#: The man page's first examples (scripts/build-binary writes its EXAMPLES section from these and
+#: every subcommand's own).
 EXAMPLES = (
     ("start here: may this cluster upgrade now, and if not, what first?", f"{PROG} preflight -A"),
-    ("the same over a dump, without a cluster", f"kubectl get kvcachepoolbindings,modeldeployments,pods -A -o yaml "
-                                                f"> dump.yaml && {PROG} preflight -f dump.yaml"),
+    ("the same over a dump, without a cluster",
+     f"kubectl get kvcachepoolbindings,modeldeployments,pods,settings.gpustack.ai,deployments,statefulsets,"
+     f"daemonsets,jobs,cronjobs -A -o yaml > dump.yaml && {PROG} preflight -f dump.yaml"),
     ("after the upgrade: what the replicas really run", f"{PROG} verify -A --wait"),
 )
 
@@ -50,10 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, usage=f"{PROG} [global flags] <subcommand> [flags]",
         description="Check a cluster before the gpustack-operator upgrade that hands each "
                     "KVCachePoolBinding's dtype to its engines as --kv-cache-dtype. Start with "
-                    f"'{PROG} preflight': one GO or NO-GO, and the to-do list behind it.",
-        epilog=examples_epilog(EXAMPLES, exit_codes_epilog() + f" {DEBUG_VARIABLE}=1 prints the traceback of "
-                                                                "an internal error."),
-        formatter_class=HelpFormatter,
+                    f"'{PROG} preflight -A': one GO or NO-GO, and the to-do list behind it.",
+        epilog=exit_codes_epilog() + f" {DEBUG_VARIABLE}=1 prints the traceback of an internal error.",
     )
     parser.add_argument("--version", action="version", version=VERSION)
     add_global_flags(parser)
