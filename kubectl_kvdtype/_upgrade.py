@@ -41,6 +41,9 @@ BROKEN = (FAILS, REFUSED, NO_BINDING)
 VLLM_BASE = ("vllm", "serve")
 SGLANG_BASE = ("python3", "-m", "sglang.launch_server")
 HOST_PORT = ("--host", "0.0.0.0", "--port", "8000")
+#: A dtype every version of both engines accepts: the same argv rendered with it tells a failure
+#: the Binding's dtype causes from one the rest of the argv causes.
+CONTROL_DTYPE = "auto"
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,9 @@ class Prediction:
     text: str  # "starts with bfloat16", "fails: invalid choice 'bf16'"
     runs: Optional[str] = None  # the dtype the engine runs, when it starts
     error: str = ""  # the engine's own error text when it fails
-    #: Whether the same argv without the rendered dtype fails too (a failure the upgrade does not cause).
-    fails_today: bool = False
+    #: Whether the same argv with ``auto`` (which every engine version accepts) in place of the
+    #: Binding's dtype fails too: a failure the dtype does not cause (an option the engine lacks).
+    fails_anyway: bool = False
     argv: tuple[str, ...] = field(default=())
 
     @property
@@ -74,7 +78,7 @@ class Prediction:
                 "container": self.container, "engine": self.engine, "engineVersion": self.engine_version,
                 "binding": self.binding or None, "dtype": self.dtype, "replicas": self.replicas,
                 "outcome": self.outcome, "prediction": self.text, "runs": self.runs, "error": self.error or None,
-                "failsToday": self.fails_today, "argv": list(self.argv)}
+                "failsAnyway": self.fails_anyway, "argv": list(self.argv)}
 
 
 def predict(deployments: Iterable[dict], pods: Iterable[dict], bindings: Iterable[dict]) -> list[Prediction]:
@@ -127,8 +131,9 @@ def predict_role(deployment: dict, role: dict, dtypes: dict) -> Prediction:
     argv = rendered_role_argv(deployment, role, dtype)
     extra = _model.role_extra_args(role)
     own = [o for o in _engines.find_in_fields([("extraArgs", extra)], engine.name, engine.version) if o.read]
-    today = _read(engine, argv[:argv.index(FLAG)] + argv[argv.index(FLAG) + 2:], [])
-    outcome = _outcome(engine, _read(engine, argv, []), dtype, bool(own), "role", today)
+    at = argv.index(FLAG)
+    control = _read(engine, [*argv[:at], FLAG, CONTROL_DTYPE, *argv[at + 2:]], [])
+    outcome = _outcome(engine, _read(engine, argv, []), dtype, bool(own), "role", control)
     return Prediction(**base, **outcome, argv=tuple(argv))
 
 
@@ -174,8 +179,8 @@ def predict_pod(pod: dict, dtypes: dict) -> Prediction:
                           text="refused at admission: the Pod passes the flag itself, so its next incarnation "
                                "is not created")
     command, args = rendered_pod_argv(pod, container, dtype)
-    today = _read(engine, command, args[:-2], container.get("env"))
-    outcome = _outcome(engine, _read(engine, command, args, container.get("env")), dtype, False, "Pod", today)
+    control = _read(engine, command, [*args[:-1], CONTROL_DTYPE], container.get("env"))
+    outcome = _outcome(engine, _read(engine, command, args, container.get("env")), dtype, False, "Pod", control)
     return Prediction(**base, **outcome, argv=tuple(command + args))
 
 
@@ -189,15 +194,15 @@ _INVALID_CHOICE = re.compile(r"invalid choice: ('[^']*')")
 
 
 def _outcome(engine: _model.EngineInfo, reading: _argv.Reading, dtype: str, own: bool, holder: str,
-             today: _argv.Reading) -> dict:
-    """The outcome fields of a Prediction from what the engine's parser made of the rendered argv."""
-    fails_today = today.state == _argv.FAILED
+             control: _argv.Reading) -> dict:
+    """The outcome fields of a Prediction from what the engine's parser made of the rendered argv
+    (``control``: the same argv rendered with ``auto``)."""
     if reading.state == _argv.FAILED:
         choice = _INVALID_CHOICE.search(reading.error)
         why = f"invalid choice {choice.group(1)}" if choice else reading.error.removeprefix("error: ")
-        already = " (as it does today)" if fails_today and today.error == reading.error else ""
-        return {"outcome": FAILS, "text": f"fails: {why}{already}", "error": reading.error,
-                "fails_today": fails_today}
+        anyway = control.state == _argv.FAILED
+        return {"outcome": FAILS, "text": f"fails: {why}" + (" (whatever the dtype)" if anyway else ""),
+                "error": reading.error, "fails_anyway": anyway}
     if reading.state == _argv.UNKNOWN:
         return {"outcome": UNSURE, "text": f"unsure: the value {reading.error}"}
     if reading.state == _argv.ABSENT:  # the rendered flag is not where the engine reads it (a shell script)

@@ -127,7 +127,7 @@ def _add_predicted_failures(predictions: list[_upgrade.Prediction], report: Repo
                 covered.add((consumer.get("kind"), consumer.get("namespace"), consumer.get("name")))
     for prediction in predictions:
         key = (prediction.kind, prediction.namespace, prediction.name)
-        if prediction.broken and not prediction.fails_today and key not in covered:
+        if prediction.broken and not prediction.fails_anyway and key not in covered:
             ref = ObjectRef(prediction.kind, prediction.namespace, prediction.name)
             where = f" role {prediction.role}" if prediction.role else ""
             report.add(PREDICTED_FAILURE, ERROR, ref,
