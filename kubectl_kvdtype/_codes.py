@@ -17,7 +17,7 @@ ERROR = "error"
 WARNING = "warning"
 INFO = "info"
 
-CHECK, FIND_FLAGS, VERIFY, ESCAPE = "check", "find-flags", "verify", "escape"
+CHECK, FIND_FLAGS, VERIFY, ESCAPE, PREFLIGHT = "check", "find-flags", "verify", "escape", "preflight"
 
 # check
 DTYPE_REJECTED = "dtype-rejected"
@@ -50,6 +50,8 @@ FIX_MANUAL = "fix-manual"
 FIX_REFUSED = "fix-refused"
 FIX_CONFLICT = "fix-conflict"
 RESTORE_CONFLICT = "restore-conflict"
+# preflight (which also reports every code of check and find-flags)
+PREDICTED_FAILURE = "predicted-failure"
 # every subcommand that reads manifests (-f)
 DUPLICATE_OBJECT = "duplicate-object"
 
@@ -70,7 +72,7 @@ class Code:
         return self.severity + (f" ({self.escalated} when --wait gives up)" if self.escalated else "")
 
 
-_ALL = (CHECK, FIND_FLAGS, VERIFY, ESCAPE)
+_ALL = (CHECK, FIND_FLAGS, VERIFY, ESCAPE, PREFLIGHT)
 
 #: The registry, in the order the docs list it.
 CODES: tuple[Code, ...] = (
@@ -117,6 +119,8 @@ CODES: tuple[Code, ...] = (
          (FIND_FLAGS,)),
     Code(RESTORE_CONFLICT, ERROR, "escape restore of a fix: the object changed since the fix patched it; nothing "
                                   "was written there", (ESCAPE,)),
+    Code(PREDICTED_FAILURE, ERROR, "preflight's dry run of the upgrade: a replica will fail to start, and no check "
+                                   "or find-flags error covers it", (PREFLIGHT,)),
     Code(DUPLICATE_OBJECT, WARNING, "-f read the same object twice with different bodies; the one read last is "
                                     "judged", _ALL),
 )
@@ -137,8 +141,10 @@ def severity_of(code: str) -> str:
 
 
 def codes_of(command: str) -> tuple[str, ...]:
-    """The codes ``command`` may report, which its ``--ignore`` accepts."""
-    return tuple(entry.code for entry in CODES if command in entry.emitted_by)
+    """The codes ``command`` may report, which its ``--ignore`` accepts (preflight reports what
+    check and find-flags report, and its own)."""
+    emitters = {command, CHECK, FIND_FLAGS} if command == PREFLIGHT else {command}
+    return tuple(entry.code for entry in CODES if emitters & set(entry.emitted_by))
 
 
 def known() -> list[str]:

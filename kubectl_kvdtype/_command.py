@@ -91,6 +91,8 @@ class Command:
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    #: Two or three (comment, command line) pairs that end its ``--help``.
+    examples: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: Finding codes this subcommand can report (``--ignore`` accepts these): set from ``_codes``.
     codes: ClassVar[tuple[str, ...]] = ()
 

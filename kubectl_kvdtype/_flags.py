@@ -93,6 +93,26 @@ def redact(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
+EXAMPLES_HEADING = "examples:"
+
+
+def examples_epilog(examples: Sequence[tuple[str, str]], before: str = "") -> str:
+    """The end of a ``--help``: ``before`` (wrapped as usual), then the examples, kept as written."""
+    lines = [EXAMPLES_HEADING] + [line for comment, command in examples for line in (f"  # {comment}", f"  {command}")]
+    return (before + "\n\n" if before else "") + "\n".join(lines)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, except that an ``examples:`` paragraph keeps its lines as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        head, marker, examples = text.partition(EXAMPLES_HEADING)
+        filled = super()._fill_text(head, width, indent) if head.strip() else ""
+        if not marker:
+            return filled
+        return (filled + "\n\n" if filled else "") + indent + marker + examples
+
+
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one sentence and exit status 2 via UsageError."""
 

@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence
 
 from kubectl_kvdtype import __version__, _codes
 from kubectl_kvdtype._command import Command
-from kubectl_kvdtype._flags import Parser, add_global_flags
+from kubectl_kvdtype._flags import HelpFormatter, Parser, add_global_flags, examples_epilog
 from kubectl_kvdtype._status import exit_codes_epilog
 
 PROG = "kubectl kvdtype"
@@ -46,6 +46,8 @@ class CommandInfo:
 
 #: Every subcommand, in the order ``--help`` lists them.
 COMMANDS: tuple[CommandInfo, ...] = (
+    CommandInfo("preflight", "kubectl_kvdtype.preflight", "PreflightCommand",
+                "the whole pre-upgrade check: a dry run of the upgrade, a to-do list, and GO or NO-GO"),
     CommandInfo("check", "kubectl_kvdtype.check", "CheckCommand",
                 "judge every Binding's dtype against the engines that consume it"),
     CommandInfo("find-flags", "kubectl_kvdtype.find_flags", "FindFlagsCommand",
@@ -59,6 +61,17 @@ COMMANDS: tuple[CommandInfo, ...] = (
 )
 
 
+#: The man page's first examples (scripts/build-binary writes its EXAMPLES section from these and
+#: every subcommand's own).
+EXAMPLES = (
+    ("start here: may this cluster upgrade now, and if not, what first?", f"{PROG} preflight -A"),
+    ("the same over a dump, without a cluster",
+     f"kubectl get kvcachepoolbindings,modeldeployments,pods,settings.gpustack.ai,deployments,statefulsets,"
+     f"daemonsets,jobs,cronjobs -A -o yaml > dump.yaml && {PROG} preflight -f dump.yaml"),
+    ("after the upgrade: what the replicas really run", f"{PROG} verify -A --wait"),
+)
+
+
 def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
     """The whole command line (also read by argparse-manpage for the man page).
 
@@ -68,7 +81,8 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
     parser = Parser(
         prog=PROG, usage=f"{PROG} [global flags] <subcommand> [flags]",
         description="Check a cluster before the gpustack-operator upgrade that hands each "
-                    "KVCachePoolBinding's dtype to its engines as --kv-cache-dtype.",
+                    "KVCachePoolBinding's dtype to its engines as --kv-cache-dtype. Start with "
+                    f"'{PROG} preflight -A': one GO or NO-GO, and the to-do list behind it.",
         epilog=exit_codes_epilog() + f" {DEBUG_VARIABLE}=1 prints the traceback of an internal error.",
     )
     parser.add_argument("--version", action="version", version=VERSION)
@@ -76,7 +90,8 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="<subcommand>", title="subcommands",
                                        action=_LazySubcommands)
     for info in COMMANDS:
-        sub = subparsers.add_parser(info.name, help=info.help, prog=f"{PROG} {info.name}", description=info.help)
+        sub = subparsers.add_parser(info.name, help=info.help, prog=f"{PROG} {info.name}", description=info.help,
+                                    formatter_class=HelpFormatter)
         sub.add_argument("--version", action="version", version=VERSION, help="print the version and exit")
         if lazy:
             subparsers.pending[info.name] = info
@@ -88,6 +103,8 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
 def _complete_subparser(sub: argparse.ArgumentParser, info: CommandInfo) -> None:
     command = info.load()
     sub.description = command.description or info.help
+    if command.examples:  # two or three examples end every subcommand's --help
+        sub.epilog = examples_epilog(command.examples)
     command.add_arguments(sub)
     add_global_flags(sub, suffix="_after")
     sub.set_defaults(handler=command)

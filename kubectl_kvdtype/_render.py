@@ -6,7 +6,7 @@ import json
 import re
 from typing import Optional
 
-from kubectl_kvdtype._report import Report
+from kubectl_kvdtype._report import Column, Report
 
 OUTPUTS = ("table", "wide", "json", "yaml", "patch")
 
@@ -72,17 +72,24 @@ def to_json(document: dict) -> str:
 
 def _render_tables(report: Report, *, wide: bool, no_headers: bool, all_namespaces: bool, color: bool) -> str:
     blocks = []
-    columns = [c for c in report.columns if (wide or not c.wide) and (all_namespaces or not c.namespace)]
+    for section in report.sections:
+        if section.rows and (wide or not section.wide):
+            blocks.append(_items_table(section.columns, section.rows, wide, no_headers, all_namespaces, color))
     if report.items:
-        rows = [[_paint(c.cell(item), color) if c.status else c.cell(item) for c in columns]
-                for item in report.items]
-        blocks.append(table([c.header for c in columns], rows, no_headers))
-    if report.findings:
+        blocks.append(_items_table(report.columns, report.items, wide, no_headers, all_namespaces, color))
+    if report.findings and report.findings_table:
         rows = [[_paint(f.severity, color), f.code, str(f.object), f.message] for f in report.findings]
         blocks.append(table(["SEVERITY", "CODE", "OBJECT", "MESSAGE"], rows, no_headers))
     if report.headline and not no_headers:
         blocks.append(report.headline + "\n")
     return "\n".join(blocks)
+
+
+def _items_table(columns: list[Column], items: list[dict], wide: bool, no_headers: bool, all_namespaces: bool,
+                 color: bool) -> str:
+    shown = [c for c in columns if (wide or not c.wide) and (all_namespaces or not c.namespace)]
+    rows = [[_paint(c.cell(item), color) if c.status else c.cell(item) for c in shown] for item in items]
+    return table([c.header for c in shown], rows, no_headers)
 
 
 def table(headers: list[str], rows: list[list], no_headers: bool = False) -> str:

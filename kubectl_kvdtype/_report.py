@@ -68,6 +68,17 @@ class Column:
 
 
 @dataclass
+class Section:
+    """A second list of rows a report carries besides its items (``preflight``'s predictions):
+    a table of its own (under ``-o wide`` only when ``wide``), and a key of its own in JSON/YAML."""
+
+    key: str
+    columns: list[Column]
+    rows: list[dict]
+    wide: bool = False
+
+
+@dataclass
 class Report:
     """What a subcommand found. ``kind`` names the JSON document (``CheckReport``)."""
 
@@ -91,6 +102,11 @@ class Report:
     manifests: list[dict] = field(default_factory=list)
     #: JSON patches a subcommand would send (``find-flags --fix``): what ``-o patch`` prints.
     patches: Optional[list[dict]] = None
+    #: Extra tables, printed before the items, each under its own key in JSON/YAML.
+    sections: list[Section] = field(default_factory=list)
+    #: False when the items already say everything the findings do (``preflight``'s to-do list):
+    #: the findings stay in JSON/YAML but get no table of their own.
+    findings_table: bool = True
 
     def add(self, code: str, obj: ObjectRef, message: str, **fields: Any) -> Finding:
         """Record a finding; its severity is the registry's (``_codes``), never the caller's."""
@@ -126,6 +142,7 @@ class Report:
     def to_dict(self) -> dict:
         return {"kind": self.kind, "items": self.items,
                 "findings": [f.to_dict() for f in self.findings],
+                **{section.key: section.rows for section in self.sections},
                 "summary": {**self.summary, "findings": self.counts()}}
 
     def findings_line(self) -> str:

@@ -18,6 +18,11 @@ class CheckCommand(Command):
         "that consume it, whether each engine accepts the spelling, the fix, and what the upgrade "
         "will roll. Replaces Step 1 of the upgrade guide."
     )
+    examples = (
+        ("every Binding in the cluster", "kubectl kvdtype check -A"),
+        ("one namespace, with each Binding's domain and consumers", "kubectl kvdtype check -n team-a -o wide"),
+        ("a dump instead of a cluster", "kubectl kvdtype check -f dump.yaml -o json"),
+    )
 
     def run(self, context: Context) -> Report:
         inventory = BindingInventory.read(context.source, context.namespace, context.system_namespace)

@@ -16,6 +16,10 @@ SHELLS = ("bash", "zsh", "fish")
 
 class CompletionCommand(Command):
     name = "completion"
+    examples = (
+        ("bash, in ~/.bashrc", "source <(kubectl kvdtype completion bash)"),
+        ("fish, in ~/.config/fish/config.fish", "kubectl kvdtype completion fish | source"),
+    )
     description = (
         "Print a completion script for kubectl-kvdtype. Load it with "
         "'source <(kubectl kvdtype completion bash)' (zsh: the same with zsh; fish: "

@@ -22,7 +22,7 @@ from typing import Optional
 
 from kubectl_kvdtype import _model
 from kubectl_kvdtype._command import Command, Context, confirm
-from kubectl_kvdtype._flags import add_global_flags, parse_duration
+from kubectl_kvdtype._flags import HelpFormatter, add_global_flags, examples_epilog, parse_duration
 from kubectl_kvdtype._judgement import BindingInventory, build_check_report
 from kubectl_kvdtype._rebind import REPLACE, SIDE_BY_SIDE, rebind
 from kubectl_kvdtype._restore import restore
@@ -45,6 +45,28 @@ class EscapeCommand(Command):
         "Binding's ModelDeployments to a new Binding with a corrected dtype (plan by default, "
         "--apply to carry it out, resumable)."
     )
+    examples = (
+        ("is the dtype rendered and enforced now?", "kubectl kvdtype escape status"),
+        ("stop rendering it while you fix things", "kubectl kvdtype escape off --yes --wait"),
+        ("move a rejected Binding's deployments to a corrected one (plan first)",
+         "kubectl kvdtype escape rebind legacy -n team-a --dtype bfloat16"),
+    )
+    #: Each action's --help examples.
+    ACTION_EXAMPLES = {
+        "status": (("the Setting and what it means", "kubectl kvdtype escape status"),
+                   ("as JSON", "kubectl kvdtype escape status -o json")),
+        "off": (("turn it off and wait until the operator applies it", "kubectl kvdtype escape off --yes --wait"),
+                ("see what would be written", "kubectl kvdtype escape off --dry-run")),
+        "on": (("turn it back on once preflight says GO", "kubectl kvdtype escape on --yes --wait"),
+               ("send the write with dryRun=All", "kubectl kvdtype escape on --dry-run=server")),
+        "rebind": (("the plan (nothing is changed)", "kubectl kvdtype escape rebind legacy -n team-a --dtype bfloat16"),
+                   ("carry it out (a rerun resumes)",
+                    "kubectl kvdtype escape rebind legacy -n team-a --dtype bfloat16 --apply"),
+                   ("the new objects as manifests, for GitOps",
+                    "kubectl kvdtype escape rebind legacy -n team-a --dtype bfloat16 -o yaml > rebind.yaml")),
+        "restore": (("what would be recreated", "kubectl kvdtype escape restore ./kvdtype-backup-team-a-legacy-20261129T162414Z"),
+                    ("recreate it", "kubectl kvdtype escape restore ./kvdtype-backup-team-a-legacy-20261129T162414Z --apply")),
+    }
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="escape_action", metavar="<action>", title="actions", required=True)
@@ -56,7 +78,8 @@ class EscapeCommand(Command):
             ("restore", "put back the objects a rebind's backup directory holds that no longer exist",
              _restore_flags),
         ):
-            sub = actions.add_parser(name, help=help_text, description=help_text, prog=f"{parser.prog} {name}")
+            sub = actions.add_parser(name, help=help_text, description=help_text, prog=f"{parser.prog} {name}",
+                                     formatter_class=HelpFormatter, epilog=examples_epilog(self.ACTION_EXAMPLES[name]))
             add(sub)
             add_global_flags(sub, suffix="_after")
 

@@ -98,6 +98,11 @@ def _find_deployment(source: Source, namespace: Optional[str], name: str) -> dic
 
 class VerifyCommand(Command):
     name = "verify"
+    examples = (
+        ("right after the upgrade: wait until every replica runs its Binding's dtype",
+         "kubectl kvdtype verify -A --wait"),
+        ("one deployment", "kubectl kvdtype verify qwen-chat -n team-a"),
+    )
     description = (
         "Read the engine container of each replica of a pool-attached ModelDeployment (or of every "
         "one in scope, and every injected Pod) and compare the --kv-cache-dtype the engine runs with "

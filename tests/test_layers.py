@@ -30,9 +30,9 @@ LAYERS: dict[str, str] = {
     # sources: where the objects come from, and what a subcommand is given
     "_cluster": "sources", "_manifests": "sources", "_command": "sources",
     # judgement shared by the subcommands
-    "_judgement": "judgement", "_setting": "judgement", "_rebind": "judgement", "_fix": "judgement", "_restore": "judgement",
+    "_judgement": "judgement", "_setting": "judgement", "_rebind": "judgement", "_fix": "judgement", "_upgrade": "judgement", "_flagged": "judgement", "_restore": "judgement",
     # one module per subcommand
-    "check": "subcommands", "find_flags": "subcommands", "verify": "subcommands", "escape": "subcommands",
+    "preflight": "subcommands", "check": "subcommands", "find_flags": "subcommands", "verify": "subcommands", "escape": "subcommands",
     "completion": "subcommands",
     # the registry (names subcommands by module path), the completion engine, main
     "_registry": "command line", "_complete": "command line", "_cli": "command line", "__main__": "command line",

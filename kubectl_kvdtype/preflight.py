@@ -1,0 +1,343 @@
+"""``kubectl kvdtype preflight``: may I upgrade now, and if not, what exactly do I do first?
+
+One run gives what ``check``, ``find-flags`` and ``escape status`` give separately: their
+judgements (their own report builders, not a copy of their rules), the Setting's state, and a
+dry run of the upgrade per pool-attached role and per injected Pod (``_upgrade``). From those it
+builds an ordered to-do list, each item with the command to run, and one verdict: GO, or NO-GO
+while any error finding remains (warnings too with ``--fail-on warning``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from kubectl_kvdtype import _codes, _engines, _judgement, _model, _upgrade
+from kubectl_kvdtype._codes import PREDICTED_FAILURE
+from kubectl_kvdtype._flagged import FlagInventory, build_find_flags_report
+from kubectl_kvdtype._command import Command, Context
+from kubectl_kvdtype._report import ERROR, WARNING, Column, Finding, ObjectRef, Report, Section
+from kubectl_kvdtype._status import ExitStatus
+
+GO, NO_GO = "GO", "NO-GO"
+FAIL_ON = ("error", "warning")
+
+#: To-do actions, in the order they are listed.
+REBIND, UPGRADE_ENGINE, SPLIT, CREATE_BINDING, REMOVE_FLAG, INVESTIGATE, LOOK = (
+    "rebind", "upgrade-engine", "split-binding", "fix-binding-ref", "remove-flag", "investigate", "look")
+#: Warning codes worth a look, in the order listed; any other warning follows them.
+_WARNING_ORDER = (_codes.DTYPE_AUTO, _codes.DTYPE_UNKNOWN, _codes.ENGINE_UNKNOWN, _codes.DUPLICATE_OBJECT)
+
+
+@dataclass
+class PreflightReport(Report):
+    """A Report whose exit status is its verdict (``--fail-on warning`` counts warnings too)."""
+
+    no_go: bool = False
+
+    def exit_status(self, exit_zero: bool = False) -> ExitStatus:
+        return ExitStatus.FINDINGS if self.no_go and not exit_zero else ExitStatus.OK
+
+
+class PreflightCommand(Command):
+    name = "preflight"
+    description = (
+        "Runs the judgements of check and find-flags, reads the Setting (is the dtype enforced yet?), "
+        "and dry-runs the upgrade: for every role of a pool-attached ModelDeployment and every Pod opted "
+        "into injection, the argv the upgraded operator or webhook renders, parsed as that engine at that "
+        "version parses it (-o wide shows each one's predicted outcome). Prints an ordered to-do list with "
+        "the command for each item, then GO, or NO-GO while an error finding remains. Exit 0 GO, 1 NO-GO, "
+        "3 could not complete; --exit-zero gives 0 for both verdicts."
+    )
+    examples = (
+        ("start here: is the whole cluster ready for the upgrade?", "kubectl kvdtype preflight -A"),
+        ("every role's predicted outcome, and warnings make it NO-GO too",
+         "kubectl kvdtype preflight -n team-a -o wide --fail-on warning"),
+        ("a CI gate over a dump, never failing the job", "kubectl kvdtype preflight -f dump.yaml -o json --exit-zero"),
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--fail-on", choices=FAIL_ON, default="error",
+                            help="the least severity that makes NO-GO (default error; warning: warnings too)")
+
+    def run(self, context: Context) -> Report:
+        flags_inventory = FlagInventory.read(context.source, context.namespace)
+        setting, setting_error = _judgement.read_setting(context.source, context.system_namespace)
+        check_inventory = _judgement.BindingInventory(
+            flags_inventory.bindings, _judgement.consumers_of(flags_inventory.deployments, flags_inventory.pods),
+            flags_inventory.deployments, setting, setting_error)
+        return build_report(check_inventory, flags_inventory, context.system_namespace, offline=context.offline,
+                            ignore=set(self.option(context, "ignore", [])),
+                            fail_on=self.option(context, "fail_on", "error"),
+                            source_findings=getattr(context.source, "findings", []))
+
+
+def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: FlagInventory, system_namespace: str,
+                 offline: bool = False, ignore: Optional[set] = None, fail_on: str = "error",
+                 source_findings: Iterable[Finding] = ()) -> PreflightReport:
+    """The PreflightReport of the inventories: pure, so live and offline runs judge alike.
+
+    ``source_findings`` (an object read twice from manifests) are added to the report by the
+    command line after this; they count towards the verdict and the to-do list here.
+    """
+    ignore = ignore or set()
+    checked = _judgement.build_check_report(check_inventory, system_namespace, offline=offline)
+    flagged = build_find_flags_report(flags_inventory)
+    predictions = _upgrade.predict(flags_inventory.deployments, flags_inventory.pods, flags_inventory.bindings)
+    report = PreflightReport(kind="PreflightReport", columns=COLUMNS, findings_table=False,
+                             empty_message="Nothing to do before the upgrade.")
+    report.findings = checked.findings + flagged.findings
+    _add_predicted_failures(predictions, report)
+    report.ignore(ignore)
+    report.warnings = checked.warnings + flagged.warnings
+    judged = report.findings + [f for f in source_findings if f.code not in ignore]
+    report.items = _todo(judged, check_inventory.consumers)
+    report.sections = [Section("predictions", PREDICTION_COLUMNS, [p.to_dict() for p in predictions], wide=True)]
+    errors = [f for f in judged if f.severity == ERROR]
+    warnings = [f for f in judged if f.severity == WARNING]
+    report.no_go = bool(errors) or (fail_on == "warning" and bool(warnings))
+    setting = _setting_state(check_inventory, system_namespace, offline)
+    report.summary = {
+        "verdict": NO_GO if report.no_go else GO,
+        "reason": _reason(errors, warnings, fail_on),
+        "failOn": fail_on,
+        "setting": setting,
+        "dryRun": {"roles": sum(1 for p in predictions if p.kind == _upgrade.MODEL_DEPLOYMENT),
+                   "pods": sum(1 for p in predictions if p.kind == _upgrade.POD),
+                   "outcomes": _upgrade.counts(predictions)},
+        "todo": len(report.items),
+    }
+    report.headline = "\n".join([setting["line"], _dry_run_line(predictions),
+                                 f"{report.summary['verdict']}: {report.summary['reason']}"])
+    return report
+
+
+# --- Predictions the other judgements do not explain ---------------------------------------
+
+def _add_predicted_failures(predictions: list[_upgrade.Prediction], report: Report) -> None:
+    """A replica the dry run sees failing because of the upgrade, which no error finding names."""
+    covered = set()
+    for finding in report.findings:
+        if finding.severity == ERROR:
+            covered.add((finding.object.kind, finding.object.namespace, finding.object.name))
+            for consumer in finding.fields.get("consumers") or []:
+                covered.add((consumer.get("kind"), consumer.get("namespace"), consumer.get("name")))
+    for prediction in predictions:
+        key = (prediction.kind, prediction.namespace, prediction.name)
+        if prediction.broken and not prediction.fails_anyway and key not in covered:
+            ref = ObjectRef(prediction.kind, prediction.namespace, prediction.name)
+            where = f" role {prediction.role}" if prediction.role else ""
+            report.add(PREDICTED_FAILURE, ref,
+                       f"{ref}{where}: after the upgrade it {prediction.text} (the argv the upgrade renders, read "
+                       f"as {' '.join(filter(None, [prediction.engine, prediction.engine_version]))} reads it).",
+                       role=prediction.role, container=prediction.container, dtype=prediction.dtype,
+                       error=prediction.error or None, argv=list(prediction.argv))
+
+
+# --- The to-do list --------------------------------------------------------------------------
+
+def _todo(findings: list[Finding], consumers: list[_judgement.Consumer]) -> list[dict]:
+    items: list[dict] = []
+    rejected: dict[tuple, list[Finding]] = {}
+    for finding in findings:
+        if finding.code == _codes.DTYPE_REJECTED:
+            rejected.setdefault((finding.object.namespace, finding.object.name), []).append(finding)
+    for (namespace, name), group in rejected.items():
+        items.append(_rebind_item(namespace, name, group, consumers))
+    items += [_binding_item(f) for f in findings if f.code == _codes.BINDING_MISSING]
+    items += [_remove_flag_item(f) for f in findings if f.code in (_codes.ROLE_FLAG, _codes.POD_FLAG)]
+    items += [_todo_item(INVESTIGATE, f, None, f.message) for f in findings if f.code == PREDICTED_FAILURE]
+    listed = {_codes.DTYPE_REJECTED, _codes.BINDING_MISSING, _codes.ROLE_FLAG, _codes.POD_FLAG,
+              PREDICTED_FAILURE}
+    other_errors = [f for f in findings if f.severity == ERROR and f.code not in listed]
+    items += [_todo_item(INVESTIGATE, f, None, f.message) for f in other_errors]
+    warnings = [f for f in findings if f.severity == WARNING]
+    rank = {code: i for i, code in enumerate(_WARNING_ORDER)}
+    warnings.sort(key=lambda f: rank.get(f.code, len(rank)))
+    items += [_todo_item(LOOK, f, _look_command(f), f.message) for f in warnings]
+    for number, item in enumerate(items, 1):
+        item["order"] = number
+    return items
+
+
+def _todo_item(action: str, finding: Finding, command: Optional[str], what: str, codes: Iterable[str] = ()) -> dict:
+    return {"order": 0, "action": action, "severity": finding.severity, "object": finding.object.to_dict(),
+            "command": command, "what": what, "codes": list(dict.fromkeys([finding.code, *codes]))}
+
+
+def _rebind_item(namespace: str, name: str, group: list[Finding], consumers: list[_judgement.Consumer]) -> dict:
+    """One item per rejected Binding: rebind (the same or a different dtype), upgrade, or split."""
+    dtype = group[0].fields.get("dtype") or ""
+    pairs = [(c.engine.name, c.engine.version) for c in consumers
+             if (c.namespace, c.binding) == (namespace, name) and c.engine.name and c.receives_flag]
+    fix = _engines.remedy(dtype, pairs)
+    engines = " and ".join(f"{f.fields.get('engine')} {f.fields.get('engineVersion')}" for f in group)
+    why = f"{engines} reject{'s' if len(group) == 1 else ''} {dtype}"
+    if fix.kind in (_engines.REBIND, _engines.REBIND_DIFFERENT):
+        command = f"kubectl kvdtype escape rebind {name} -n {namespace} --dtype {fix.spelling}"
+        what = f"{why}: move its consumers to a Binding with dtype {fix.spelling}" + (
+            ", which means the same" if fix.kind == _engines.REBIND else
+            " (a different dtype: it changes the KV-cache precision)")
+        action = REBIND
+    elif fix.kind in (_engines.UPGRADE, _engines.NO_FIX):
+        names = ", ".join(f"{c.kind} {c.name}" for c in consumers
+                          if (c.namespace, c.binding) == (namespace, name) and c.receives_flag)
+        command = None
+        what = f"{why}: {fix.text} (spec.engine.version of {names}, and the image it runs)"
+        action = UPGRADE_ENGINE
+    else:
+        command = None
+        what = f"{why}, and no dtype suits every engine consuming it: split its consumers by engine onto Bindings " \
+               "of their own"
+        action = SPLIT
+    item = _todo_item(action, group[0], command, what)
+    item.update(dtype=dtype, fix=fix.text, dtypeFix=fix.spelling)
+    return item
+
+
+def _binding_item(finding: Finding) -> dict:
+    ref = finding.object
+    binding = finding.fields.get("binding")
+    named = f"Binding {binding!r}" if binding else "no Binding"
+    what = (f"{ref} names {named}, which does not exist: create it in namespace {ref.namespace}, or point the "
+            f"consumer at an existing one (for a ModelDeployment that means recreating it: kvCache is an identity "
+            f"field)")
+    return _todo_item(CREATE_BINDING, finding, f"kubectl get kvcachepoolbindings -n {ref.namespace}", what)
+
+
+def _remove_flag_item(finding: Finding) -> dict:
+    """What to delete from which field (find-flags has no --fix yet), and the command to edit it."""
+    ref, fields = finding.object, finding.fields
+    tokens = _deleted_tokens(fields.get("occurrences") or [])
+    if finding.code == _codes.ROLE_FLAG:
+        field = f"spec.roles[name={fields.get('role')}].extraArgs"
+        what = f"delete {tokens} from {field}"
+        command = f"kubectl edit modeldeployment {ref.name} -n {ref.namespace}"
+    elif ref.kind == "Pod":
+        container = fields.get("container")
+        owner = fields.get("owner")
+        where = f"container {container}"
+        if owner:
+            what = (f"delete {tokens} from {where} of the Pod template of its owner {owner['kind']} {owner['name']} "
+                    "(or of the workload that owns that)")
+            command = f"kubectl edit {owner['kind'].lower()} {owner['name']} -n {ref.namespace}"
+        else:
+            what = f"recreate the Pod without {tokens} in {where} (it has no owner)"
+            command = (f"kubectl get pod {ref.name} -n {ref.namespace} -o yaml > {ref.name}.yaml  "
+                       f"# delete them, then: kubectl replace --force -f {ref.name}.yaml")
+    else:
+        template = "spec.jobTemplate.spec.template" if ref.kind == "CronJob" else "spec.template"
+        what = f"delete {tokens} from {template}.spec.containers[name={fields.get('container')}]"
+        command = f"kubectl edit {ref.kind.lower()} {ref.name} -n {ref.namespace}"
+    item = _todo_item(REMOVE_FLAG, finding, command, what)
+    item["delete"] = fields.get("occurrences") or []
+    return item
+
+
+def _deleted_tokens(occurrences: list[dict]) -> str:
+    """``extraArgs[1] '--kv-cache-dtype' and extraArgs[2] 'fp8_e4m3'``: each entry to delete, located."""
+    entries = []
+    for occurrence in occurrences:
+        field, index, token = occurrence.get("field", "argv"), occurrence.get("index", 0), occurrence.get("token")
+        entries.append(f"{field}[{index}] {token!r}")
+        separate = "=" not in str(token) and occurrence.get("value") is not None and \
+            occurrence.get("spelling") != _engines.SPACED
+        if separate:
+            entries.append(f"{field}[{index + 1}] {occurrence['value']!r}")
+    return ", ".join(entries[:-1]) + (" and " if len(entries) > 1 else "") + entries[-1] if entries else "the flag"
+
+
+def _look_command(finding: Finding) -> Optional[str]:
+    ref = finding.object
+    if finding.code in (_codes.DTYPE_AUTO, _codes.DTYPE_UNKNOWN):
+        return f"kubectl kvdtype check -n {ref.namespace} -o wide"
+    if finding.code == _codes.ENGINE_UNKNOWN:
+        return f"kubectl get {'modeldeployment' if ref.kind == 'ModelDeployment' else 'pod'} {ref.name} " \
+               f"-n {ref.namespace} -o yaml"
+    return None
+
+
+# --- Summary lines ---------------------------------------------------------------------------
+
+def _setting_state(inventory: _judgement.BindingInventory, system_namespace: str, offline: bool) -> dict:
+    """Whether the operator already enforces the dtype: the Setting exists and status.value is "true"."""
+    name = f"{system_namespace}/{_model.SETTING_NAME}"
+    requested, in_force = _model.setting_values(inventory.setting) if inventory.setting else (None, None)
+    enforcing = in_force == "true"
+    if inventory.setting is None and offline:
+        line = f"Setting {name}: not in the manifests, so whether the dtype is enforced yet is not known."
+        state = "unknown"
+    elif inventory.setting is None and inventory.setting_error and "not found" not in inventory.setting_error:
+        line = f"Setting {name}: unreadable ({inventory.setting_error}), so whether the dtype is enforced is not known."
+        state = "unknown"
+    elif inventory.setting is None:
+        line = (f"Setting {name}: not yet: it does not exist, so this operator does not render the dtype; "
+                "the upgrade turns it on.")
+        state = "not-yet"
+    elif enforcing:
+        line = (f'Setting {name}: enforcing (status.value "true"): the operator already renders each Binding\'s '
+                "dtype; the dry run is what every replica does once recreated.")
+        state = "enforcing"
+    else:
+        value = f'"{in_force}"' if in_force is not None else "unset"
+        line = (f"Setting {name}: not yet enforcing (status.value {value}): nothing is rendered until it is on, "
+                f"and the dry run is what every replica does then.")
+        state = "not-yet"
+    return {"namespace": system_namespace, "name": _model.SETTING_NAME, "state": state, "enforcing": enforcing,
+            "value": in_force, "requested": requested, "line": line}
+
+
+_OUTCOME_WORDS = {
+    _upgrade.STARTS: "start with their Binding's dtype", _upgrade.OWN_COPY: "start with their own copy of the flag",
+    _upgrade.FAILS: "fail to start", _upgrade.REFUSED: "refused at admission",
+    _upgrade.NO_BINDING: "name a Binding that does not exist", _upgrade.UNSURE: "unsure",
+    _upgrade.NOT_JUDGED: "not judged (other engines)", _upgrade.UNCHANGED: "take-over roles unchanged",
+}
+
+
+def _dry_run_line(predictions: list[_upgrade.Prediction]) -> str:
+    if not predictions:
+        return "Dry run of the upgrade: no pool-attached role or injected Pod in scope."
+    counts = _upgrade.counts(predictions)
+    parts = [f"{counts[o]} {_OUTCOME_WORDS[o]}" for o in _OUTCOME_WORDS if counts.get(o)]
+    return (f"Dry run of the upgrade over {len(predictions)} role(s) and injected Pod(s): {', '.join(parts)} "
+            "(-o wide shows each).")
+
+
+def _reason(errors: list[Finding], warnings: list[Finding], fail_on: str) -> str:
+    codes = ", ".join(dict.fromkeys(f.code for f in errors))
+    if errors:
+        return (f"{len(errors)} error finding(s) ({codes}) must be fixed first: work through the to-do list in "
+                f"order, then run preflight again.")
+    if warnings and fail_on == "warning":
+        return f"no error finding, but {len(warnings)} warning(s) and --fail-on warning."
+    if warnings:
+        return f"no error finding; {len(warnings)} warning(s) worth a look in the to-do list."
+    return "no error or warning finding."
+
+
+def _object_cell(item: dict) -> str:
+    obj = item["object"]
+    return f"{obj['kind']} {obj['namespace'] + '/' if obj.get('namespace') else ''}{obj['name']}"
+
+
+COLUMNS = [
+    Column("#", "order"),
+    Column("ACTION", "action", status=True),
+    Column("OBJECT", _object_cell),
+    Column("COMMAND", "command"),
+    Column("WHAT", "what"),
+    Column("CODE", lambda item: ",".join(item["codes"]), wide=True),
+]
+
+PREDICTION_COLUMNS = [
+    Column("NAMESPACE", "namespace", namespace=True),
+    Column("KIND", "kind"),
+    Column("NAME", "name"),
+    Column("ROLE/CONTAINER", lambda row: row["role"] or row["container"]),
+    Column("ENGINE", lambda row: f"{row['engine'] or '?'}{' ' + row['engineVersion'] if row['engineVersion'] else ''}"),
+    Column("DTYPE", "dtype"),
+    Column("OUTCOME", "outcome", status=True),
+    Column("AFTER THE UPGRADE", "prediction"),
+]
