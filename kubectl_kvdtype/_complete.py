@@ -143,6 +143,8 @@ def _values(action: argparse.Action, partial: str, scan: _Scan, env: Environment
     what = _what(action)
     if action.choices and not isinstance(getattr(action, "completer", None), str):
         names = [str(choice) for choice in action.choices]
+        if action.dest == "output" and scan.commands[:1] != ["find-flags"]:
+            names.remove("patch")  # -o patch goes with find-flags --fix only
     elif what == "files":
         return [], DIRECTIVE_DEFAULT
     elif what in _KUBECONFIG_SECTIONS:
