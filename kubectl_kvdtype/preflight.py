@@ -187,13 +187,30 @@ def _rebind_item(namespace: str, name: str, group: list[Finding], consumers: lis
         what = f"{why}: {fix.text} (spec.engine.version of {names}, and the image it runs)"
         action = UPGRADE_ENGINE
     else:
+        attached = [c for c in consumers if (c.namespace, c.binding) == (namespace, name) and c.receives_flag]
         command = None
-        what = f"{why}, and no dtype suits every engine consuming it: split its consumers by engine onto Bindings " \
-               "of their own"
+        what = f"{why}, and no dtype suits every engine consuming it: split its consumers by engine onto " \
+               f"Bindings of their own ({_split_plan(dtype, attached)})"
         action = SPLIT
     item = _todo_item(action, group[0], command, what)
     item.update(dtype=dtype, fix=fix.text, dtypeFix=fix.spelling)
     return item
+
+
+def _split_plan(dtype: str, attached: list[_judgement.Consumer]) -> str:
+    """Per engine: its consumers, and the fix for them alone ("vLLM: ModelDeployment a: rebind with fp8")."""
+    by_engine: dict[str, list[_judgement.Consumer]] = {}
+    for consumer in attached:
+        by_engine.setdefault(consumer.engine.name or "", []).append(consumer)
+    parts = []
+    for engine, group in by_engine.items():
+        pairs = [(engine, c.engine.version) for c in group]
+        names = ", ".join(f"{c.kind} {c.name}" for c in group)
+        if all(_engines.judge(e, v, dtype).verdict == _engines.ACCEPTED for e, v in pairs):
+            parts.append(f"{engine}: {names}: can stay")
+        else:
+            parts.append(f"{engine}: {names}: {_engines.remedy(dtype, pairs).text}")
+    return "; ".join(parts)
 
 
 def _binding_item(finding: Finding) -> dict:

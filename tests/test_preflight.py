@@ -210,3 +210,27 @@ def test_an_unreachable_cluster_is_incomplete(kube_env, tmp_path):
     result = kvdtype(kube_env, "preflight", "--exit-zero")
     assert result.returncode == 3 and result.stdout == ""
     assert_one_clean_line(result.stderr)
+
+
+def test_split_binding_when_no_dtype_suits_every_engine(fake, kube_env):
+    """A pool shared since 2024: vLLM 0.4.1 (fp8, but no fp8_e4m3 yet and fp8_e5m2 missing in 0.4.1-0.4.2)
+    and SGLang 0.4.0 (fp8_e5m2, no fp8): no spelling of any dtype starts both, so no rebind of the
+    shared Binding can help, and upgrading cannot make SGLang read vLLM's `fp8`."""
+    seed(fake, [_binding("team-s", "legacy-fp8", "fp8"),
+                _deployment("team-s", "qwen-vllm", "legacy-fp8", "vLLM", "0.4.1"),
+                _deployment("team-s", "qwen-sglang", "legacy-fp8", "SGLang", "0.4.0"), _setting("true")])
+    result = kvdtype(kube_env, "preflight", "-n", "team-s", "-o", "json")
+    assert result.returncode == 1, result.stderr
+    found = report(result)
+    assert found["summary"]["verdict"] == "NO-GO"
+    (item,) = [i for i in found["items"] if i["object"]["name"] == "legacy-fp8"]
+    assert item["action"] == "split-binding" and item["command"] is None
+    assert item["dtypeFix"] is None and item["fix"] == "split consumers by engine"
+    assert item["what"].startswith("SGLang 0.4.0 rejects fp8, and no dtype suits every engine consuming it")
+    # Each engine's share of the split, with the fix for that engine alone.
+    assert "vLLM: ModelDeployment qwen-vllm: can stay" in item["what"]  # vLLM 0.4.1 accepts fp8
+    assert "SGLang: ModelDeployment qwen-sglang: rebind with fp8_e5m2 (a different dtype)" in item["what"]
+    table = kvdtype(kube_env, "preflight", "-n", "team-s")
+    assert any(line.split()[:2] == ["1", "split-binding"] for line in table.stdout.splitlines()), table.stdout
+    checked = report(kvdtype(kube_env, "check", "-n", "team-s", "-o", "json"))
+    assert [f["code"] for f in checked["findings"] if f["severity"] == "error"] == ["dtype-rejected"]
