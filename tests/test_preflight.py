@@ -189,7 +189,7 @@ def test_ignore_drops_findings_before_the_verdict(cluster):
 
 def test_offline_gives_the_same_report_as_live(cluster):
     live = kvdtype(cluster, "preflight", "-A", "-o", "json")
-    offline = direct(cluster, "preflight", "-f", str(EXAMPLES), "-o", "json")
+    offline = kvdtype(cluster, "preflight", "-f", str(EXAMPLES), "-o", "json")
     assert offline.returncode == live.returncode == 1, offline.stderr
     assert json.loads(offline.stdout) == json.loads(live.stdout)
 
@@ -198,7 +198,7 @@ def test_offline_exit_zero_and_a_dump_without_a_setting(cluster, tmp_path):
     dump = tmp_path / "dump.json"
     dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
         _binding("team-g", "chat", "bf16"), _deployment("team-g", "qwen", "chat", "vLLM", "0.29.0")]}))
-    result = direct(cluster, "preflight", "-f", str(dump), "--exit-zero")
+    result = kvdtype(cluster, "preflight", "-f", str(dump), "--exit-zero")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1].startswith("NO-GO: 1 error finding(s) (dtype-rejected)")
     assert "not in the manifests" in result.stdout
