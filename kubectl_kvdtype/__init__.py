@@ -7,7 +7,8 @@ subcommand imports another:
 
 - ground: ``_status`` (exit codes, and the errors that carry one), ``_codes`` (every finding code,
   its severity and meaning), ``_env`` (the streams), ``_progress``;
-- data: ``_report`` collects findings, ``_render`` prints, ``_flags`` the global flags, ``_engines``
+- data: ``_report`` collects findings and decides the exit status, ``_render`` prints (``_junit``: JUnit
+  XML), ``_flags`` the global flags, ``_engines``
   and ``_argv`` know the engines and how they read their argv, ``_model`` reads the objects'
   shapes, ``_sources`` the kinds and queries, ``_journal`` a rebind's journal;
 - sources: ``_cluster`` (live) and ``_manifests`` (offline, ``-f``), ``_command`` what a subcommand is

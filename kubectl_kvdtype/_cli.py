@@ -17,7 +17,7 @@ from kubectl_kvdtype import _codes, _progress
 from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._env import Environment
 from kubectl_kvdtype._flags import APPENDED, DEFAULTS, normalize_booleans, redact, secrets_in
-from kubectl_kvdtype._registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser
+from kubectl_kvdtype._registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
 from kubectl_kvdtype._render import render
 from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError
 
@@ -52,6 +52,8 @@ def _validate(options: argparse.Namespace) -> None:
         raise UsageError(f"--ignore {unknown[0]}: no such finding code (known: {', '.join(known)})")
     if options.output == "patch" and not getattr(options, "fix", False):
         raise UsageError("-o patch prints the JSON patches that find-flags --fix plans: use it with find-flags --fix")
+    if options.output == "junit" and options.command not in judging():
+        raise UsageError(f"-o junit reports what a judging subcommand judged: use it with {', '.join(judging())}")
     if options.all_namespaces and options.namespace:
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
 
@@ -81,7 +83,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         if not report.items and options.output in ("table", "wide"):
             print(report.empty_message, file=env.stderr)
         _write(env, render(report, options.output, no_headers=options.no_headers,
-                           all_namespaces=context.namespace is None, color=env.color))
+                           all_namespaces=context.namespace is None, color=env.color, command=options.command))
         return int(report.exit_status(options.exit_zero))
     except SystemExit as exit_:  # argparse after --help and --version
         return int(exit_.code or 0) if isinstance(exit_.code, int) else int(ExitStatus.USAGE)

@@ -70,8 +70,10 @@ class Context:
         return f"in namespace {namespace}" if namespace else "in any namespace"
 
     def annotate(self, report: Report) -> None:
-        """What every report gains from where it looked: the source's own findings (an object read
-        twice from manifests), and the scope named in an empty result."""
+        """What every report gains from the run: the severity that fails it (``--fail-on``), the
+        source's own findings (an object read twice from manifests), and the scope named in an
+        empty result."""
+        report.fail_on = getattr(self.options, "fail_on", report.fail_on)
         if report.text is not None or self._source is None:
             return  # a text result, or nothing was read
         report.findings[:0] = getattr(self._source, "findings", [])

@@ -31,7 +31,7 @@ from typing import Optional, Sequence
 from kubectl_kvdtype import _codes, _model
 from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._env import Environment
-from kubectl_kvdtype._registry import build_parser
+from kubectl_kvdtype._registry import build_parser, judging
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, Kind
 
 #: cobra's ShellCompDirective values, as kubectl's own completion reads them.
@@ -145,6 +145,8 @@ def _values(action: argparse.Action, partial: str, scan: _Scan, env: Environment
         names = [str(choice) for choice in action.choices]
         if action.dest == "output" and scan.commands[:1] != ["find-flags"]:
             names.remove("patch")  # -o patch goes with find-flags --fix only
+        if action.dest == "output" and scan.commands and scan.commands[0] not in judging():
+            names.remove("junit")  # -o junit goes with the judging subcommands only
     elif what == "files":
         return [], DIRECTIVE_DEFAULT
     elif what in _KUBECONFIG_SECTIONS:

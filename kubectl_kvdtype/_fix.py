@@ -500,6 +500,7 @@ def _stopped(target: Target, error: KvdtypeError, done: list[str], directory: Op
 
 
 def _fill(report: Report, targets: list[Target], found: Report, directory: Optional[Path], writing: bool) -> None:
+    report.judged = [target.ref for target in targets]  # each object the fix would patch
     for target in targets:
         report.items.append({
             "namespace": target.namespace, "kind": target.kind.name, "name": target.name,

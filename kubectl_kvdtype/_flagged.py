@@ -50,14 +50,18 @@ def build_find_flags_report(inventory: FlagInventory) -> Report:
     report = Report(kind="FindFlagsReport", columns=FLAG_COLUMNS,
                     empty_message="No role, Pod or Pod template passes --kv-cache-dtype itself.")
     dtypes = {(_model.namespace_of(b), _model.name_of(b)): _model.binding_dtype(b) for b in inventory.bindings}
+    report.judged = []  # what was examined, flag or not: summary.examined counts the same
     for deployment in inventory.deployments:
         if _model.is_pool_attached(deployment):
+            report.judged.append(_ref(DEPLOYMENT.name, deployment))
             _deployment(deployment, dtypes, report)
     for pod in inventory.pods:
+        report.judged.append(_ref(POD.name, pod))
         _pod_like(POD.name, pod, pod, _model.pod_spec(pod), dtypes, report)
     for kind, workload in inventory.workloads:
         template = _model.pod_template(workload)
         if template is not None and _model.opts_in(_model.labels_of(template)):
+            report.judged.append(_ref(kind.name, workload))
             _pod_like(kind.name, workload, template, _model.pod_spec(template), dtypes, report)
     report.warnings += inventory.warnings
     report.summary = _summary(inventory, report)
@@ -65,6 +69,10 @@ def build_find_flags_report(inventory: FlagInventory) -> Report:
                        f"{report.summary['roles']} role(s), {report.summary['pods']} Pod(s), "
                        f"{report.summary['templates']} Pod template(s); {report.findings_line()}.")
     return report
+
+
+def _ref(kind: str, obj: dict) -> ObjectRef:
+    return ObjectRef(kind, _model.namespace_of(obj), _model.name_of(obj))
 
 
 # --- Roles ---------------------------------------------------------------------------------

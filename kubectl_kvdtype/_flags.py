@@ -14,6 +14,7 @@ import re
 from typing import Optional, Sequence
 
 from kubectl_kvdtype._render import OUTPUTS
+from kubectl_kvdtype._report import ERROR, FAIL_ON
 from kubectl_kvdtype._status import UsageError
 
 #: Seconds one API request may take, retries included, unless --request-timeout says otherwise.
@@ -132,17 +133,26 @@ def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "") -> None:
                        help="how long one API request may take, retries included (default 30s, where "
                             "kubectl has no limit; 0: no limit)")
     add_connection_flags(flags, suffix)
-    flags.add_argument("-o", "--output", choices=OUTPUTS, default=s, help="table (default), wide, json, yaml, or patch (find-flags --fix: the JSON patches)")
+    flags.add_argument("-o", "--output", choices=OUTPUTS, default=s,
+                       help="table (default), wide, json, yaml, junit (check, find-flags, verify, preflight: JUnit XML "
+                            "for CI test reports), or patch (find-flags --fix: the JSON patches)")
     flags.add_argument("--no-headers", action="store_true", default=s, help="tables without headers and summary")
     flags.add_argument("-f", "--filename", action="append", dest="filename" + suffix, default=s, metavar="PATH",
                        help="read objects from manifests instead of a cluster: a file, a directory, or - (repeatable)")
     flags.add_argument("--system-namespace", default=s, metavar="NAMESPACE",
                        help="the operator's namespace, where the Setting lives (default gpustack-system)")
-    flags.add_argument("--exit-zero", action="store_true", default=s, help="exit 0 even with error findings")
+    flags.add_argument("--exit-zero", action="store_true", default=s,
+                       help="exit 0 even with findings that fail the run (see --fail-on)")
     flags.add_argument("--ignore", action="append", dest="ignore" + suffix, default=s, metavar="CODE",
                        help="drop findings with this code (repeatable)")
 
 
+def add_judging_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of every subcommand that judges objects (check, find-flags, verify, preflight):
+    one definition, so they read alike everywhere (``_report.fails`` applies ``--fail-on``)."""
+    parser.add_argument("--fail-on", choices=FAIL_ON, default=ERROR,
+                        help="the least severity that fails the run: exit 1 (preflight: NO-GO) and a failure "
+                             "in -o junit (default error; warning: warnings too)")
 
 
 def add_connection_flags(flags: argparse._ActionsContainer, suffix: str = "") -> None:

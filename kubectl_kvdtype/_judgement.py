@@ -103,6 +103,9 @@ def read_setting(source: Source, system_namespace: str) -> tuple[Optional[dict],
 def build_check_report(inventory: BindingInventory, system_namespace: str, offline: bool = False) -> Report:
     """The CheckReport of an inventory: pure, so live and offline runs judge alike."""
     report = Report(kind="CheckReport", columns=BINDING_COLUMNS, empty_message="No KVCachePoolBindings found.")
+    # Judged: each Binding, and each consumer (its engine against the dtype, its Binding's existence).
+    report.judged = [ObjectRef(BINDING.name, _model.namespace_of(b), _model.name_of(b)) for b in inventory.bindings]
+    report.judged += [consumer.ref for consumer in inventory.consumers]
     by_binding: dict[tuple[str, str], list[Consumer]] = {}
     for consumer in inventory.consumers:
         by_binding.setdefault((consumer.namespace, consumer.binding), []).append(consumer)

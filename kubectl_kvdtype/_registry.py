@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence
 
 from kubectl_kvdtype import __version__, _codes
 from kubectl_kvdtype._command import Command
-from kubectl_kvdtype._flags import HelpFormatter, Parser, add_global_flags, examples_epilog
+from kubectl_kvdtype._flags import HelpFormatter, Parser, add_global_flags, add_judging_flags, examples_epilog
 from kubectl_kvdtype._status import exit_codes_epilog
 
 PROG = "kubectl kvdtype"
@@ -33,6 +33,8 @@ class CommandInfo:
     class_name: str
     #: The one line ``--help`` lists it with (the only place it is written).
     help: str
+    #: A subcommand that judges objects: it takes ``--fail-on`` and ``-o junit``.
+    judges: bool = False
 
     @property
     def codes(self) -> tuple[str, ...]:
@@ -47,13 +49,13 @@ class CommandInfo:
 #: Every subcommand, in the order ``--help`` lists them.
 COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("preflight", "kubectl_kvdtype.preflight", "PreflightCommand",
-                "the whole pre-upgrade check: a dry run of the upgrade, a to-do list, and GO or NO-GO"),
+                "the whole pre-upgrade check: a dry run of the upgrade, a to-do list, and GO or NO-GO", judges=True),
     CommandInfo("check", "kubectl_kvdtype.check", "CheckCommand",
-                "judge every Binding's dtype against the engines that consume it"),
+                "judge every Binding's dtype against the engines that consume it", judges=True),
     CommandInfo("find-flags", "kubectl_kvdtype.find_flags", "FindFlagsCommand",
-                "find roles, injected Pods and Pod templates that pass --kv-cache-dtype themselves"),
+                "find roles, injected Pods and Pod templates that pass --kv-cache-dtype themselves", judges=True),
     CommandInfo("verify", "kubectl_kvdtype.verify", "VerifyCommand",
-                "check that every replica and injected Pod runs its Binding's dtype (optionally waiting)"),
+                "check that every replica and injected Pod runs its Binding's dtype (optionally waiting)", judges=True),
     CommandInfo("escape", "kubectl_kvdtype.escape", "EscapeCommand",
                 "the Setting escape switch, and the guided move to a corrected Binding"),
     CommandInfo("completion", "kubectl_kvdtype.completion", "CompletionCommand",
@@ -106,6 +108,8 @@ def _complete_subparser(sub: argparse.ArgumentParser, info: CommandInfo) -> None
     if command.examples:  # two or three examples end every subcommand's --help
         sub.epilog = examples_epilog(command.examples)
     command.add_arguments(sub)
+    if info.judges:
+        add_judging_flags(sub)
     add_global_flags(sub, suffix="_after")
     sub.set_defaults(handler=command)
 
@@ -124,3 +128,8 @@ class _LazySubcommands(argparse._SubParsersAction):
         if info is not None:
             _complete_subparser(self._name_parser_map[info.name], info)
         super().__call__(parser, namespace, values, option_string)
+
+
+def judging() -> tuple[str, ...]:
+    """The subcommands that judge objects: ``--fail-on`` and ``-o junit`` go with these only."""
+    return tuple(info.name for info in COMMANDS if info.judges)

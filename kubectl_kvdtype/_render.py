@@ -1,4 +1,5 @@
-"""The one place that turns a ``Report`` into text: tables, wide tables, JSON and YAML."""
+"""The one place that turns a ``Report`` into text: tables, wide tables, JSON and YAML (and, through
+``_junit``, JUnit XML)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Optional
 
 from kubectl_kvdtype._report import Column, Report
 
-OUTPUTS = ("table", "wide", "json", "yaml", "patch")
+OUTPUTS = ("table", "wide", "json", "yaml", "junit", "patch")
 
 _RESET = "\033[0m"
 _COLOURS = {
@@ -24,12 +25,17 @@ _WORD_COLOURS = {
 
 
 def render(report: Report, output: str, *, no_headers: bool = False, all_namespaces: bool = True,
-           color: bool = False) -> str:
-    """The report as the text printed on stdout (the result, and only the result)."""
+           color: bool = False, command: str = "") -> str:
+    """The report as the text printed on stdout (the result, and only the result). ``command``
+    names the subcommand that made it (JUnit's testsuite)."""
     if report.text is not None:
         return report.text
     if output == "json":
         return to_json(report.to_dict())
+    if output == "junit":
+        from kubectl_kvdtype._junit import to_junit  # only this output pays for ElementTree
+
+        return to_junit(report, command)
     if output == "patch":  # find-flags --fix: the JSON patches, one per object, for GitOps or kubectl patch
         return json.dumps(report.patches or [], indent=2) + "\n"
     if output == "yaml":

@@ -1,8 +1,9 @@
 """The report every subcommand returns: items, findings, a summary, and the exit status.
 
 Subcommands build a ``Report`` from plain data and never print; ``_render`` turns it into text and
-the report itself decides the exit status (after ``--ignore`` and ``--exit-zero``), so that rule
-lives in one place.
+the report itself decides the exit status (after ``--ignore``, ``--fail-on`` and ``--exit-zero``),
+so that rule lives in one place: ``fails`` says which findings fail a run, and the exit status,
+preflight's NO-GO and ``-o junit``'s failures all ask it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,17 @@ from typing import Any, Callable, Optional, Union
 from kubectl_kvdtype._codes import ERROR, INFO, WARNING, lookup, severity_of
 from kubectl_kvdtype._status import ExitStatus
 
-__all__ = ["ERROR", "INFO", "WARNING", "Column", "Finding", "ObjectRef", "Report"]
+__all__ = ["ERROR", "FAIL_ON", "INFO", "WARNING", "Column", "Finding", "ObjectRef", "Report", "fails"]
+
+#: ``--fail-on``'s choices: the least severity that fails a run (exit 1), default ``error``.
+FAIL_ON = (ERROR, WARNING)
+#: The severities that fail a run, for each ``--fail-on`` value. Info never fails.
+_FAILING = {ERROR: (ERROR,), WARNING: (ERROR, WARNING)}
+
+
+def fails(severity: str, fail_on: str = ERROR) -> bool:
+    """Whether a finding of ``severity`` fails the run under ``--fail-on fail_on``: the one rule."""
+    return severity in _FAILING[fail_on]
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,11 @@ class Report:
     #: False when the items already say everything the findings do (``preflight``'s to-do list):
     #: the findings stay in JSON/YAML but get no table of their own.
     findings_table: bool = True
+    #: The objects a judging subcommand judged, passing or not (``-o junit``: one testcase each,
+    #: with the objects findings name besides; see ``objects``). None: the report judges nothing.
+    judged: Optional[list[ObjectRef]] = None
+    #: ``--fail-on``: the least severity that fails the run (set from the command line).
+    fail_on: str = ERROR
 
     def add(self, code: str, obj: ObjectRef, message: str, **fields: Any) -> Finding:
         """Record a finding; its severity is the registry's (``_codes``), never the caller's."""
@@ -130,20 +146,32 @@ class Report:
     def count(self, severity: str) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
 
+    def failing(self) -> list[Finding]:
+        """The findings that fail the run: errors, and warnings too with ``--fail-on warning``."""
+        return [f for f in self.findings if fails(f.severity, self.fail_on)]
+
     def exit_status(self, exit_zero: bool = False) -> ExitStatus:
-        if self.count(ERROR) and not exit_zero:
+        if not exit_zero and any(fails(f.severity, self.fail_on) for f in self.findings):
             return ExitStatus.FINDINGS
         return ExitStatus.OK
+
+    def objects(self) -> list[ObjectRef]:
+        """Every object judged, then every other object a finding names, each once, in that order."""
+        seen = dict.fromkeys(self.judged or ())
+        for finding in self.findings:
+            seen.setdefault(finding.object)
+        return list(seen)
 
     def counts(self) -> dict:
         return {"errors": self.count(ERROR), "warnings": self.count(WARNING), "info": self.count(INFO),
                 "ignored": self.ignored}
 
     def to_dict(self) -> dict:
+        judged = {} if self.judged is None else {"judged": len(self.objects())}
         return {"kind": self.kind, "items": self.items,
                 "findings": [f.to_dict() for f in self.findings],
                 **{section.key: section.rows for section in self.sections},
-                "summary": {**self.summary, "findings": self.counts()}}
+                "summary": {**self.summary, **judged, "findings": self.counts()}}
 
     def findings_line(self) -> str:
         parts = [_plural(self.count(ERROR), "error"), _plural(self.count(WARNING), "warning"),

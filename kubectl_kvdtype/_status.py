@@ -26,8 +26,9 @@ class ExitStatus(enum.IntEnum):
 
 #: One line per exit status, the only place its meaning is written.
 EXIT_MEANINGS = {
-    ExitStatus.OK: "completed, no error finding (after --ignore; --exit-zero always gives 0 when complete)",
-    ExitStatus.FINDINGS: "completed, at least one error finding",
+    ExitStatus.OK: "completed, no finding that fails the run: no error finding, nor warning finding with --fail-on "
+                   "warning (after --ignore; --exit-zero always gives 0 when complete)",
+    ExitStatus.FINDINGS: "completed, at least one error finding (or warning finding, with --fail-on warning)",
     ExitStatus.USAGE: "usage error (unknown flag, bad value, unknown --ignore code, a flag that needs another)",
     ExitStatus.INCOMPLETE: "could not complete: unreachable or silent cluster (a request timed out), TLS failure, "
                            "bad kubeconfig or context, 401/403, the operator's API (worker.gpustack.ai) not "

@@ -9,35 +9,21 @@ while any error finding remains (warnings too with ``--fail-on warning``).
 
 from __future__ import annotations
 
-import argparse
-from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from kubectl_kvdtype import _codes, _engines, _judgement, _model, _upgrade
 from kubectl_kvdtype._codes import PREDICTED_FAILURE
-from kubectl_kvdtype._flagged import FlagInventory, build_find_flags_report
 from kubectl_kvdtype._command import Command, Context
-from kubectl_kvdtype._report import ERROR, WARNING, Column, Finding, ObjectRef, Report, Section
-from kubectl_kvdtype._status import ExitStatus
+from kubectl_kvdtype._flagged import FlagInventory, build_find_flags_report
+from kubectl_kvdtype._report import ERROR, WARNING, Column, Finding, ObjectRef, Report, Section, fails
 
 GO, NO_GO = "GO", "NO-GO"
-FAIL_ON = ("error", "warning")
 
 #: To-do actions, in the order they are listed.
 REBIND, UPGRADE_ENGINE, SPLIT, CREATE_BINDING, REMOVE_FLAG, INVESTIGATE, LOOK = (
     "rebind", "upgrade-engine", "split-binding", "fix-binding-ref", "remove-flag", "investigate", "look")
 #: Warning codes worth a look, in the order listed; any other warning follows them.
 _WARNING_ORDER = (_codes.DTYPE_AUTO, _codes.DTYPE_UNKNOWN, _codes.ENGINE_UNKNOWN, _codes.DUPLICATE_OBJECT)
-
-
-@dataclass
-class PreflightReport(Report):
-    """A Report whose exit status is its verdict (``--fail-on warning`` counts warnings too)."""
-
-    no_go: bool = False
-
-    def exit_status(self, exit_zero: bool = False) -> ExitStatus:
-        return ExitStatus.FINDINGS if self.no_go and not exit_zero else ExitStatus.OK
 
 
 class PreflightCommand(Command):
@@ -57,10 +43,6 @@ class PreflightCommand(Command):
         ("a CI gate over a dump, never failing the job", "kubectl kvdtype preflight -f dump.yaml -o json --exit-zero"),
     )
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--fail-on", choices=FAIL_ON, default="error",
-                            help="the least severity that makes NO-GO (default error; warning: warnings too)")
-
     def run(self, context: Context) -> Report:
         flags_inventory = FlagInventory.read(context.source, context.namespace)
         setting, setting_error = _judgement.read_setting(context.source, context.system_namespace)
@@ -75,31 +57,34 @@ class PreflightCommand(Command):
 
 def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: FlagInventory, system_namespace: str,
                  offline: bool = False, ignore: Optional[set] = None, fail_on: str = "error",
-                 source_findings: Iterable[Finding] = ()) -> PreflightReport:
+                 source_findings: Iterable[Finding] = ()) -> Report:
     """The PreflightReport of the inventories: pure, so live and offline runs judge alike.
 
     ``source_findings`` (an object read twice from manifests) are added to the report by the
-    command line after this; they count towards the verdict and the to-do list here.
+    command line after this; they count towards the verdict and the to-do list here. The verdict
+    is the exit status's rule (``_report.fails``): NO-GO exactly when the run exits 1.
     """
     ignore = ignore or set()
     checked = _judgement.build_check_report(check_inventory, system_namespace, offline=offline)
     flagged = build_find_flags_report(flags_inventory)
     predictions = _upgrade.predict(flags_inventory.deployments, flags_inventory.pods, flags_inventory.bindings)
-    report = PreflightReport(kind="PreflightReport", columns=COLUMNS, findings_table=False,
-                             empty_message="Nothing to do before the upgrade.")
+    report = Report(kind="PreflightReport", columns=COLUMNS, findings_table=False,
+                    empty_message="Nothing to do before the upgrade.", fail_on=fail_on)
     report.findings = checked.findings + flagged.findings
     _add_predicted_failures(predictions, report)
     report.ignore(ignore)
     report.warnings = checked.warnings + flagged.warnings
-    judged = report.findings + [f for f in source_findings if f.code not in ignore]
-    report.items = _todo(judged, check_inventory.consumers)
+    counted = report.findings + [f for f in source_findings if f.code not in ignore]
+    report.items = _todo(counted, check_inventory.consumers)
     report.sections = [Section("predictions", PREDICTION_COLUMNS, [p.to_dict() for p in predictions], wide=True)]
-    errors = [f for f in judged if f.severity == ERROR]
-    warnings = [f for f in judged if f.severity == WARNING]
-    report.no_go = bool(errors) or (fail_on == "warning" and bool(warnings))
+    # What preflight judged is what check and find-flags judge (the dry run covers their objects).
+    report.judged = list(dict.fromkeys((checked.judged or []) + (flagged.judged or [])))
+    errors = [f for f in counted if f.severity == ERROR]
+    warnings = [f for f in counted if f.severity == WARNING]
+    no_go = any(fails(f.severity, fail_on) for f in counted)
     setting = _setting_state(check_inventory, system_namespace, offline)
     report.summary = {
-        "verdict": NO_GO if report.no_go else GO,
+        "verdict": NO_GO if no_go else GO,
         "reason": _reason(errors, warnings, fail_on),
         "failOn": fail_on,
         "setting": setting,

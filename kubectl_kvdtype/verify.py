@@ -274,6 +274,7 @@ def build_verify_report(inventory: PodInventory, offline: bool = False) -> Repor
     for pod in inventory.injected:
         _injected(pod, inventory.bindings, on, report)
     report.items.sort(key=lambda item: (item["namespace"] or "", item["name"]))
+    report.judged = [ObjectRef(POD.name, item["namespace"], item["name"]) for item in report.items]
     report.summary = {**_summary(report, inventory, setting_on), "pending": pending}
     report.headline = _headline(report)
     return report

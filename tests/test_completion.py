@@ -68,7 +68,7 @@ def test_every_flag_of_every_subcommand_is_offered(kube_env):
 
 
 def test_flag_values(kube_env):
-    assert complete(kube_env, "check", "-o", "") == (["table", "wide", "json", "yaml"], ":4")
+    assert complete(kube_env, "check", "-o", "") == (["table", "wide", "json", "yaml", "junit"], ":4")
     assert complete(kube_env, "check", "--output=y") == (["--output=yaml"], ":4")
     from kubectl_kvdtype._cli import COMMANDS
     from kubectl_kvdtype.check import CheckCommand
@@ -82,6 +82,20 @@ def test_flag_values(kube_env):
     assert complete(kube_env, "--kubeconfig", "") == ([], ":0")
     assert complete(kube_env, "completion", "") == (["bash", "zsh", "fish"], ":4")
     assert complete(kube_env, "--context", "") == (["fake"], ":4")  # from the kubeconfig, no cluster
+
+
+def test_junit_and_fail_on_are_offered_with_the_judging_subcommands_only(kube_env):
+    from kubectl_kvdtype._registry import judging
+
+    assert set(judging()) == {"check", "find-flags", "verify", "preflight"}
+    for name in judging():
+        assert "junit" in complete(kube_env, name, "-o", "")[0], name
+        assert complete(kube_env, name, "--fail-on", "") == (["error", "warning"], ":4"), name
+        assert complete(kube_env, name, "--fail-on=w") == (["--fail-on=warning"], ":4"), name
+        assert "--fail-on" in complete(kube_env, name, "--f")[0], name
+    for words in (["escape", "status"], ["escape", "rebind"], ["completion"]):
+        assert complete(kube_env, *words, "-o", "")[0] == ["table", "wide", "json", "yaml"], words
+        assert "--fail-on" not in complete(kube_env, *words, "--")[0], words
 
 
 def test_namespaces_and_deployment_names_come_from_the_cluster(seeded):

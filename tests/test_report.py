@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubectl_kvdtype._report import ERROR, INFO, WARNING, Column, ObjectRef, Report
+from kubectl_kvdtype._report import ERROR, FAIL_ON, INFO, WARNING, Column, ObjectRef, Report, fails
 from kubectl_kvdtype._status import EXIT_MEANINGS, ExitStatus, ManifestError, UsageError, exit_codes_epilog
 
 POD = ObjectRef("Pod", "ml", "llama-0")
@@ -31,6 +31,43 @@ def _report(*severities: str) -> Report:
 ])
 def test_exit_status_follows_error_findings_only(severities, exit_zero, status):
     assert _report(*severities).exit_status(exit_zero) is status
+
+
+@pytest.mark.parametrize("severities, fail_on, exit_zero, status", [
+    ((WARNING, INFO), "error", False, ExitStatus.OK),
+    ((WARNING, INFO), "warning", False, ExitStatus.FINDINGS),
+    ((INFO, INFO), "warning", False, ExitStatus.OK),  # info never fails
+    ((ERROR,), "warning", False, ExitStatus.FINDINGS),
+    ((WARNING,), "warning", True, ExitStatus.OK),  # --exit-zero still gives 0
+])
+def test_fail_on_chooses_the_severities_that_give_exit_1(severities, fail_on, exit_zero, status):
+    report = _report(*severities)
+    report.fail_on = fail_on
+    assert report.exit_status(exit_zero) is status
+    assert [f.severity for f in report.failing()] == [s for s in severities if fails(s, fail_on)]
+
+
+def test_fails_is_the_one_rule():
+    assert [fails(s) for s in (ERROR, WARNING, INFO)] == [True, False, False]
+    assert [fails(s, WARNING) for s in (ERROR, WARNING, INFO)] == [True, True, False]
+    assert FAIL_ON == (ERROR, WARNING)
+
+
+def test_ignored_warnings_never_fail_even_with_fail_on_warning():
+    report = _report(WARNING, INFO)
+    report.fail_on = WARNING
+    report.ignore({CODE_OF[WARNING]})
+    assert report.exit_status() is ExitStatus.OK and report.ignored == 1
+
+
+def test_objects_are_the_judged_ones_then_those_findings_name_and_json_counts_them():
+    other = ObjectRef("Pod", "ml", "llama-1")
+    report = Report("VerifyReport", judged=[other, POD])
+    report.add(CODE_OF[ERROR], POOL, "about the pool")
+    report.add(CODE_OF[WARNING], POD, "about a judged Pod")
+    assert report.objects() == [other, POD, POOL]
+    assert report.to_dict()["summary"]["judged"] == 3
+    assert "judged" not in Report("EscapeStatus").to_dict()["summary"]  # a report that judges nothing
 
 
 def test_ignoring_the_only_error_code_turns_exit_1_into_0_and_counts_it():

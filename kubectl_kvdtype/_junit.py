@@ -1,0 +1,101 @@
+"""``-o junit``: a judging subcommand's report as JUnit XML, the test report CI systems show.
+
+Jenkins, GitLab and GitHub's test-report actions read the same shape: a ``<testsuites>`` root, one
+``<testsuite>`` for the subcommand run (``kubectl-kvdtype check``), and one ``<testcase>`` per
+object the report names (``Report.objects``: every object judged, then any other object a finding
+names). A finding that fails the run (``_report.fails``: errors, and warnings with ``--fail-on
+warning``) is a ``<failure>`` of its object's testcase, typed with its code; the other findings are
+in that testcase's ``<system-out>``, so nothing is lost. The report's summary line goes to the
+suite's ``<system-out>``, its warnings (what limited the report) to its ``<system-err>``.
+
+``failures`` counts failed testcases, as the JUnit schema defines it; the suite's properties carry
+the finding counts of the JSON report (``findings.errors``...), so the two can be compared.
+
+The XML is built with ElementTree, never by hand, and every text is made safe first: characters
+XML 1.0 cannot carry at all (control characters, unpaired surrogates) are written as visible
+escapes (``\\x07``), and everything outside ASCII as character references, so the document stays
+well-formed whatever an object's name or message holds and whatever encoding stdout has.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from kubectl_kvdtype._codes import BY_CODE
+from kubectl_kvdtype._report import Finding, ObjectRef, Report, fails
+
+#: The tool's name in the testsuite names (``kubectl-kvdtype check``), as the binary is called.
+TOOL = "kubectl-kvdtype"
+
+#: Characters XML 1.0 cannot hold, not even as a character reference (its ``Char`` production).
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def safe(text: object) -> str:
+    """``text`` with every character XML 1.0 cannot carry written as a visible escape."""
+    return _NOT_XML.sub(_escape, str(text))
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def to_junit(report: Report, command: str) -> str:
+    """The report as one JUnit XML document (ASCII text, well-formed whatever the report holds)."""
+    root = ET.Element("testsuites", name=TOOL)
+    suite = ET.SubElement(root, "testsuite", name=safe(f"{TOOL} {command}".strip()))
+    _properties(suite, report)
+    failing: dict[ObjectRef, list[Finding]] = {}
+    other: dict[ObjectRef, list[Finding]] = {}
+    for finding in report.findings:
+        bucket = failing if fails(finding.severity, report.fail_on) else other
+        bucket.setdefault(finding.object, []).append(finding)
+    objects = report.objects()
+    for ref in objects:
+        _testcase(suite, ref, failing.get(ref, []), other.get(ref, []))
+    if report.headline:
+        ET.SubElement(suite, "system-out").text = safe(report.headline)
+    if report.warnings:
+        ET.SubElement(suite, "system-err").text = safe("\n".join(report.warnings))
+    counts = {"tests": str(len(objects)), "failures": str(len(failing)), "errors": "0"}
+    suite.attrib.update({**counts, "skipped": "0"})
+    root.attrib.update(counts)
+    ET.indent(root)
+    text = ET.tostring(root, encoding="unicode")
+    # Non-ASCII as character references: the same document to a parser, and any stdout can carry it.
+    ascii_text = text.encode("ascii", "xmlcharrefreplace").decode("ascii")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ascii_text + "\n"
+
+
+def _properties(suite: ET.Element, report: Report) -> None:
+    properties = ET.SubElement(suite, "properties")
+    values = {"report": report.kind, "fail-on": report.fail_on,
+              **{f"findings.{key}": value for key, value in report.counts().items()}}
+    if "verdict" in report.summary:  # preflight's GO or NO-GO
+        values["verdict"] = report.summary["verdict"]
+    for name, value in values.items():
+        ET.SubElement(properties, "property", name=name, value=safe(value))
+
+
+def _testcase(suite: ET.Element, ref: ObjectRef, failing: list[Finding], other: list[Finding]) -> None:
+    """One object: passing, or one ``<failure>`` per finding that fails the run."""
+    classname = f"{ref.namespace}.{ref.kind}" if ref.namespace else ref.kind
+    case = ET.SubElement(suite, "testcase", classname=safe(classname), name=safe(ref.name))
+    for finding in failing:
+        failure = ET.SubElement(case, "failure", message=safe(finding.message), type=safe(finding.code))
+        failure.text = safe(_detail(finding))
+    if other:
+        ET.SubElement(case, "system-out").text = safe("\n".join(_line(f) for f in other))
+
+
+def _line(finding: Finding) -> str:
+    return f"{finding.severity} {finding.code}: {finding.message}"
+
+
+def _detail(finding: Finding) -> str:
+    """The failure's text: what it is about, the message, and what its code means."""
+    meaning = BY_CODE[finding.code].meaning if finding.code in BY_CODE else ""
+    lines = [f"{finding.severity} {finding.code}: {finding.object}", finding.message]
+    return "\n".join(lines + ([f"{finding.code}: {meaning}"] if meaning else []))
