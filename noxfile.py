@@ -24,7 +24,7 @@ RELEASE_PYTHON = "3.11"
 #: Where pyenv keeps its interpreters; they are not all on PATH (only the global one's shims work).
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
 
-nox.options.sessions = ["tests"]
+nox.options.sessions = ["lint", "tests"]
 nox.options.default_venv_backend = "venv"
 # Only the interpreters on this machine: nothing is downloaded at run time.
 nox.options.download_python = "never"
@@ -61,3 +61,12 @@ def tests(session: nox.Session) -> None:
     extras = "test,build" if session.python == RELEASE_PYTHON else "test"
     session.install("--disable-pip-version-check", "--quiet", "-e", f".[{extras}]")
     session.run("python", "-m", "pytest", "-q", *session.posargs)
+
+
+@nox.session(python=RELEASE_PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff and mypy with the pinned versions and pyproject.toml's rules, once: mypy checks for the
+    oldest supported Python (python_version in pyproject.toml) whichever one runs it."""
+    session.install("--disable-pip-version-check", "--quiet", "-e", ".[test]")
+    session.run("ruff", "check", *session.posargs)
+    session.run("mypy")
