@@ -8,10 +8,8 @@ re-exports everything here) stand on it; nothing here reads an argv.
 
 
 import functools
-import json
 import re
-import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
 FLAG = "--kv-cache-dtype"

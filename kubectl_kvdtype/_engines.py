@@ -17,13 +17,20 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Optional, Sequence
 
 from kubectl_kvdtype._engine_records import *  # noqa: F401,F403 - the records are part of this module's surface
 from kubectl_kvdtype._engine_records import (  # noqa: F401 - used below
-    ENGINES, FLAG, REJECTED, UNKNOWN, _BY_NAME, _v, judge, parse_version, record,
+    _BY_NAME,
+    ENGINES,
+    FLAG,
+    REJECTED,
+    UNKNOWN,
+    _v,
+    judge,
+    parse_version,
+    record,
 )
-
 
 # --- Reading the flag out of an argv -------------------------------------------------------
 
@@ -152,7 +159,8 @@ def find_dtype_flags(argv: object, engine: Optional[str] = None, version: object
     return found
 
 
-def _occurrence(index: int, token: str, following: list[str], engine: Optional[str], version: object) -> list[FlagOccurrence]:
+def _occurrence(index: int, token: str, following: list[str], engine: Optional[str],
+                version: object) -> list[FlagOccurrence]:
     name, has_inline, inline = token.partition("=")
     kind = _classify(name, engine, version)
     if kind is None:

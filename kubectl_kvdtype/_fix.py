@@ -34,7 +34,6 @@ from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._sources import DEPLOYMENT, POD, SETTING, WORKLOADS, Kind
 from kubectl_kvdtype._status import ApiError, KvdtypeError, UsageError
 
-
 #: The journal's ``operation`` for a fix (a rebind's journal has none).
 OPERATION = "find-flags-fix"
 REPLICASET = Kind("ReplicaSet", "apps", ("v1",), "replicasets")
@@ -48,7 +47,8 @@ _ROLLS = {
     "Deployment": "a new Pod template: every replica is replaced (a rolling update)",
     "StatefulSet": "a new Pod template: every replica is replaced, one by one (OnDelete: as each is deleted)",
     "DaemonSet": "a new Pod template: the Pod on every node is replaced",
-    "ReplicaSet": "a new Pod template: the Pods it creates from now on lose the flag; delete the running ones to replace them",
+    "ReplicaSet": "a new Pod template: the Pods it creates from now on lose the flag; delete the running ones to "
+                  "replace them",
     "CronJob": "the next Job it starts runs without the flag; a Job already running keeps its Pods",
 }
 PLANNED, REFUSED, MANUAL, PATCHED, CONFLICT, DRY = (
@@ -231,7 +231,8 @@ def _top_controller(context: Context, pod: Optional[dict],
     return kind, obj, ""
 
 
-def _owner(context: Context, child: dict, reference: dict, workloads: dict) -> tuple[Optional[Kind], Optional[dict], str]:
+def _owner(context: Context, child: dict, reference: dict,
+           workloads: dict) -> tuple[Optional[Kind], Optional[dict], str]:
     name, kind_name = _model.text(reference.get("name")) or "", _model.text(reference.get("kind")) or ""
     kind = _KINDS.get(kind_name)
     namespace = _model.namespace_of(child)
@@ -348,14 +349,16 @@ class _Judge:
             return ""  # the flag is not read as a value today: the process fails anyway
         if injected and self.setting_on is True:
             return ""
-        dtype = next((d for (ns, name), d in self.dtypes.items() if name == binding and (not namespace or ns == namespace)), None)
+        dtype = next((d for (ns, name), d in self.dtypes.items()
+                      if name == binding and (not namespace or ns == namespace)), None)
         if self.setting_on is not True and value != "auto":
             after = f", then {dtype} once the operator enforces it" if dtype else ""
             return (f"{self.setting_said}, so no dtype is rendered before the upgrade: after removal it runs its "
                     f"engine's default (auto) instead of {value}{after}")
         if dtype is None:
             missing = "does not exist" if not any(name == binding for _, name in self.known) else "declares no dtype"
-            return f"its Binding {binding!r} {missing}: after removal it runs its engine's default (auto) instead of {value}"
+            return (f"its Binding {binding!r} {missing}: after removal it runs its engine's default (auto) instead "
+                    f"of {value}")
         if dtype == value or dtype in _engines.equivalents(value):
             return ""
         return f"it runs {value} today; after removal it runs its Binding {binding}'s {dtype}"
@@ -577,7 +580,8 @@ def restore_fix(context: Context) -> Report:
         existing = context.source.get(kind, step["namespace"], step["name"])
         current = str(_model.dig(existing or {}, "metadata", "resourceVersion") or "")
         if existing is None:
-            item.update(state="gone", detail=f"deleted since the fix: left alone (its original is {directory / step['backup']})")
+            item.update(state="gone",
+                        detail=f"deleted since the fix: left alone (its original is {directory / step['backup']})")
         elif current != left:
             _restore_conflict(report, item, step, left, current)
         else:
@@ -596,8 +600,8 @@ def restore_fix(context: Context) -> Report:
         report.headline = (f"Plan only, nothing was changed: {len(ready)} object(s) patched by find-flags --fix would "
                            "be put back. Run again with --apply to restore them.")
     else:
-        report.headline = (f"{'Dry run: ' if mode.startswith('dry') else ''}Restored {reverted} of {len(journal.steps)} "
-                           f"object(s) the fix patched; each rolls its replicas again.")
+        report.headline = (f"{'Dry run: ' if mode.startswith('dry') else ''}Restored {reverted} of "
+                           f"{len(journal.steps)} object(s) the fix patched; each rolls its replicas again.")
     return report
 
 

@@ -132,7 +132,8 @@ def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "") -> None:
                        help="how long one API request may take, retries included (default 30s, where "
                             "kubectl has no limit; 0: no limit)")
     add_connection_flags(flags, suffix)
-    flags.add_argument("-o", "--output", choices=OUTPUTS, default=s, help="table (default), wide, json, yaml, or patch (find-flags --fix: the JSON patches)")
+    flags.add_argument("-o", "--output", choices=OUTPUTS, default=s,
+                       help="table (default), wide, json, yaml, or patch (find-flags --fix: the JSON patches)")
     flags.add_argument("--no-headers", action="store_true", default=s, help="tables without headers and summary")
     flags.add_argument("-f", "--filename", action="append", dest="filename" + suffix, default=s, metavar="PATH",
                        help="read objects from manifests instead of a cluster: a file, a directory, or - (repeatable)")
@@ -149,7 +150,8 @@ def add_connection_flags(flags: argparse._ActionsContainer, suffix: str = "") ->
     """kubectl's flags saying which cluster and who, with kubectl's meaning: each overrides the
     same setting of the kubeconfig (see ``_cluster``)."""
     s = argparse.SUPPRESS
-    cluster = flags.add_argument("--cluster", default=s, help="the kubeconfig cluster to use (instead of the context's)")
+    cluster = flags.add_argument("--cluster", default=s,
+                                 help="the kubeconfig cluster to use (instead of the context's)")
     cluster.completer = "clusters"  # type: ignore[attr-defined]  # read by completion.py
     user = flags.add_argument("--user", default=s, help="the kubeconfig user to use (instead of the context's)")
     user.completer = "users"  # type: ignore[attr-defined]

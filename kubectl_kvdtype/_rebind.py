@@ -20,14 +20,20 @@ from pathlib import Path
 from typing import Any, Optional
 
 from kubectl_kvdtype import _engines, _model
+from kubectl_kvdtype._codes import (
+    DTYPE_REJECTED,
+    DTYPE_UNKNOWN,
+    MANUAL_STEP,
+    NAME_CHANGE,
+    SETTING_MISSING,
+    SETTING_STAYS_OFF,
+    WARNING,
+)
 from kubectl_kvdtype._command import Context
-from kubectl_kvdtype._codes import (DTYPE_REJECTED, DTYPE_UNKNOWN, MANUAL_STEP, NAME_CHANGE, SETTING_MISSING,
-                                    SETTING_STAYS_OFF, WARNING)
 from kubectl_kvdtype._journal import JOURNAL, Journal, default_directory, finished, unfinished
 from kubectl_kvdtype._judgement import BindingInventory, Consumer, build_check_report, read_setting
 from kubectl_kvdtype._report import Column, ObjectRef, Report
-from kubectl_kvdtype._setting import (OFF, ON, POLL_SECONDS, attached_counts, blockers_of, require_setting,
-                                      write_setting)
+from kubectl_kvdtype._setting import OFF, ON, POLL_SECONDS, attached_counts, blockers_of, require_setting, write_setting
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL, SETTING, Kind, Source, WritableSource
 from kubectl_kvdtype._status import ApiError, Conflict, ExitStatus, KvdtypeError, NotFound, UsageError
 
@@ -360,7 +366,7 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
                             "the old deployment" + (" (outage until it is created again)"
                                                     if names["strategy"] == REPLACE else "")))
     if names["strategy"] == REPLACE:
-        for delete, create in zip(deletes, creates):
+        for delete, create in zip(deletes, creates, strict=True):
             steps += [delete, create]
     else:
         steps += creates + deletes
@@ -369,8 +375,8 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
                             f"--strategy side-by-side renames every moved deployment to <name>-{names['suffix']}: "
                             "anything addressing it by name (Services and routers selecting "
                             "app.kubernetes.io/instance=<name>, clients, dashboards, alerts, GitOps manifests) must "
-                            "follow the new name.", renamed={_model.name_of(d): _label(_model.name_of(d), names['suffix'])
-                                                            for d in moved})
+                            "follow the new name.",
+                            renamed={_model.name_of(d): _label(_model.name_of(d), names['suffix']) for d in moved})
     if not names["keepOldBinding"] and not pods:
         steps.append(Step("delete-binding", "delete", BINDING.name, namespace, old,
                           "the old Binding; its deletion completes once nothing holds it"))
@@ -396,7 +402,8 @@ def _judge_setting_after(plan: Plan, inventory: BindingInventory, new_binding: d
     bindings = [b for b in inventory.bindings if keeps_old or _key(b) != gone] + [new_binding]
     moved_keys = {_key(d) for d in moved}
     consumers = [c for c in inventory.consumers if (c.namespace, c.name) not in moved_keys or c.kind != DEPLOYMENT.name]
-    after = BindingInventory(bindings, consumers + _moved_consumers(inventory, moved, plan.options["newName"]), [], None, None)
+    moved_consumers = _moved_consumers(inventory, moved, plan.options["newName"])
+    after = BindingInventory(bindings, consumers + moved_consumers, [], None, None)
     plan.blockers = blockers_of(build_check_report(after, system, offline=True))
     if not cluster_wide:
         plan.blockers.append("(other namespaces: not readable with your permissions)")
@@ -417,8 +424,8 @@ def _manual_steps(plan: Plan, pods: list[dict], new_name: str) -> None:
             MANUAL_STEP, ObjectRef(BINDING.name, plan.namespace, plan.binding),
             f"{owner} runs injected Pod(s) {', '.join(pod_names)} naming this Binding: by hand, change the annotation "
             f"{_model.BINDING_ANNOTATION}: {plan.binding} to {new_name} in its Pod template (or on the Pod), let it "
-            f"roll, then delete the old Binding (kubectl -n {plan.namespace} delete kvcachepoolbinding {plan.binding}); "
-            "this tool keeps the old Binding meanwhile.",
+            f"roll, then delete the old Binding (kubectl -n {plan.namespace} delete kvcachepoolbinding "
+            f"{plan.binding}); this tool keeps the old Binding meanwhile.",
             owner=owner, pods=pod_names, annotation=_model.BINDING_ANNOTATION, to=new_name)
 
 
@@ -678,7 +685,8 @@ def _resume(context: Context, journal: Journal) -> Report:
         return _plan_report(context, plan, journal)
     remaining = [s for s in plan.steps if s.id not in journal.done]
     if options.apply and options.dry_run == "none":
-        last_look(context, plan, f"Resume the rebind journaled in {journal.directory}/ at step {len(plan.steps) - len(remaining) + 1}?",
+        next_step = len(plan.steps) - len(remaining) + 1
+        last_look(context, plan, f"Resume the rebind journaled in {journal.directory}/ at step {next_step}?",
                   remaining)
         context.env.progress(f"Resuming the rebind journaled in {journal.directory}/: "
                              f"{len(plan.steps) - len(remaining)} of {len(plan.steps)} step(s) already done")
@@ -706,7 +714,8 @@ def _plan_report(context: Context, plan: Plan, journal: Optional[Journal]) -> Re
     if plan.blockers:
         report.add(SETTING_STAYS_OFF, ObjectRef(SETTING.name, context.system_namespace, _model.SETTING_NAME),
                    f"The Setting stays off after the move: {', '.join(plan.blockers)} would still break an engine "
-                   "(kubectl kvdtype check -A says why); turn it on with kubectl kvdtype escape on once they are fixed.",
+                   "(kubectl kvdtype check -A says why); turn it on with kubectl kvdtype escape on once they are "
+                   "fixed.",
                    blockedBy=plan.blockers)
     report.manifests = plan.manifests
     if options.output in ("yaml", "json"):  # a GitOps pipe still hears every warning, one line each
@@ -748,8 +757,8 @@ def _rebind_headline(plan: Plan, journal: Optional[Journal], mode: str) -> str:
             f"strategy {plan.options['strategy']})")
     if mode == "plan":
         return (f"Plan only, nothing was changed: {len(plan.steps)} step(s) to {what}. Run again with --apply to carry "
-                f"it out; the originals are saved first to ./kvdtype-backup-{plan.namespace}-{plan.binding}-<UTC time>/ "
-                "(or --backup-dir).")
+                f"it out; the originals are saved first to ./kvdtype-backup-{plan.namespace}-{plan.binding}-"
+                "<UTC time>/ (or --backup-dir).")
     if mode.startswith("dry-run"):
         sent = "every write was sent with dryRun=All" if mode == "dry-run-server" else "no write was sent"
         return f"Dry run: {sent} and nothing was changed. The plan would {what}."

@@ -106,7 +106,7 @@ def rendered_role_argv(deployment: dict, role: dict, dtype: str) -> list[str]:
         base = [*VLLM_BASE, model]
     extra = _model.role_extra_args(role)
     tail = []
-    for option, value in zip(HOST_PORT[::2], HOST_PORT[1::2]):
+    for option, value in zip(HOST_PORT[::2], HOST_PORT[1::2], strict=True):
         if not any(arg == option or arg.startswith(option + "=") for arg in extra):
             tail += [option, value]
     return [*base, FLAG, dtype, *extra, *tail]

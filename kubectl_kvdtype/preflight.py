@@ -15,8 +15,8 @@ from typing import Iterable, Optional
 
 from kubectl_kvdtype import _codes, _engines, _judgement, _model, _upgrade
 from kubectl_kvdtype._codes import PREDICTED_FAILURE
-from kubectl_kvdtype._flagged import FlagInventory, build_find_flags_report
 from kubectl_kvdtype._command import Command, Context
+from kubectl_kvdtype._flagged import FlagInventory, build_find_flags_report
 from kubectl_kvdtype._report import ERROR, WARNING, Column, Finding, ObjectRef, Report, Section
 from kubectl_kvdtype._status import ExitStatus
 
