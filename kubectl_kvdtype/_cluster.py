@@ -8,6 +8,7 @@ pool); responses are read as plain JSON, never as generated model classes, becau
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import importlib.util
 import json
@@ -56,7 +57,8 @@ class _DeferredPackage(types.ModuleType):
             raise AttributeError(name)
         with _PACKAGE_INIT:
             if isinstance(self, _DeferredPackage):
-                self.__class__ = types.ModuleType
+                module: types.ModuleType = self  # a plain module from here on: its __init__ runs next, once
+                module.__class__ = types.ModuleType
                 self.__spec__.loader.exec_module(self)  # type: ignore[union-attr]
         return getattr(self, name)
 
@@ -208,7 +210,8 @@ class ConnectionOptions:
 
 
 class ClusterSource:
-    """A ``Source`` over a live API server, plus the few writes ``escape`` needs."""
+    """A ``WritableSource`` over a live API server: the reads, and the few writes ``escape`` and
+    ``find-flags --fix`` need. (In the class body ``list`` is the method: ``builtins.list`` the type.)"""
 
     #: LISTs of different kinds may run side by side (``_sources.list_many``): each waits on the
     #: network and the server most of its time, and the HTTP pool is thread-safe.
@@ -262,7 +265,7 @@ class ClusterSource:
                             content_type="application/merge-patch+json",
                             verb="patch", kind=kind, namespace=namespace)
 
-    def json_patch(self, kind: Kind, namespace: Optional[str], name: str, operations: list[dict],
+    def json_patch(self, kind: Kind, namespace: Optional[str], name: str, operations: builtins.list[dict],
                    dry_run: bool = False) -> dict:
         """A JSON patch (RFC 6902) of one object (find-flags --fix). Led by a ``test`` of
         /metadata/resourceVersion, the server applies it only to the version read, else answers 422."""
@@ -327,8 +330,8 @@ class ClusterSource:
             self._deadline = previous
 
     def _list_pages(self, path: str, selector: str, kind: Kind, namespace: Optional[str],
-                    project: Optional[Projection]) -> tuple[list[dict], bool]:
-        items: list[dict] = []
+                    project: Optional[Projection]) -> tuple[builtins.list[dict], bool]:
+        items: builtins.list[dict] = []
         query: dict[str, Any] = {"limit": PAGE_SIZE}
         if selector:
             query["labelSelector"] = selector
@@ -392,7 +395,7 @@ class ClusterSource:
         settings = self._configuration.auth_settings().get("BearerToken")
         return {"Authorization": settings["value"]} if settings and settings.get("value") else {}
 
-    def _send(self, method: str, url: str, headers: dict, body: Any, clock: "_Clock") -> Any:
+    def _send(self, method: str, url: str, headers: HTTPHeaderDict, body: Any, clock: "_Clock") -> Any:
         self.request_count += 1
         try:
             return self._rest.request(method, url, headers=headers, body=body, _request_timeout=clock.remaining())

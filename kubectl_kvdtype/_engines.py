@@ -190,7 +190,8 @@ def _spaced(index: int, token: str, engine: Optional[str], version: object) -> l
     name, has_inline, inline = head.partition("=")
     if _classify(name, engine, version) is None:
         return []
-    value = inline if has_inline else (rest.strip().split() or [None])[0]
+    words = rest.strip().split()
+    value = inline if has_inline else (words[0] if words else None)
     return [FlagOccurrence(index, token, value, SPACED, False,
                            "one argv entry holding a space: argparse takes it as a positional argument, "
                            "not as the flag, so the engine does not read it (and fails with "

@@ -32,7 +32,8 @@ class FlagInventory:
         queries = [Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
                    Query(POD, namespace, f"{_model.INJECT_LABEL}=true")] + [Query(k, namespace) for k in WORKLOADS]
         results = list_many(source, queries)
-        inventory = cls(*unwrap(results[:3]))
+        deployments, bindings, pods = unwrap(results[:3])
+        inventory = cls(deployments, bindings, pods)
         for kind, result in zip(WORKLOADS, results[3:], strict=True):
             if isinstance(result, ApiError) and result.code in (403, 404):
                 # Workload templates are a bonus over the guide: a user who may not list them

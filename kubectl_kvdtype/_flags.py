@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Optional, Sequence
+from typing import Any, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype._render import OUTPUTS
 from kubectl_kvdtype._status import UsageError
@@ -21,7 +21,7 @@ DEFAULT_REQUEST_TIMEOUT = 30.0
 
 #: Global flags' defaults, applied after parsing so a flag given after the subcommand is not
 #: overwritten by the subcommand parser's default (the flags are defined on both parsers).
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "kubeconfig": None, "context": None, "namespace": None, "all_namespaces": False,
     "request_timeout": DEFAULT_REQUEST_TIMEOUT, "as_user": None, "output": "table", "no_headers": False,
     "filename": [], "system_namespace": "gpustack-system", "exit_zero": False, "ignore": [],
@@ -116,7 +116,7 @@ class HelpFormatter(argparse.HelpFormatter):
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one sentence and exit status 2 via UsageError."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 

@@ -119,11 +119,11 @@ def rebind(context: Context) -> Report:
         return _resume(context, journal)
     plan = make_plan(context, namespace)
     if options.dry_run == "server":
-        check_access(context.source, plan.steps)
+        check_access(context.writable_source, plan.steps)
         execute(context, plan, None, dry_run=True)
     elif options.apply and options.dry_run == "none":
         last_look(context, plan, "Carry out this plan?")
-        check_access(context.source, plan.steps)
+        check_access(context.writable_source, plan.steps)
         directory = Path(options.backup_dir) if options.backup_dir else default_directory(namespace, plan.binding)
         _record_location(plan, directory)
         journal = Journal.create(directory, _header(plan), [dataclasses.asdict(s) for s in plan.steps], plan.originals)
@@ -249,7 +249,9 @@ def _fresh_metadata(obj: dict, name: str, origin: str) -> dict:
 
 def _new_binding(source: Source, binding: dict, names: dict) -> dict:
     spec = copy.deepcopy(binding.get("spec") or {})
-    domain = spec.get("domain") if isinstance(spec.get("domain"), dict) else {}
+    domain = spec.get("domain")
+    if not isinstance(domain, dict):
+        domain = {}
     spec["domain"] = {**domain, "name": names["domainName"], "dtype": names["dtype"]}
     origin = f"{_model.namespace_of(binding)}/{_model.name_of(binding)}"
     return {"apiVersion": _api_version(source, BINDING), "kind": BINDING.name,
@@ -258,8 +260,12 @@ def _new_binding(source: Source, binding: dict, names: dict) -> dict:
 
 def _new_deployment(source: Source, deployment: dict, name: str, binding_name: str, origin: str) -> dict:
     spec = copy.deepcopy(deployment.get("spec") or {})
-    kv_cache = spec.get("kvCache") if isinstance(spec.get("kvCache"), dict) else {}
-    pool_ref = kv_cache.get("poolRef") if isinstance(kv_cache.get("poolRef"), dict) else {}
+    kv_cache = spec.get("kvCache")
+    if not isinstance(kv_cache, dict):
+        kv_cache = {}
+    pool_ref = kv_cache.get("poolRef")
+    if not isinstance(pool_ref, dict):
+        pool_ref = {}
     spec["kvCache"] = {**kv_cache, "poolRef": {**pool_ref, "name": binding_name}}
     return {"apiVersion": _api_version(source, DEPLOYMENT), "kind": DEPLOYMENT.name,
             "metadata": _fresh_metadata(deployment, name, origin), "spec": spec}
@@ -272,7 +278,8 @@ def _refuse_taken(source: Source, inventory: BindingInventory, binding: dict, na
         raise KvdtypeError(f"a KVCachePoolBinding {namespace}/{names['newName']} already exists: pass another "
                            "--new-name; nothing was changed")
     pool = _model.binding_pool(binding)
-    claimed = {_model.binding_domain(b) for b in inventory.bindings if _model.binding_pool(b) == pool}
+    claimed: set[Optional[str]] = {_model.binding_domain(b) for b in inventory.bindings
+                                   if _model.binding_pool(b) == pool}
     try:  # the pool echoes every domain it holds; a user may not read cluster-scoped pools
         pool_obj = source.get(POOL, None, pool) if pool else None
     except ApiError:
@@ -416,8 +423,9 @@ def _manual_steps(plan: Plan, pods: list[dict], new_name: str) -> None:
     """Injected Pods are created by their owners: this tool cannot move them safely."""
     by_owner: dict[str, list[str]] = {}
     for pod in pods:
-        owner = _model.controller_of(pod)
-        label = f"{owner.get('kind')} {owner.get('name')}" if owner else f"Pod {_model.name_of(pod)} (no owner)"
+        controller = _model.controller_of(pod)
+        label = (f"{controller.get('kind')} {controller.get('name')}" if controller
+                 else f"Pod {_model.name_of(pod)} (no owner)")
         by_owner.setdefault(label, []).append(_model.name_of(pod))
     for owner, pod_names in by_owner.items():
         plan.report.add(
@@ -504,7 +512,7 @@ def _failure(plan: Plan, journal: Optional[Journal], index: int, step: Step, why
 
 def run_step(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
     """One step, idempotent: a rerun after an unknown outcome finds the work done and moves on."""
-    source = context.source
+    source = context.writable_source
     kind = KINDS_BY_NAME[step.kind]
     if step.action == SETTING_OFF:
         return _set(source, step, dry_run)
@@ -535,7 +543,7 @@ def _setting_on(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
     plan.blockers = blockers
     if blockers:
         return f"left off: {', '.join(blockers)} would still break an engine"
-    return _set(context.source, step, dry_run)
+    return _set(context.writable_source, step, dry_run)
 
 
 def _alive(inventory: BindingInventory, plan: Plan) -> BindingInventory:
@@ -690,7 +698,7 @@ def _resume(context: Context, journal: Journal) -> Report:
                   remaining)
         context.env.progress(f"Resuming the rebind journaled in {journal.directory}/: "
                              f"{len(plan.steps) - len(remaining)} of {len(plan.steps)} step(s) already done")
-        check_access(context.source, remaining)
+        check_access(context.writable_source, remaining)
         execute(context, plan, journal)
     return _plan_report(context, plan, journal)
 
@@ -762,7 +770,7 @@ def _rebind_headline(plan: Plan, journal: Optional[Journal], mode: str) -> str:
     if mode.startswith("dry-run"):
         sent = "every write was sent with dryRun=All" if mode == "dry-run-server" else "no write was sent"
         return f"Dry run: {sent} and nothing was changed. The plan would {what}."
-    if mode == "half-done":
+    if mode == "half-done" and journal is not None:  # _mode says half-done only with a journal
         return (f"Half done: {len(journal.done)} of {len(plan.steps)} step(s) journaled in {journal.directory}/. "
                 "Run the same command with --apply to resume, or put back what it deleted with kubectl kvdtype escape "
                 f"restore {journal.directory}.")

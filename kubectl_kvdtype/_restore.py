@@ -153,7 +153,7 @@ def _create_all(context: Context, missing: list[tuple[Kind, dict, dict]], dry_ru
         namespace = _model.namespace_of(obj)
         context.env.progress(f"create {item['object']}{' (dry run)' if dry_run else ''}")
         try:
-            context.source.create(kind, namespace, fresh_copy(obj), dry_run=dry_run)
+            context.writable_source.create(kind, namespace, fresh_copy(obj), dry_run=dry_run)
             item["state"] = "created (dry run)" if dry_run else "created"
         except Conflict:
             item.update(state="exists", detail="created meanwhile by someone else: left alone")

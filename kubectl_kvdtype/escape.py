@@ -231,7 +231,7 @@ SWITCH_COLUMNS = [
 
 def switch(context: Context, value: str) -> Report:
     """Show, ask, write once with the resourceVersion read, read back, optionally wait."""
-    options, source, namespace = context.options, context.source, context.system_namespace
+    options, source, namespace = context.options, context.writable_source, context.system_namespace
     setting = require_setting(source, namespace)
     before, in_force = _model.setting_values(setting)
     report = Report(kind="EscapeSwitch", columns=SWITCH_COLUMNS)

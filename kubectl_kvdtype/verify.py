@@ -326,12 +326,12 @@ def _deployment(deployment: dict, pods: list[dict], inventory: PodInventory, on:
                        "--kv-cache-dtype to it, so its Pods are not judged.", role=role_name)
     seen: dict[str, int] = {}
     for pod in pods:
-        role = roles.get(_model.text(_model.labels_of(pod).get(_model.REPLICA_COMPONENT_LABEL)) or "")
-        if role is None:
+        pod_role = roles.get(_model.text(_model.labels_of(pod).get(_model.REPLICA_COMPONENT_LABEL)) or "")
+        if pod_role is None:
             continue  # router Pods share the instance label; only the roles' replicas are judged
-        seen[_model.role_name(role)] = seen.get(_model.role_name(role), 0) + 1
-        judged = _judge_replica(pod, role, engine, on, expected if judgeable else None, judgeable)
-        _record(report, pod, ref.name, _model.role_name(role), _model.engine_container(pod), judged,
+        seen[_model.role_name(pod_role)] = seen.get(_model.role_name(pod_role), 0) + 1
+        judged = _judge_replica(pod, pod_role, engine, on, expected if judgeable else None, judgeable)
+        _record(report, pod, ref.name, _model.role_name(pod_role), _model.engine_container(pod), judged,
                 REPLICA_CODES)
     return _pending_replicas(ref, roles, seen)
 
@@ -396,22 +396,24 @@ def _compare(reading: _engines.FlagReading, origins: list[str], expected: Option
         return Judged(UNKNOWN, expected, effective, occurrences)  # the engine or the value is not in the tables
     last = reading.culprit
     origin = origins[found.index(last)] if last in found else ""
+    # The occurrence the value came from; a parser can read one that no occurrence names.
+    shown = last.shown if last is not None else f"{_engines.FLAG} {effective}"
     if effective == expected:
         if what == "replica" and "operator" not in origins:
             return Judged(PENDING, expected, effective, occurrences,
-                          f"runs {expected}, but only from the role's own {last.shown}: it carries no operator "
+                          f"runs {expected}, but only from the role's own {shown}: it carries no operator "
                           "copy, so the rollout has not replaced it yet; it is replaced at the deployment's next "
                           "reconcile")
         return Judged(OK, expected, effective, occurrences)
     operator_copies = [o for o, g in zip(found, origins, strict=True) if g == "operator"]
     if origin == "extraArgs" and any(o.value == expected for o in operator_copies):
-        detail = (f"the operator's copy is right ({expected}), but the role's own {last.shown} from extraArgs "
+        detail = (f"the operator's copy is right ({expected}), but the role's own {shown} from extraArgs "
                   "comes later and wins: remove it from the role's extraArgs (see kubectl kvdtype find-flags)")
     elif origin == "pod":
-        detail = (f"the Pod's own {last.shown} comes after the webhook's copy and wins: remove it from the "
+        detail = (f"the Pod's own {shown} comes after the webhook's copy and wins: remove it from the "
                   "Pod's template")
     else:
-        detail = f"runs {effective} ({last.shown}) while its Binding says {expected}"
+        detail = f"runs {effective} ({shown}) while its Binding says {expected}"
         if what == "replica" and "operator" not in origins:
             detail += "; it carries no operator copy, so the rollout has not replaced it yet"
         elif what == "pod":
