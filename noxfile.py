@@ -1,6 +1,8 @@
-"""The whole test suite on every supported Python: `nox` (README.md, "Run the tests"; .ci/run runs it).
+"""The linters once, then the whole test suite on every supported Python: `nox` (README.md, "Run the
+tests"; .ci/run runs it).
 
-One session per supported minor version, each in its own venv under .nox/ with the `test` extra.
+`lint`: ruff and mypy, as pinned in the `test` extra and configured in pyproject.toml. `tests`: one
+session per supported minor version, each in its own venv under .nox/ with the `test` extra.
 The session on the release Python (the one .github/workflows/release.yml builds the binary with)
 also installs the `build` extra, so the man page and the onefile binary are built and tested there,
 once, rather than on every version: they are artifacts of that one Python.
@@ -65,8 +67,10 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=RELEASE_PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff and mypy with the pinned versions and pyproject.toml's rules, once: mypy checks for the
-    oldest supported Python (python_version in pyproject.toml) whichever one runs it."""
+    """ruff check and mypy, with setup.cfg's pinned versions and pyproject.toml's rules.
+
+    Once, on the release Python: mypy checks for the oldest supported one (python_version in
+    pyproject.toml) whichever runs it. Arguments go to ruff (`nox -s lint -- --fix`)."""
     session.install("--disable-pip-version-check", "--quiet", "-e", ".[test]")
     session.run("ruff", "check", *session.posargs)
     session.run("mypy")
