@@ -478,7 +478,7 @@ def _write(context: Context, ready: list[Target], directory: Optional[Path], dry
         context.env.progress(f"patch {target.ref}{' (dry run)' if dry_run else ''}")
         try:
             answer = context.writable_source.json_patch(target.kind, target.namespace, target.name, target.patch,
-                                               dry_run=dry_run)
+                                                        dry_run=dry_run)
         except ApiError as error:
             if error.code in (409, 422):
                 _conflicted(context, target, error)
