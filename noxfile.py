@@ -1,6 +1,8 @@
-"""The whole test suite on every supported Python: `nox` (README.md, "Run the tests"; .ci/run runs it).
+"""The linters once, then the whole test suite on every supported Python: `nox` (README.md, "Run the
+tests"; .ci/run runs it).
 
-One session per supported minor version, each in its own venv under .nox/ with the `test` extra.
+`lint`: ruff and mypy, as pinned in the `test` extra and configured in pyproject.toml. `tests`: one
+session per supported minor version, each in its own venv under .nox/ with the `test` extra.
 The session on the release Python (the one .github/workflows/release.yml builds the binary with)
 also installs the `build` extra, so the man page and the onefile binary are built and tested there,
 once, rather than on every version: they are artifacts of that one Python.
@@ -24,7 +26,7 @@ RELEASE_PYTHON = "3.11"
 #: Where pyenv keeps its interpreters; they are not all on PATH (only the global one's shims work).
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
 
-nox.options.sessions = ["tests"]
+nox.options.sessions = ["lint", "tests"]
 nox.options.default_venv_backend = "venv"
 # Only the interpreters on this machine: nothing is downloaded at run time.
 nox.options.download_python = "never"
@@ -61,3 +63,14 @@ def tests(session: nox.Session) -> None:
     extras = "test,build" if session.python == RELEASE_PYTHON else "test"
     session.install("--disable-pip-version-check", "--quiet", "-e", f".[{extras}]")
     session.run("python", "-m", "pytest", "-q", *session.posargs)
+
+
+@nox.session(python=RELEASE_PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff check and mypy, with setup.cfg's pinned versions and pyproject.toml's rules.
+
+    Once, on the release Python: mypy checks for the oldest supported one (python_version in
+    pyproject.toml) whichever runs it. Arguments go to ruff (`nox -s lint -- --fix`)."""
+    session.install("--disable-pip-version-check", "--quiet", "-e", ".[test]")
+    session.run("ruff", "check", *session.posargs)
+    session.run("mypy")

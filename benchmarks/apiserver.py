@@ -94,7 +94,8 @@ def selector_matcher(selector: str) -> Callable[[dict], bool]:
             key, value = (s.strip() for s in term.replace("==", "=").split("=", 1))
             tests.append(lambda labels, k=key, v=value: labels.get(k) == v)
         elif term.startswith("!"):
-            tests.append(lambda labels, k=term[1:].strip(): k not in labels)
+            key = term[1:].strip()
+            tests.append(lambda labels, k=key: k not in labels)
         elif " " in term:
             raise NotServed(400, f"unsupported label selector {term!r}", "BadRequest")
         else:

@@ -95,7 +95,8 @@ def objects(n: int) -> list[dict]:
         engine = {"name": "SGLang", "version": "0.5.18"} if sglang else {"name": "vLLM", "version": "0.29.0"}
         dtype = "bf16" if i % 10 == 0 else ("auto" if i % 50 == 7 else "fp8_e4m3")
         # Each engine's own spelling of the context length (SGLang has no --max-model-len).
-        extra = ["--context-length=4096" if sglang else "--max-model-len=4096"] + (["--kv-cache-dtype=fp8_e4m3"] if i % 20 == 5 else [])
+        extra = ["--context-length=4096" if sglang else "--max-model-len=4096"]
+        extra += ["--kv-cache-dtype=fp8_e4m3"] if i % 20 == 5 else []
         image = "lmsysorg/sglang:v0.5.18" if sglang else "vllm/vllm-openai:v0.29.0"
         found.append({
             "apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
@@ -328,7 +329,8 @@ def machine() -> str:
             model = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), model)
     except OSError:
         pass
-    return f"{os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, {platform.system()} {platform.release()}"
+    return (f"{os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, "
+            f"{platform.system()} {platform.release()}")
 
 
 def main() -> int:
@@ -350,8 +352,8 @@ def main() -> int:
     rows = []
     for size in sizes:
         rows += bench_size(size, options.repeat, plugin_dir, options.server)
-    print(f"\n| ModelDeployments | ours | time (median) | the guide's | time (median) | ratio | peak RSS ours / guide"
-          f" | HTTP requests (LIST) |")
+    print("\n| ModelDeployments | ours | time (median) | the guide's | time (median) | ratio | peak RSS ours / guide"
+          " | HTTP requests (LIST) |")
     print("|---:|---|---:|---|---:|---:|---:|---:|")
     for r in rows:
         guide = r["guide"].replace("|", "\\|")

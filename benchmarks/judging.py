@@ -21,7 +21,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench import objects  # noqa: E402
-
 from kubectl_kvdtype import _model, verify  # noqa: E402
 
 

@@ -29,7 +29,7 @@ import json
 import pkgutil
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Optional, Sequence
+from typing import Callable, Iterable, Mapping, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype import _engine_records as _engines  # records and judgement only: _engines stands on this module
 
@@ -72,10 +72,18 @@ def _tables() -> dict:
     return json.loads(raw)
 
 
-def _version_key(text: object) -> Optional[tuple]:
+def _version_key(text: object) -> Optional[tuple[int, ...]]:
     match = re.match(r"^\s*[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?", str(text)) if isinstance(text, (str, int, float)) \
         else None
     return tuple(int(p or 0) for p in match.groups()) if match else None
+
+
+def _recorded_key(version: str) -> tuple[int, ...]:
+    """The key of a recorded version: the tables hold released versions only, so it always reads."""
+    key = _version_key(version)
+    if key is None:  # pragma: no cover - a broken engine_options.json
+        raise RuntimeError(f"kubectl_kvdtype/data/engine_options.json records an unreadable version {version!r}")
+    return key
 
 
 def recorded_versions(engine: str) -> list[str]:
@@ -105,7 +113,7 @@ def _table_version(engine: str, version: object) -> str:
         return recorded[0]
     chosen = recorded[0]
     for candidate in recorded:
-        if _version_key(candidate) <= wanted:
+        if _recorded_key(candidate) <= wanted:
             chosen = candidate
     return chosen
 
@@ -161,10 +169,10 @@ class _Stop(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise _Stop(message, 2)
 
-    def exit(self, status: int = 0, message: Optional[str] = None):  # type: ignore[override]
+    def exit(self, status: int = 0, message: Optional[str] = None) -> NoReturn:
         raise _Stop(f"exit {status}: {message}", status)
 
 
@@ -317,7 +325,7 @@ def _flexible_rewrite(args: list[str], table: str, required: bool = True) -> lis
             processed.append("--optimization-level")
         else:
             processed.append(arg)
-    return _vllm_dotted(processed, human_readable=_version_key(table) >= (0, 29, 0))
+    return _vllm_dotted(processed, human_readable=_recorded_key(table) >= (0, 29, 0))
 
 
 def _dashed(match: re.Match) -> str:
@@ -486,8 +494,9 @@ def _expand_one(text: str, values: Mapping[str, Optional[str]]) -> tuple[str, li
         if match.group(0) == "$$":
             return "$"
         name = match.group(1)
-        if name in values and values[name] is not None:
-            return values[name]  # type: ignore[return-value]
+        value = values.get(name)
+        if value is not None:
+            return value
         missing.append(name)
         return match.group(0)
 
@@ -576,7 +585,7 @@ def _from_shell(script: str, positional: list[str], engine: str, env: Mapping[st
     raw = _split_shell(script)
     if raw is None:
         return Reading(UNKNOWN, error="the shell line cannot be split (unbalanced quotes)")
-    variables = dict(env)
+    variables: dict[str, Optional[str]] = dict(env)
     command: list[tuple[str, bool]] = []
     commands: list[list[tuple[str, bool]]] = []
     for token in raw + [";"]:
@@ -587,8 +596,8 @@ def _from_shell(script: str, positional: list[str], engine: str, env: Mapping[st
             continue
         if not command and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", token):
             name, _, value = token.partition("=")
-            words, known = _shell_words(value, variables, positional, split=False)
-            variables[name] = " ".join(words) if known else None  # type: ignore[assignment]
+            value_words, known = _shell_words(value, variables, positional, split=False)
+            variables[name] = " ".join(value_words) if known else None  # None: unknown
             continue
         if not command and token in ("export", "exec"):
             continue

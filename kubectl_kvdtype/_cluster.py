@@ -8,6 +8,7 @@ pool); responses are read as plain JSON, never as generated model classes, becau
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import importlib.util
 import json
@@ -27,8 +28,7 @@ from urllib3 import HTTPHeaderDict
 
 from kubectl_kvdtype import __version__, _progress
 from kubectl_kvdtype._sources import Kind, Projection
-from kubectl_kvdtype._status import (ApiError, ClusterError, Conflict, KvdtypeError, NotFound, RequestTimeout,
-                                     UsageError)
+from kubectl_kvdtype._status import ApiError, ClusterError, Conflict, KvdtypeError, NotFound, RequestTimeout, UsageError
 
 # --- The kubernetes client, paid for what is used ------------------------------------------
 #
@@ -57,7 +57,8 @@ class _DeferredPackage(types.ModuleType):
             raise AttributeError(name)
         with _PACKAGE_INIT:
             if isinstance(self, _DeferredPackage):
-                self.__class__ = types.ModuleType
+                module: types.ModuleType = self  # a plain module from here on: its __init__ runs next, once
+                module.__class__ = types.ModuleType
                 self.__spec__.loader.exec_module(self)  # type: ignore[union-attr]
         return getattr(self, name)
 
@@ -144,7 +145,8 @@ from kubernetes.client.rest import RESTClientObject  # noqa: E402
 _defer_client_init(Configuration)
 with _standing_in({"requests_oauthlib": _StandIn("requests_oauthlib"), "oauthlib": _StandIn("oauthlib"),
                    "oauthlib.oauth2": _StandIn("oauthlib.oauth2")},
-                  sys.modules["kubernetes.client"], {"ApiClient": _Deferred("kubernetes.client.api_client", "ApiClient")}):
+                  sys.modules["kubernetes.client"],
+                  {"ApiClient": _Deferred("kubernetes.client.api_client", "ApiClient")}):
     from kubernetes.config.config_exception import ConfigException  # noqa: E402
     from kubernetes.config.incluster_config import load_incluster_config  # noqa: E402
     from kubernetes.config.kube_config import KubeConfigLoader  # noqa: E402
@@ -208,7 +210,8 @@ class ConnectionOptions:
 
 
 class ClusterSource:
-    """A ``Source`` over a live API server, plus the few writes ``escape`` needs."""
+    """A ``WritableSource`` over a live API server: the reads, and the few writes ``escape`` and
+    ``find-flags --fix`` need. (In the class body ``list`` is the method: ``builtins.list`` the type.)"""
 
     #: LISTs of different kinds may run side by side (``_sources.list_many``): each waits on the
     #: network and the server most of its time, and the HTTP pool is thread-safe.
@@ -262,7 +265,7 @@ class ClusterSource:
                             content_type="application/merge-patch+json",
                             verb="patch", kind=kind, namespace=namespace)
 
-    def json_patch(self, kind: Kind, namespace: Optional[str], name: str, operations: list[dict],
+    def json_patch(self, kind: Kind, namespace: Optional[str], name: str, operations: builtins.list[dict],
                    dry_run: bool = False) -> dict:
         """A JSON patch (RFC 6902) of one object (find-flags --fix). Led by a ``test`` of
         /metadata/resourceVersion, the server applies it only to the version read, else answers 422."""
@@ -327,13 +330,14 @@ class ClusterSource:
             self._deadline = previous
 
     def _list_pages(self, path: str, selector: str, kind: Kind, namespace: Optional[str],
-                    project: Optional[Projection]) -> tuple[list[dict], bool]:
-        items: list[dict] = []
+                    project: Optional[Projection]) -> tuple[builtins.list[dict], bool]:
+        items: builtins.list[dict] = []
         query: dict[str, Any] = {"limit": PAGE_SIZE}
         if selector:
             query["labelSelector"] = selector
         while True:
-            _progress.note(f"listing {kind.resource}{_where(kind, namespace)}" + (f" ({len(items)} so far)" if items else ""))
+            so_far = f" ({len(items)} so far)" if items else ""
+            _progress.note(f"listing {kind.resource}{_where(kind, namespace)}{so_far}")
             try:
                 page = self.request("GET", path, query=query, verb="list", kind=kind, namespace=namespace)
             except ApiError as error:
@@ -391,12 +395,13 @@ class ClusterSource:
         settings = self._configuration.auth_settings().get("BearerToken")
         return {"Authorization": settings["value"]} if settings and settings.get("value") else {}
 
-    def _send(self, method: str, url: str, headers: dict, body: Any, clock: "_Clock") -> Any:
+    def _send(self, method: str, url: str, headers: HTTPHeaderDict, body: Any, clock: "_Clock") -> Any:
         self.request_count += 1
         try:
             return self._rest.request(method, url, headers=headers, body=body, _request_timeout=clock.remaining())
         except ApiException as error:  # the client turns TLS failures into status 0
-            raise ClusterError(f"TLS failure talking to {self._configuration.host}: {_first_line(error.reason)}") from None
+            raise ClusterError(f"TLS failure talking to {self._configuration.host}: "
+                               f"{_first_line(error.reason)}") from None
         except urllib3.exceptions.MaxRetryError as error:
             clock.check_timeout(error.reason)
             raise ClusterError(_connection_message(self._configuration.host, error.reason)) from None
@@ -506,7 +511,8 @@ def _connection_message(host: str, reason: object) -> str:
     return f"cannot reach the cluster at {host}: {detail}"
 
 
-def _api_error(status: int, data: bytes, verb: str, kind: Optional[Kind], namespace: Optional[str], path: str) -> ApiError:
+def _api_error(status: int, data: bytes, verb: str, kind: Optional[Kind], namespace: Optional[str],
+               path: str) -> ApiError:
     try:
         body = json.loads(data or b"{}")
     except ValueError:
@@ -519,7 +525,8 @@ def _api_error(status: int, data: bytes, verb: str, kind: Optional[Kind], namesp
     if status == 401:
         message = "the cluster refused your credentials (401 Unauthorized): log in again or check the kubeconfig user"
     elif status == 403:
-        message = f"you may not {verb} {what}{where} (403 Forbidden)" + (f": {server_message}" if server_message else "")
+        message = f"you may not {verb} {what}{where} (403 Forbidden)" + (
+            f": {server_message}" if server_message else "")
     elif status == 404:
         message = f"{what} not found" + (f": {server_message}" if server_message else "")
     else:
@@ -546,7 +553,8 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
     if not paths and not options.server:
         return _in_cluster(configuration, options, environ)
     documents = [(path, _read_kubeconfig(path)) for path in paths]
-    context_name = options.context or next((d.get("current-context") for _, d in documents if d.get("current-context")), None)
+    context_name = options.context or next(
+        (d.get("current-context") for _, d in documents if d.get("current-context")), None)
     entry: dict = {}
     if context_name:
         found = _named(documents, "contexts", context_name)
@@ -655,26 +663,32 @@ def _refusals(cluster_name: str, cluster: dict, user_name: str, user: dict) -> l
     """What kubectl refuses to run with, in kubectl's words (its kubeconfig validation)."""
     errors = []
     if not cluster.get("server"):
-        errors.append(f'no server found for cluster "{cluster_name}"' if cluster_name else "no server found: pass --server")
+        errors.append(f'no server found for cluster "{cluster_name}"' if cluster_name
+                      else "no server found: pass --server")
     if cluster.get("certificate-authority") and cluster.get("certificate-authority-data"):
         errors.append(f"certificate-authority-data and certificate-authority are both specified for {cluster_name}. "
                       "certificate-authority-data will override.")
     errors += _unreadable(cluster, "certificate-authority", "certificate-authority", cluster_name)
-    if cluster.get("insecure-skip-tls-verify") and (cluster.get("certificate-authority") or cluster.get("certificate-authority-data")):
+    has_ca = cluster.get("certificate-authority") or cluster.get("certificate-authority-data")
+    if cluster.get("insecure-skip-tls-verify") and has_ca:
         errors.append("specifying a root certificates file with the insecure flag is not allowed")
     if user.get("client-certificate") or user.get("client-certificate-data"):
         if user.get("client-certificate") and user.get("client-certificate-data"):
-            errors.append(f"client-cert-data and client-cert are both specified for {user_name}. client-cert-data will override.")
+            errors.append(f"client-cert-data and client-cert are both specified for {user_name}. "
+                          "client-cert-data will override.")
         if user.get("client-key") and user.get("client-key-data"):
-            errors.append(f"client-key-data and client-key are both specified for {user_name}; client-key-data will override")
+            errors.append(f"client-key-data and client-key are both specified for {user_name}; "
+                          "client-key-data will override")
         if not (user.get("client-key") or user.get("client-key-data")):
             errors.append(f"client-key-data or client-key must be specified for {user_name} to use the clientCert "
                           "authentication method.")
         errors += _unreadable(user, "client-certificate", "client-cert", user_name)
         errors += _unreadable(user, "client-key", "client-key", user_name)
-    methods = (["token"] if user.get("token") else []) + (["basicAuth"] if user.get("username") or user.get("password") else [])
+    methods = (["token"] if user.get("token") else []) + (
+        ["basicAuth"] if user.get("username") or user.get("password") else [])
     if len(methods) > 1:
-        errors.append(f"more than one authentication method found for {user_name}; found [{' '.join(methods)}], only one is allowed")
+        errors.append(f"more than one authentication method found for {user_name}; "
+                      f"found [{' '.join(methods)}], only one is allowed")
     if (user.get("as-uid") or user.get("as-groups") or user.get("as-user-extra")) and not user.get("as"):
         errors.append(f"requesting uid, groups or user-extra for {user_name} without impersonating a user")
     return errors
@@ -688,7 +702,8 @@ def _unreadable(settings: dict, key: str, label: str, owner: str) -> list[str]:
         with open(path, "rb"):
             return []
     except OSError as error:
-        return [f"unable to read {label} {path} for {owner} due to open {path}: {(error.strerror or str(error)).lower()}"]
+        reason = (error.strerror or str(error)).lower()
+        return [f"unable to read {label} {path} for {owner} due to open {path}: {reason}"]
 
 
 def _impersonation(user: dict) -> Headers:

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Optional
 from kubectl_kvdtype import _codes
 from kubectl_kvdtype._env import Environment
 from kubectl_kvdtype._report import Report
-from kubectl_kvdtype._sources import Source
+from kubectl_kvdtype._sources import Source, WritableSource
 from kubectl_kvdtype._status import KvdtypeError, UsageError
 
 
@@ -24,6 +24,8 @@ class Context:
     options: argparse.Namespace
     env: Environment = field(default_factory=Environment)
     _source: Optional[Source] = None
+    #: The same object as ``_source`` when that is the live cluster, the one source that can write.
+    _writable: Optional[WritableSource] = None
 
     @property
     def offline(self) -> bool:
@@ -35,6 +37,16 @@ class Context:
             self._source = self._open_source()
         return self._source
 
+    @property
+    def writable_source(self) -> WritableSource:
+        """``source`` for a write: only the live cluster is a ``WritableSource``. Subcommands that write
+        refuse ``-f`` with their own message before they get here; manifests are never written."""
+        if self._source is None:
+            self._source = self._open_source()
+        if self._writable is None:
+            raise UsageError("objects read with -f/--filename are never written (drop -f to write to a cluster)")
+        return self._writable
+
     def _open_source(self) -> Source:
         if self.offline:
             from kubectl_kvdtype._manifests import ManifestSource
@@ -42,7 +54,8 @@ class Context:
             return ManifestSource.from_paths(self.options.filename, self.env.stdin)
         from kubectl_kvdtype._cluster import ClusterSource, ConnectionOptions  # imports the client
 
-        return ClusterSource(ConnectionOptions.from_flags(self.options), environ=dict(self.env.environ))
+        self._writable = ClusterSource(ConnectionOptions.from_flags(self.options), environ=dict(self.env.environ))
+        return self._writable
 
     @property
     def namespace(self) -> Optional[str]:

@@ -8,10 +8,8 @@ re-exports everything here) stand on it; nothing here reads an argv.
 
 
 import functools
-import json
 import re
-import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
 FLAG = "--kv-cache-dtype"
@@ -308,7 +306,7 @@ def remedy(dtype: str, consumers: Iterable[tuple[str, object]]) -> Remedy:
     return Remedy(NO_FIX, "upgrade the engine (no dtype is accepted by this version)")
 
 
-def _upgrades(dtype: str, pairs: list[tuple[str, object]]) -> dict[str, str]:
+def _upgrades(dtype: str, pairs: Sequence[tuple[str, object]]) -> dict[str, str]:
     """{engine: version} to upgrade to so every rejecting consumer accepts ``dtype``; {} if none will."""
     needed: dict[str, Version] = {}
     for engine, version in pairs:
@@ -324,7 +322,7 @@ def _upgrades(dtype: str, pairs: list[tuple[str, object]]) -> dict[str, str]:
     return {engine: _show(version) for engine, version in needed.items()}
 
 
-def _different_dtype(dtype: str, pairs: list[tuple[str, object]]) -> Optional[str]:
+def _different_dtype(dtype: str, pairs: Sequence[tuple[str, object]]) -> Optional[str]:
     width = _WIDTH.get(dtype, 16)
     own = set(equivalents(dtype))
     candidates = sorted((c for c in _ALTERNATIVES if c not in own),

@@ -17,13 +17,20 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Optional, Sequence
 
 from kubectl_kvdtype._engine_records import *  # noqa: F401,F403 - the records are part of this module's surface
 from kubectl_kvdtype._engine_records import (  # noqa: F401 - used below
-    ENGINES, FLAG, REJECTED, UNKNOWN, _BY_NAME, _v, judge, parse_version, record,
+    _BY_NAME,
+    ENGINES,
+    FLAG,
+    REJECTED,
+    UNKNOWN,
+    _v,
+    judge,
+    parse_version,
+    record,
 )
-
 
 # --- Reading the flag out of an argv -------------------------------------------------------
 
@@ -152,7 +159,8 @@ def find_dtype_flags(argv: object, engine: Optional[str] = None, version: object
     return found
 
 
-def _occurrence(index: int, token: str, following: list[str], engine: Optional[str], version: object) -> list[FlagOccurrence]:
+def _occurrence(index: int, token: str, following: list[str], engine: Optional[str],
+                version: object) -> list[FlagOccurrence]:
     name, has_inline, inline = token.partition("=")
     kind = _classify(name, engine, version)
     if kind is None:
@@ -182,7 +190,8 @@ def _spaced(index: int, token: str, engine: Optional[str], version: object) -> l
     name, has_inline, inline = head.partition("=")
     if _classify(name, engine, version) is None:
         return []
-    value = inline if has_inline else (rest.strip().split() or [None])[0]
+    words = rest.strip().split()
+    value = inline if has_inline else (words[0] if words else None)
     return [FlagOccurrence(index, token, value, SPACED, False,
                            "one argv entry holding a space: argparse takes it as a positional argument, "
                            "not as the flag, so the engine does not read it (and fails with "

@@ -24,7 +24,7 @@ import datetime
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._codes import FIX_CONFLICT, FIX_MANUAL, FIX_REFUSED, RESTORE_CONFLICT
@@ -33,7 +33,6 @@ from kubectl_kvdtype._journal import JOURNAL, Journal, backup_name
 from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._sources import DEPLOYMENT, POD, SETTING, WORKLOADS, Kind
 from kubectl_kvdtype._status import ApiError, KvdtypeError, UsageError
-
 
 #: The journal's ``operation`` for a fix (a rebind's journal has none).
 OPERATION = "find-flags-fix"
@@ -48,7 +47,8 @@ _ROLLS = {
     "Deployment": "a new Pod template: every replica is replaced (a rolling update)",
     "StatefulSet": "a new Pod template: every replica is replaced, one by one (OnDelete: as each is deleted)",
     "DaemonSet": "a new Pod template: the Pod on every node is replaced",
-    "ReplicaSet": "a new Pod template: the Pods it creates from now on lose the flag; delete the running ones to replace them",
+    "ReplicaSet": "a new Pod template: the Pods it creates from now on lose the flag; delete the running ones to "
+                  "replace them",
     "CronJob": "the next Job it starts runs without the flag; a Job already running keeps its Pods",
 }
 PLANNED, REFUSED, MANUAL, PATCHED, CONFLICT, DRY = (
@@ -90,6 +90,13 @@ class Target:
     @property
     def ref(self) -> ObjectRef:
         return ObjectRef(self.kind.name, self.namespace, self.name)
+
+    @property
+    def as_read(self) -> dict:
+        """``obj``, which every target has but a manual step on an object that was not read."""
+        if self.obj is None:
+            raise AssertionError(f"{self.ref} was not read")
+        return self.obj
 
     @property
     def resource_version(self) -> str:
@@ -136,14 +143,18 @@ def plan(context: Context, inventory, found: Report, setting_on: Optional[bool],
     for item in found.items:
         where = f"{item['kind']} {item['namespace']}/{item['name']}"
         if item["kind"] == DEPLOYMENT.name:
-            target = _target(targets, DEPLOYMENT, deployments.get((item["namespace"], item["name"])))
+            deployment = deployments.get((item["namespace"], item["name"]))
+            if deployment is None:  # not in the inventory the report was built from
+                _manual(targets, DEPLOYMENT, item, f"{where} could not be read again")
+                continue
+            target = _target(targets, DEPLOYMENT, deployment)
             _role(target, item, judge)
         else:
             if item["kind"] == POD.name:
                 kind, obj, why = _top_controller(context, pods.get((item["namespace"], item["name"])), workloads)
             else:
                 kind, obj, why = _workload(item, workloads)
-            if why:
+            if why or kind is None or obj is None:  # no kind or object comes with a why
                 _manual(targets, _WORKLOAD.get(item["kind"]) or POD, item, why)
                 continue
             target = _target(targets, kind, obj)
@@ -219,7 +230,7 @@ def _top_controller(context: Context, pod: Optional[dict],
     if reference is None:
         return None, None, "it has no owner: delete it and create it again without the flag"
     kind, obj, why = _owner(context, pod, reference, workloads)
-    if why or obj is None:
+    if why or kind is None or obj is None:
         return kind, obj, why
     above = _model.controller_of(obj)
     parent = {"ReplicaSet": "Deployment", "Job": "CronJob"}.get(kind.name)
@@ -231,7 +242,8 @@ def _top_controller(context: Context, pod: Optional[dict],
     return kind, obj, ""
 
 
-def _owner(context: Context, child: dict, reference: dict, workloads: dict) -> tuple[Optional[Kind], Optional[dict], str]:
+def _owner(context: Context, child: dict, reference: dict,
+           workloads: dict) -> tuple[Optional[Kind], Optional[dict], str]:
     name, kind_name = _model.text(reference.get("name")) or "", _model.text(reference.get("kind")) or ""
     kind = _KINDS.get(kind_name)
     namespace = _model.namespace_of(child)
@@ -322,8 +334,9 @@ def _add_part(target: Target, part: _Part, occurrences: list[dict]) -> None:
 
 
 def _walk(obj: dict, pointer: str) -> tuple[list, str]:
+    """The list a ``remove`` op's pointer ends in, and the index in it."""
     parts = pointer.strip("/").split("/")
-    node = obj
+    node: Any = obj  # dicts and lists down to that list
     for part in parts[:-1]:
         node = node[int(part)] if isinstance(node, list) else node[part]
     return node, parts[-1]
@@ -348,14 +361,16 @@ class _Judge:
             return ""  # the flag is not read as a value today: the process fails anyway
         if injected and self.setting_on is True:
             return ""
-        dtype = next((d for (ns, name), d in self.dtypes.items() if name == binding and (not namespace or ns == namespace)), None)
+        dtype = next((d for (ns, name), d in self.dtypes.items()
+                      if name == binding and (not namespace or ns == namespace)), None)
         if self.setting_on is not True and value != "auto":
             after = f", then {dtype} once the operator enforces it" if dtype else ""
             return (f"{self.setting_said}, so no dtype is rendered before the upgrade: after removal it runs its "
                     f"engine's default (auto) instead of {value}{after}")
         if dtype is None:
             missing = "does not exist" if not any(name == binding for _, name in self.known) else "declares no dtype"
-            return f"its Binding {binding!r} {missing}: after removal it runs its engine's default (auto) instead of {value}"
+            return (f"its Binding {binding!r} {missing}: after removal it runs its engine's default (auto) instead "
+                    f"of {value}")
         if dtype == value or dtype in _engines.equivalents(value):
             return ""
         return f"it runs {value} today; after removal it runs its Binding {binding}'s {dtype}"
@@ -443,7 +458,7 @@ def _backup(context: Context, ready: list[Target]) -> Path:
     moment = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     directory = Path(context.options.backup_dir or f"kvdtype-backup-fix-{moment}")
     steps = [_step(t) for t in ready]
-    Journal.create(directory, {"operation": OPERATION}, steps, [t.obj for t in ready])
+    Journal.create(directory, {"operation": OPERATION}, steps, [t.as_read for t in ready])
     context.env.progress(f"saved {len(ready)} object(s) in {directory}/ (kubectl kvdtype escape restore {directory} "
                          "reverts the fix)")
     return directory
@@ -462,8 +477,8 @@ def _write(context: Context, ready: list[Target], directory: Optional[Path], dry
     for target in ready:
         context.env.progress(f"patch {target.ref}{' (dry run)' if dry_run else ''}")
         try:
-            answer = context.source.json_patch(target.kind, target.namespace, target.name, target.patch,
-                                               dry_run=dry_run)
+            answer = context.writable_source.json_patch(target.kind, target.namespace, target.name, target.patch,
+                                                        dry_run=dry_run)
         except ApiError as error:
             if error.code in (409, 422):
                 _conflicted(context, target, error)
@@ -513,7 +528,7 @@ def _fill(report: Report, targets: list[Target], found: Report, directory: Optio
             report.add(code, target.ref, f"{target.ref}: {target.detail}", fixes=target.fixes)
     shown = [t for t in targets if t.ops and t.state in (PLANNED, PATCHED, DRY)]
     report.manifests = [t.patched() for t in shown]
-    report.patches = [{"apiVersion": t.obj["apiVersion"], "kind": t.kind.name, "namespace": t.namespace,
+    report.patches = [{"apiVersion": t.as_read["apiVersion"], "kind": t.kind.name, "namespace": t.namespace,
                        "name": t.name, "patch": t.patch} for t in shown]
     report.warnings += found.warnings
     counts = {state: sum(1 for t in targets if t.state == state)
@@ -578,7 +593,8 @@ def restore_fix(context: Context) -> Report:
         existing = context.source.get(kind, step["namespace"], step["name"])
         current = str(_model.dig(existing or {}, "metadata", "resourceVersion") or "")
         if existing is None:
-            item.update(state="gone", detail=f"deleted since the fix: left alone (its original is {directory / step['backup']})")
+            item.update(state="gone",
+                        detail=f"deleted since the fix: left alone (its original is {directory / step['backup']})")
         elif current != left:
             _restore_conflict(report, item, step, left, current)
         else:
@@ -597,8 +613,8 @@ def restore_fix(context: Context) -> Report:
         report.headline = (f"Plan only, nothing was changed: {len(ready)} object(s) patched by find-flags --fix would "
                            "be put back. Run again with --apply to restore them.")
     else:
-        report.headline = (f"{'Dry run: ' if mode.startswith('dry') else ''}Restored {reverted} of {len(journal.steps)} "
-                           f"object(s) the fix patched; each rolls its replicas again.")
+        report.headline = (f"{'Dry run: ' if mode.startswith('dry') else ''}Restored {reverted} of "
+                           f"{len(journal.steps)} object(s) the fix patched; each rolls its replicas again.")
     return report
 
 
@@ -613,7 +629,7 @@ def _revert(context: Context, kind: Kind, step: dict, item: dict, left: str, rep
     patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": left}] + step["revert"]
     context.env.progress(f"restore {item['object']}{' (dry run)' if dry else ''}")
     try:
-        context.source.json_patch(kind, step["namespace"], step["name"], patch, dry_run=dry)
+        context.writable_source.json_patch(kind, step["namespace"], step["name"], patch, dry_run=dry)
     except ApiError as error:
         if error.code not in (409, 422):
             raise KvdtypeError(f"cannot restore {item['object']}: {error.message}") from None

@@ -10,11 +10,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from kubectl_kvdtype import _engines, _model
-from kubectl_kvdtype._engines import FlagOccurrence
 from kubectl_kvdtype._codes import POD_FLAG, ROLE_FLAG
+from kubectl_kvdtype._engines import FlagOccurrence
 from kubectl_kvdtype._report import Column, ObjectRef, Report
-from kubectl_kvdtype._sources import (BINDING, DEPLOYMENT, POD, WORKLOADS, Kind, Query, Source,
-                                      list_many, unwrap)
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, WORKLOADS, Kind, Query, Source, list_many, unwrap
 from kubectl_kvdtype._status import ApiError
 
 
@@ -33,8 +32,9 @@ class FlagInventory:
         queries = [Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
                    Query(POD, namespace, f"{_model.INJECT_LABEL}=true")] + [Query(k, namespace) for k in WORKLOADS]
         results = list_many(source, queries)
-        inventory = cls(*unwrap(results[:3]))
-        for kind, result in zip(WORKLOADS, results[3:]):
+        deployments, bindings, pods = unwrap(results[:3])
+        inventory = cls(deployments, bindings, pods)
+        for kind, result in zip(WORKLOADS, results[3:], strict=True):
             if isinstance(result, ApiError) and result.code in (403, 404):
                 # Workload templates are a bonus over the guide: a user who may not list them
                 # still gets the roles and Pods, and is told what was not examined.
@@ -103,7 +103,8 @@ def _deployment(deployment: dict, dtypes: dict, report: Report) -> None:
 
 
 def _role_message(ref: ObjectRef, role: str, engine: _model.EngineInfo, today: _engines.FlagReading,
-                  after: Optional[_engines.FlagReading], binding: str, known: bool, binding_dtype: Optional[str]) -> str:
+                  after: Optional[_engines.FlagReading], binding: str, known: bool,
+                  binding_dtype: Optional[str]) -> str:
     found = list(today.occurrences)
     value = today.value
     head = f"{ref} role {role} passes {_where(found)}"

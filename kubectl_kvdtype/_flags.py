@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Optional, Sequence
+from typing import Any, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype._render import OUTPUTS
 from kubectl_kvdtype._report import ERROR, FAIL_ON
@@ -22,7 +22,7 @@ DEFAULT_REQUEST_TIMEOUT = 30.0
 
 #: Global flags' defaults, applied after parsing so a flag given after the subcommand is not
 #: overwritten by the subcommand parser's default (the flags are defined on both parsers).
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "kubeconfig": None, "context": None, "namespace": None, "all_namespaces": False,
     "request_timeout": DEFAULT_REQUEST_TIMEOUT, "as_user": None, "output": "table", "no_headers": False,
     "filename": [], "system_namespace": "gpustack-system", "exit_zero": False, "ignore": [],
@@ -117,7 +117,7 @@ class HelpFormatter(argparse.HelpFormatter):
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one sentence and exit status 2 via UsageError."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
@@ -159,7 +159,8 @@ def add_connection_flags(flags: argparse._ActionsContainer, suffix: str = "") ->
     """kubectl's flags saying which cluster and who, with kubectl's meaning: each overrides the
     same setting of the kubeconfig (see ``_cluster``)."""
     s = argparse.SUPPRESS
-    cluster = flags.add_argument("--cluster", default=s, help="the kubeconfig cluster to use (instead of the context's)")
+    cluster = flags.add_argument("--cluster", default=s,
+                                 help="the kubeconfig cluster to use (instead of the context's)")
     cluster.completer = "clusters"  # type: ignore[attr-defined]  # read by completion.py
     user = flags.add_argument("--user", default=s, help="the kubeconfig user to use (instead of the context's)")
     user.completer = "users"  # type: ignore[attr-defined]

@@ -69,7 +69,8 @@ class Journal:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as error:
-            raise KvdtypeError(f"cannot read the rebind journal {path}: {getattr(error, 'strerror', None) or error}") from None
+            reason = getattr(error, "strerror", None) or error
+            raise KvdtypeError(f"cannot read the rebind journal {path}: {reason}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("steps"), list):
             raise KvdtypeError(f"{path} is not a rebind journal this version of kubectl-kvdtype can resume")
         return cls(directory, data)
@@ -122,7 +123,8 @@ class Journal:
         try:
             _write_atomically(self.directory / JOURNAL, json.dumps(self.data, indent=2) + "\n")
         except OSError as error:
-            raise KvdtypeError(f"cannot write the rebind journal in {self.directory}: {error.strerror or error}") from None
+            raise KvdtypeError(f"cannot write the rebind journal in {self.directory}: "
+                               f"{error.strerror or error}") from None
 
 
 def backup_name(obj: dict) -> str:

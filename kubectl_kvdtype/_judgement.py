@@ -13,8 +13,14 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from kubectl_kvdtype import _engines, _model
-from kubectl_kvdtype._codes import (BINDING_MISSING, BINDING_UNUSED, DTYPE_AUTO, DTYPE_REJECTED, DTYPE_UNKNOWN,
-                                    ENGINE_UNKNOWN)
+from kubectl_kvdtype._codes import (
+    BINDING_MISSING,
+    BINDING_UNUSED,
+    DTYPE_AUTO,
+    DTYPE_REJECTED,
+    DTYPE_UNKNOWN,
+    ENGINE_UNKNOWN,
+)
 from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, SETTING, Query, Source, list_many, unwrap
 from kubectl_kvdtype._status import KvdtypeError
@@ -184,7 +190,8 @@ def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer],
         elif unsure:
             verdicts.add(UNKNOWN)
             report.add(DTYPE_UNKNOWN, ref,
-                       f"{ref}: {unsure[0][1].reason}; check the {engine} documentation for {dtype!r} before upgrading.",
+                       f"{ref}: {unsure[0][1].reason}; check the {engine} documentation for {dtype!r} "
+                       "before upgrading.",
                        dtype=dtype, engine=engine, engineVersion=_versions(j for _, j in unsure))
     return verdicts, fix
 

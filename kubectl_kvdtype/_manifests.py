@@ -18,7 +18,7 @@ from kubectl_kvdtype import _model, _progress
 from kubectl_kvdtype._codes import DUPLICATE_OBJECT
 from kubectl_kvdtype._report import Finding, ObjectRef
 from kubectl_kvdtype._sources import Kind, Projection, kind_for, matches_selector
-from kubectl_kvdtype._status import ManifestError, UsageError
+from kubectl_kvdtype._status import ManifestError
 
 _EXTENSIONS = (".yaml", ".yml", ".json")
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's C parser when PyYAML has it
@@ -98,12 +98,6 @@ class ManifestSource:
 
     def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
         return next((o for o in self.list(kind, namespace) if _model.name_of(o) == name), None)
-
-    def json_patch(self, kind: Kind, namespace: Optional[str], name: str, operations: list,
-                   dry_run: bool = False) -> dict:
-        """Manifests are read, never written: a write asked of them is a usage error, not a crash."""
-        raise UsageError(f"cannot patch {kind.name} {name}: objects read with -f/--filename are never written "
-                         "(drop -f to write to a cluster)")
 
 
 def read_path(path: str, stdin: TextIO) -> Iterator[tuple[str, Optional[dict]]]:

@@ -266,7 +266,9 @@ def slim_pod(pod: dict) -> dict:
     container's ``env`` is kept only when its argv refers to a variable (``$(VAR)``, a shell's
     ``$VAR``), the only way it can change what the engine reads.
     """
-    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    metadata = pod.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
     spec = pod_spec(pod)
     containers = spec.get("containers")
     if isinstance(containers, list):

@@ -20,14 +20,20 @@ from pathlib import Path
 from typing import Any, Optional
 
 from kubectl_kvdtype import _engines, _model
+from kubectl_kvdtype._codes import (
+    DTYPE_REJECTED,
+    DTYPE_UNKNOWN,
+    MANUAL_STEP,
+    NAME_CHANGE,
+    SETTING_MISSING,
+    SETTING_STAYS_OFF,
+    WARNING,
+)
 from kubectl_kvdtype._command import Context
-from kubectl_kvdtype._codes import (DTYPE_REJECTED, DTYPE_UNKNOWN, MANUAL_STEP, NAME_CHANGE, SETTING_MISSING,
-                                    SETTING_STAYS_OFF, WARNING)
 from kubectl_kvdtype._journal import JOURNAL, Journal, default_directory, finished, unfinished
 from kubectl_kvdtype._judgement import BindingInventory, Consumer, build_check_report, read_setting
 from kubectl_kvdtype._report import Column, ObjectRef, Report
-from kubectl_kvdtype._setting import (OFF, ON, POLL_SECONDS, attached_counts, blockers_of, require_setting,
-                                      write_setting)
+from kubectl_kvdtype._setting import OFF, ON, POLL_SECONDS, attached_counts, blockers_of, require_setting, write_setting
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL, SETTING, Kind, Source, WritableSource
 from kubectl_kvdtype._status import ApiError, Conflict, ExitStatus, KvdtypeError, NotFound, UsageError
 
@@ -113,11 +119,11 @@ def rebind(context: Context) -> Report:
         return _resume(context, journal)
     plan = make_plan(context, namespace)
     if options.dry_run == "server":
-        check_access(context.source, plan.steps)
+        check_access(context.writable_source, plan.steps)
         execute(context, plan, None, dry_run=True)
     elif options.apply and options.dry_run == "none":
         last_look(context, plan, "Carry out this plan?")
-        check_access(context.source, plan.steps)
+        check_access(context.writable_source, plan.steps)
         directory = Path(options.backup_dir) if options.backup_dir else default_directory(namespace, plan.binding)
         _record_location(plan, directory)
         journal = Journal.create(directory, _header(plan), [dataclasses.asdict(s) for s in plan.steps], plan.originals)
@@ -243,7 +249,9 @@ def _fresh_metadata(obj: dict, name: str, origin: str) -> dict:
 
 def _new_binding(source: Source, binding: dict, names: dict) -> dict:
     spec = copy.deepcopy(binding.get("spec") or {})
-    domain = spec.get("domain") if isinstance(spec.get("domain"), dict) else {}
+    domain = spec.get("domain")
+    if not isinstance(domain, dict):
+        domain = {}
     spec["domain"] = {**domain, "name": names["domainName"], "dtype": names["dtype"]}
     origin = f"{_model.namespace_of(binding)}/{_model.name_of(binding)}"
     return {"apiVersion": _api_version(source, BINDING), "kind": BINDING.name,
@@ -252,8 +260,12 @@ def _new_binding(source: Source, binding: dict, names: dict) -> dict:
 
 def _new_deployment(source: Source, deployment: dict, name: str, binding_name: str, origin: str) -> dict:
     spec = copy.deepcopy(deployment.get("spec") or {})
-    kv_cache = spec.get("kvCache") if isinstance(spec.get("kvCache"), dict) else {}
-    pool_ref = kv_cache.get("poolRef") if isinstance(kv_cache.get("poolRef"), dict) else {}
+    kv_cache = spec.get("kvCache")
+    if not isinstance(kv_cache, dict):
+        kv_cache = {}
+    pool_ref = kv_cache.get("poolRef")
+    if not isinstance(pool_ref, dict):
+        pool_ref = {}
     spec["kvCache"] = {**kv_cache, "poolRef": {**pool_ref, "name": binding_name}}
     return {"apiVersion": _api_version(source, DEPLOYMENT), "kind": DEPLOYMENT.name,
             "metadata": _fresh_metadata(deployment, name, origin), "spec": spec}
@@ -266,7 +278,8 @@ def _refuse_taken(source: Source, inventory: BindingInventory, binding: dict, na
         raise KvdtypeError(f"a KVCachePoolBinding {namespace}/{names['newName']} already exists: pass another "
                            "--new-name; nothing was changed")
     pool = _model.binding_pool(binding)
-    claimed = {_model.binding_domain(b) for b in inventory.bindings if _model.binding_pool(b) == pool}
+    claimed: set[Optional[str]] = {_model.binding_domain(b) for b in inventory.bindings
+                                   if _model.binding_pool(b) == pool}
     try:  # the pool echoes every domain it holds; a user may not read cluster-scoped pools
         pool_obj = source.get(POOL, None, pool) if pool else None
     except ApiError:
@@ -360,7 +373,7 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
                             "the old deployment" + (" (outage until it is created again)"
                                                     if names["strategy"] == REPLACE else "")))
     if names["strategy"] == REPLACE:
-        for delete, create in zip(deletes, creates):
+        for delete, create in zip(deletes, creates, strict=True):
             steps += [delete, create]
     else:
         steps += creates + deletes
@@ -369,8 +382,8 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
                             f"--strategy side-by-side renames every moved deployment to <name>-{names['suffix']}: "
                             "anything addressing it by name (Services and routers selecting "
                             "app.kubernetes.io/instance=<name>, clients, dashboards, alerts, GitOps manifests) must "
-                            "follow the new name.", renamed={_model.name_of(d): _label(_model.name_of(d), names['suffix'])
-                                                            for d in moved})
+                            "follow the new name.",
+                            renamed={_model.name_of(d): _label(_model.name_of(d), names['suffix']) for d in moved})
     if not names["keepOldBinding"] and not pods:
         steps.append(Step("delete-binding", "delete", BINDING.name, namespace, old,
                           "the old Binding; its deletion completes once nothing holds it"))
@@ -396,7 +409,8 @@ def _judge_setting_after(plan: Plan, inventory: BindingInventory, new_binding: d
     bindings = [b for b in inventory.bindings if keeps_old or _key(b) != gone] + [new_binding]
     moved_keys = {_key(d) for d in moved}
     consumers = [c for c in inventory.consumers if (c.namespace, c.name) not in moved_keys or c.kind != DEPLOYMENT.name]
-    after = BindingInventory(bindings, consumers + _moved_consumers(inventory, moved, plan.options["newName"]), [], None, None)
+    moved_consumers = _moved_consumers(inventory, moved, plan.options["newName"])
+    after = BindingInventory(bindings, consumers + moved_consumers, [], None, None)
     plan.blockers = blockers_of(build_check_report(after, system, offline=True))
     if not cluster_wide:
         plan.blockers.append("(other namespaces: not readable with your permissions)")
@@ -409,16 +423,17 @@ def _manual_steps(plan: Plan, pods: list[dict], new_name: str) -> None:
     """Injected Pods are created by their owners: this tool cannot move them safely."""
     by_owner: dict[str, list[str]] = {}
     for pod in pods:
-        owner = _model.controller_of(pod)
-        label = f"{owner.get('kind')} {owner.get('name')}" if owner else f"Pod {_model.name_of(pod)} (no owner)"
+        controller = _model.controller_of(pod)
+        label = (f"{controller.get('kind')} {controller.get('name')}" if controller
+                 else f"Pod {_model.name_of(pod)} (no owner)")
         by_owner.setdefault(label, []).append(_model.name_of(pod))
     for owner, pod_names in by_owner.items():
         plan.report.add(
             MANUAL_STEP, ObjectRef(BINDING.name, plan.namespace, plan.binding),
             f"{owner} runs injected Pod(s) {', '.join(pod_names)} naming this Binding: by hand, change the annotation "
             f"{_model.BINDING_ANNOTATION}: {plan.binding} to {new_name} in its Pod template (or on the Pod), let it "
-            f"roll, then delete the old Binding (kubectl -n {plan.namespace} delete kvcachepoolbinding {plan.binding}); "
-            "this tool keeps the old Binding meanwhile.",
+            f"roll, then delete the old Binding (kubectl -n {plan.namespace} delete kvcachepoolbinding "
+            f"{plan.binding}); this tool keeps the old Binding meanwhile.",
             owner=owner, pods=pod_names, annotation=_model.BINDING_ANNOTATION, to=new_name)
 
 
@@ -497,7 +512,7 @@ def _failure(plan: Plan, journal: Optional[Journal], index: int, step: Step, why
 
 def run_step(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
     """One step, idempotent: a rerun after an unknown outcome finds the work done and moves on."""
-    source = context.source
+    source = context.writable_source
     kind = KINDS_BY_NAME[step.kind]
     if step.action == SETTING_OFF:
         return _set(source, step, dry_run)
@@ -528,7 +543,7 @@ def _setting_on(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
     plan.blockers = blockers
     if blockers:
         return f"left off: {', '.join(blockers)} would still break an engine"
-    return _set(context.source, step, dry_run)
+    return _set(context.writable_source, step, dry_run)
 
 
 def _alive(inventory: BindingInventory, plan: Plan) -> BindingInventory:
@@ -678,11 +693,12 @@ def _resume(context: Context, journal: Journal) -> Report:
         return _plan_report(context, plan, journal)
     remaining = [s for s in plan.steps if s.id not in journal.done]
     if options.apply and options.dry_run == "none":
-        last_look(context, plan, f"Resume the rebind journaled in {journal.directory}/ at step {len(plan.steps) - len(remaining) + 1}?",
+        next_step = len(plan.steps) - len(remaining) + 1
+        last_look(context, plan, f"Resume the rebind journaled in {journal.directory}/ at step {next_step}?",
                   remaining)
         context.env.progress(f"Resuming the rebind journaled in {journal.directory}/: "
                              f"{len(plan.steps) - len(remaining)} of {len(plan.steps)} step(s) already done")
-        check_access(context.source, remaining)
+        check_access(context.writable_source, remaining)
         execute(context, plan, journal)
     return _plan_report(context, plan, journal)
 
@@ -706,7 +722,8 @@ def _plan_report(context: Context, plan: Plan, journal: Optional[Journal]) -> Re
     if plan.blockers:
         report.add(SETTING_STAYS_OFF, ObjectRef(SETTING.name, context.system_namespace, _model.SETTING_NAME),
                    f"The Setting stays off after the move: {', '.join(plan.blockers)} would still break an engine "
-                   "(kubectl kvdtype check -A says why); turn it on with kubectl kvdtype escape on once they are fixed.",
+                   "(kubectl kvdtype check -A says why); turn it on with kubectl kvdtype escape on once they are "
+                   "fixed.",
                    blockedBy=plan.blockers)
     report.manifests = plan.manifests
     if options.output in ("yaml", "json"):  # a GitOps pipe still hears every warning, one line each
@@ -748,12 +765,12 @@ def _rebind_headline(plan: Plan, journal: Optional[Journal], mode: str) -> str:
             f"strategy {plan.options['strategy']})")
     if mode == "plan":
         return (f"Plan only, nothing was changed: {len(plan.steps)} step(s) to {what}. Run again with --apply to carry "
-                f"it out; the originals are saved first to ./kvdtype-backup-{plan.namespace}-{plan.binding}-<UTC time>/ "
-                "(or --backup-dir).")
+                f"it out; the originals are saved first to ./kvdtype-backup-{plan.namespace}-{plan.binding}-"
+                "<UTC time>/ (or --backup-dir).")
     if mode.startswith("dry-run"):
         sent = "every write was sent with dryRun=All" if mode == "dry-run-server" else "no write was sent"
         return f"Dry run: {sent} and nothing was changed. The plan would {what}."
-    if mode == "half-done":
+    if mode == "half-done" and journal is not None:  # _mode says half-done only with a journal
         return (f"Half done: {len(journal.done)} of {len(plan.steps)} step(s) journaled in {journal.directory}/. "
                 "Run the same command with --apply to resume, or put back what it deleted with kubectl kvdtype escape "
                 f"restore {journal.directory}.")

@@ -91,6 +91,7 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
     add_global_flags(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="<subcommand>", title="subcommands",
                                        action=_LazySubcommands)
+    assert isinstance(subparsers, _LazySubcommands)  # what action= above makes it
     for info in COMMANDS:
         sub = subparsers.add_parser(info.name, help=info.help, prog=f"{PROG} {info.name}", description=info.help,
                                     formatter_class=HelpFormatter)

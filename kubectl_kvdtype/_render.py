@@ -148,8 +148,10 @@ def _plain_widths(headers: list[str], rows: list[list[str]]) -> Optional[list[in
 
 
 def _plain_line(cells: list[str], lengths: list[int], widths: list[int]) -> str:
-    """One line: each cell padded to its column, two spaces between, no trailing blanks."""
-    return "  ".join(cell + " " * (width - length) for cell, length, width in zip(cells, lengths, widths)).rstrip()
+    """One line: each cell padded to its column, two spaces between, no trailing blanks. The header
+    line may have fewer cells than there are columns (``_plain_widths``): it ends at its last one."""
+    padded = (cell + " " * (width - length) for cell, length, width in zip(cells, lengths, widths, strict=False))
+    return "  ".join(padded).rstrip()
 
 
 def _tabulated(headers: list[str], rows: list[list], no_headers: bool) -> str:

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+
 import yaml
 
 from kubectl_kvdtype import _model
-from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._codes import RESTORE_BREAKS, WARNING
+from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._journal import JOURNAL
 from kubectl_kvdtype._judgement import BindingInventory, build_check_report, consumers_of, read_setting
 from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._setting import OFF, blockers_of
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, SETTING, Kind
 from kubectl_kvdtype._status import ApiError, Conflict, KvdtypeError, UsageError
+
 _KINDS = {k.name: k for k in (BINDING, DEPLOYMENT, SETTING)}
 _ORDER = {BINDING.name: 0, DEPLOYMENT.name: 1, SETTING.name: 2}
 _SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
@@ -151,7 +153,7 @@ def _create_all(context: Context, missing: list[tuple[Kind, dict, dict]], dry_ru
         namespace = _model.namespace_of(obj)
         context.env.progress(f"create {item['object']}{' (dry run)' if dry_run else ''}")
         try:
-            context.source.create(kind, namespace, fresh_copy(obj), dry_run=dry_run)
+            context.writable_source.create(kind, namespace, fresh_copy(obj), dry_run=dry_run)
             item["state"] = "created (dry run)" if dry_run else "created"
         except Conflict:
             item.update(state="exists", detail="created meanwhile by someone else: left alone")
@@ -169,4 +171,5 @@ def _headline(mode: str, missing: int, saved: int, terminating: int, directory: 
                 f"would be created again. Run again with --apply to restore them.{wait}")
     if mode.startswith("dry-run"):
         return f"Dry run, nothing was changed: {missing} of {saved} saved object(s) would be created again.{wait}"
-    return f"Restored {missing} of {saved} saved object(s) from {directory}/; the others exist and were left alone.{wait}"
+    return (f"Restored {missing} of {saved} saved object(s) from {directory}/; the others exist and were left "
+            f"alone.{wait}")

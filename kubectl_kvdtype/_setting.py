@@ -75,7 +75,8 @@ def wait_for_setting(source: Source, namespace: str, value: str, timeout: float)
         if remaining <= 0:
             raise KvdtypeError(
                 f'the write is done (spec.value "{value}") but status.value still says "{in_force}" after '
-                f"{timeout:g}s: the operator has not applied it yet (is it running?); see kubectl kvdtype escape status")
+                f"{timeout:g}s: the operator has not applied it yet (is it running?); see kubectl kvdtype escape "
+                "status")
         time.sleep(min(POLL_SECONDS, remaining))
 
 

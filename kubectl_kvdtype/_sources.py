@@ -144,10 +144,12 @@ def list_many(source: Source, queries: Sequence[Query]) -> list[Union[list[dict]
 
 def unwrap(results: Sequence[Union[list[dict], KvdtypeError]]) -> list[list[dict]]:
     """The objects of every query, raising the first error in query order."""
+    objects: list[list[dict]] = []
     for result in results:
         if isinstance(result, KvdtypeError):
             raise result
-    return list(results)  # type: ignore[arg-type]
+        objects.append(result)
+    return objects
 
 
 # --- Label selectors (the offline twin needs what the API server does for the live one) ----

@@ -16,6 +16,7 @@ rendered here: they do not change how ``--kv-cache-dtype`` is read.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
@@ -106,7 +107,7 @@ def rendered_role_argv(deployment: dict, role: dict, dtype: str) -> list[str]:
         base = [*VLLM_BASE, model]
     extra = _model.role_extra_args(role)
     tail = []
-    for option, value in zip(HOST_PORT[::2], HOST_PORT[1::2]):
+    for option, value in zip(HOST_PORT[::2], HOST_PORT[1::2], strict=True):
         if not any(arg == option or arg.startswith(option + "=") for arg in extra):
             tail += [option, value]
     return [*base, FLAG, dtype, *extra, *tail]
@@ -117,24 +118,28 @@ def predict_role(deployment: dict, role: dict, dtypes: dict) -> Prediction:
     namespace = _model.namespace_of(deployment)
     binding = _model.deployment_binding(deployment) or ""
     dtype = dtypes.get((namespace, binding))
-    base = dict(kind=MODEL_DEPLOYMENT, namespace=namespace, name=_model.name_of(deployment),
-                role=_model.role_name(role), container=None, engine=engine.name or engine.declared,
-                engine_version=engine.version, binding=binding, dtype=dtype, replicas=_model.role_replicas(role))
+    prediction = functools.partial(
+        Prediction, kind=MODEL_DEPLOYMENT, namespace=namespace, name=_model.name_of(deployment),
+        role=_model.role_name(role), container=None, engine=engine.name or engine.declared,
+        engine_version=engine.version, binding=binding, dtype=dtype, replicas=_model.role_replicas(role))
     if _model.role_is_takeover(role):
-        return Prediction(**base, outcome=UNCHANGED,
+        return prediction(outcome=UNCHANGED,
                           text="unchanged: a take-over role (command set), the operator renders nothing into it")
     missing = _missing(binding, namespace, dtypes)
     if missing:
-        return Prediction(**base, outcome=missing[0], text=missing[1])
+        return prediction(outcome=missing[0], text=missing[1])
+    assert dtype, "_missing answers for a Binding without a dtype"
     if engine.name is None:
-        return Prediction(**base, outcome=NOT_JUDGED, text=_not_judged(engine))
+        return prediction(outcome=NOT_JUDGED, text=_not_judged(engine))
+    name = engine.name
     argv = rendered_role_argv(deployment, role, dtype)
     extra = _model.role_extra_args(role)
-    own = [o for o in _engines.find_in_fields([("extraArgs", extra)], engine.name, engine.version) if o.read]
+    own = [o for o in _engines.find_in_fields([("extraArgs", extra)], name, engine.version) if o.read]
     at = argv.index(FLAG)
-    control = _read(engine, [*argv[:at], FLAG, CONTROL_DTYPE, *argv[at + 2:]], [])
-    outcome = _outcome(engine, _read(engine, argv, []), dtype, bool(own), "role", control)
-    return Prediction(**base, **outcome, argv=tuple(argv))
+    control = _read(name, engine.version, [*argv[:at], FLAG, CONTROL_DTYPE, *argv[at + 2:]], [])
+    outcome = _outcome(name, engine.version, _read(name, engine.version, argv, []), dtype, bool(own), "role",
+                       control)
+    return prediction(**outcome, argv=tuple(argv))
 
 
 # --- Injected Pods ----------------------------------------------------------------------------
@@ -160,40 +165,46 @@ def predict_pod(pod: dict, dtypes: dict) -> Prediction:
     binding = _model.pod_binding(pod) or ""
     dtype = dtypes.get((namespace, binding))
     container = _model.target_container(pod, _model.pod_spec(pod))
-    base = dict(kind=POD, namespace=namespace, name=_model.name_of(pod), role=None,
-                container=_model.text((container or {}).get("name")), engine=engine.name or engine.declared,
-                engine_version=None, binding=binding, dtype=dtype, replicas=1)
+    prediction = functools.partial(
+        Prediction, kind=POD, namespace=namespace, name=_model.name_of(pod), role=None,
+        container=_model.text((container or {}).get("name")), engine=engine.name or engine.declared,
+        engine_version=None, binding=binding, dtype=dtype, replicas=1)
     missing = _missing(binding, namespace, dtypes)
     if missing:
-        return Prediction(**base, outcome=missing[0], text=missing[1])
+        return prediction(outcome=missing[0], text=missing[1])
+    assert dtype, "_missing answers for a Binding without a dtype"
     if container is None:
-        return Prediction(**base, outcome=UNSURE,
+        return prediction(outcome=UNSURE,
                           text="unsure: several containers and no kvcache.gpustack.ai/container annotation "
                                "naming the one the webhook injects")
     if engine.name is None:
-        return Prediction(**base, outcome=NOT_JUDGED, text=_not_judged(engine))
+        return prediction(outcome=NOT_JUDGED, text=_not_judged(engine))
+    name = engine.name
     found = _model.container_flags(container, engine)
     webhook = _model.webhook_copy(pod, found)
     if any(o is not webhook for o in found):
-        return Prediction(**base, outcome=REFUSED,
+        return prediction(outcome=REFUSED,
                           text="refused at admission: the Pod passes the flag itself, so its next incarnation "
                                "is not created")
     command, args = rendered_pod_argv(pod, container, dtype)
-    control = _read(engine, command, [*args[:-1], CONTROL_DTYPE], container.get("env"))
-    outcome = _outcome(engine, _read(engine, command, args, container.get("env")), dtype, False, "Pod", control)
-    return Prediction(**base, **outcome, argv=tuple(command + args))
+    env = container.get("env")
+    control = _read(name, engine.version, command, [*args[:-1], CONTROL_DTYPE], env)
+    outcome = _outcome(name, engine.version, _read(name, engine.version, command, args, env), dtype, False, "Pod",
+                       control)
+    return prediction(**outcome, argv=tuple(command + args))
 
 
 # --- Reading the rendered argv ----------------------------------------------------------------
 
-def _read(engine: _model.EngineInfo, command: list[str], args: list[str], env: object = None) -> _argv.Reading:
-    return _argv.read_container(engine.name, engine.version, command, args, env)
+def _read(engine: str, version: Optional[str], command: list[str], args: list[str],
+          env: object = None) -> _argv.Reading:
+    return _argv.read_container(engine, version, command, args, env)
 
 
 _INVALID_CHOICE = re.compile(r"invalid choice: ('[^']*')")
 
 
-def _outcome(engine: _model.EngineInfo, reading: _argv.Reading, dtype: str, own: bool, holder: str,
+def _outcome(engine: str, version: Optional[str], reading: _argv.Reading, dtype: str, own: bool, holder: str,
              control: _argv.Reading) -> dict:
     """The outcome fields of a Prediction from what the engine's parser made of the rendered argv
     (``control``: the same argv rendered with ``auto``)."""
@@ -208,12 +219,12 @@ def _outcome(engine: _model.EngineInfo, reading: _argv.Reading, dtype: str, own:
     if reading.state == _argv.ABSENT:  # the rendered flag is not where the engine reads it (a shell script)
         return {"outcome": UNSURE, "text": "unsure: the engine does not read the rendered flag from this argv"}
     value = reading.value or ""
-    judged = _engines.judge(engine.name, engine.version, value)
+    judged = _engines.judge(engine, version, value)
     if judged.verdict == _engines.REJECTED:  # vLLM 0.33+: the parser let it through, the engine does not
         return {"outcome": FAILS, "text": f"fails at engine start: {judged.reason}", "error": judged.reason}
     if judged.verdict == _engines.UNKNOWN:
         return {"outcome": UNSURE, "runs": value,
-                "text": f"unsure: starts with {value} only if {engine.name} accepts it ({judged.reason})"}
+                "text": f"unsure: starts with {value} only if {engine} accepts it ({judged.reason})"}
     if own and value != dtype:
         return {"outcome": OWN_COPY, "runs": value,
                 "text": f"starts, but with its own {value} (the {holder}'s copy wins); its next edit is refused "

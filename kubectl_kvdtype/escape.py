@@ -25,11 +25,18 @@ from kubectl_kvdtype._command import Command, Context, confirm
 from kubectl_kvdtype._flags import HelpFormatter, add_global_flags, examples_epilog, parse_duration
 from kubectl_kvdtype._judgement import BindingInventory, build_check_report
 from kubectl_kvdtype._rebind import REPLACE, SIDE_BY_SIDE, rebind
-from kubectl_kvdtype._restore import restore
 from kubectl_kvdtype._report import Column, Report
-from kubectl_kvdtype._setting import (OFF, ON, attached_counts, blockers_of, require_setting, wait_for_setting,
-                                      write_setting)
-from kubectl_kvdtype._status import ApiError, KvdtypeError, UsageError
+from kubectl_kvdtype._restore import restore
+from kubectl_kvdtype._setting import (
+    OFF,
+    ON,
+    attached_counts,
+    blockers_of,
+    require_setting,
+    wait_for_setting,
+    write_setting,
+)
+from kubectl_kvdtype._status import ApiError, UsageError
 
 #: ``--wait`` alone: the Setting's status can lag its spec by ~30 s.
 DEFAULT_WAIT = 60.0
@@ -64,8 +71,10 @@ class EscapeCommand(Command):
                     "kubectl kvdtype escape rebind legacy -n team-a --dtype bfloat16 --apply"),
                    ("the new objects as manifests, for GitOps",
                     "kubectl kvdtype escape rebind legacy -n team-a --dtype bfloat16 -o yaml > rebind.yaml")),
-        "restore": (("what would be recreated", "kubectl kvdtype escape restore ./kvdtype-backup-team-a-legacy-20261129T162414Z"),
-                    ("recreate it", "kubectl kvdtype escape restore ./kvdtype-backup-team-a-legacy-20261129T162414Z --apply")),
+        "restore": (("what would be recreated",
+                     "kubectl kvdtype escape restore ./kvdtype-backup-team-a-legacy-20261129T162414Z"),
+                    ("recreate it",
+                     "kubectl kvdtype escape restore ./kvdtype-backup-team-a-legacy-20261129T162414Z --apply")),
     }
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -222,7 +231,7 @@ SWITCH_COLUMNS = [
 
 def switch(context: Context, value: str) -> Report:
     """Show, ask, write once with the resourceVersion read, read back, optionally wait."""
-    options, source, namespace = context.options, context.source, context.system_namespace
+    options, source, namespace = context.options, context.writable_source, context.system_namespace
     setting = require_setting(source, namespace)
     before, in_force = _model.setting_values(setting)
     report = Report(kind="EscapeSwitch", columns=SWITCH_COLUMNS)
@@ -246,7 +255,10 @@ def switch(context: Context, value: str) -> Report:
     context.env.progress(preview)
     confirm(context, f"Turn the Setting {'on' if value == ON else 'off'}?")
     write_setting(source, namespace, setting, value)
-    setting = wait_for_setting(source, namespace, value, options.wait) if options.wait else require_setting(source, namespace)
+    if options.wait:
+        setting = wait_for_setting(source, namespace, value, options.wait)
+    else:
+        setting = require_setting(source, namespace)
     requested, in_force = _model.setting_values(setting)
     item.update(requested=requested, inForce=in_force, result="changed")
     report.headline = _written_headline(value, in_force, deployments, replicas)

@@ -16,11 +16,20 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from kubectl_kvdtype import _engines, _model
+from kubectl_kvdtype._codes import (
+    DTYPE_UNKNOWN,
+    NOT_ATTACHED,
+    POD_MISMATCH,
+    POD_MISSING,
+    POD_REJECTED,
+    REPLICA_MISMATCH,
+    REPLICA_MISSING,
+    REPLICA_NOT_ROLLED,
+    REPLICA_REJECTED,
+    ROLE_UNMANAGED,
+)
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._flags import parse_duration
-from kubectl_kvdtype._codes import (DTYPE_UNKNOWN, NOT_ATTACHED, POD_MISMATCH, POD_MISSING, POD_REJECTED,
-                                    REPLICA_MISMATCH, REPLICA_MISSING, REPLICA_NOT_ROLLED, REPLICA_REJECTED,
-                                    ROLE_UNMANAGED)
 from kubectl_kvdtype._judgement import add_missing_binding, read_setting
 from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, Query, Source, bounded, list_many, unwrap
@@ -77,8 +86,8 @@ class PodInventory:
             Query(POD, namespace, f"{_model.INJECT_LABEL}=true", _model.slim_pod),
         ]))
         setting, error = read_setting(source, system_namespace)
-        return cls([d for d in listed if _model.is_pool_attached(d)],
-                   {(_model.namespace_of(b), _model.name_of(b)): b for b in bindings}, replicas, injected, setting, error)
+        by_key = {(_model.namespace_of(b), _model.name_of(b)): b for b in bindings}
+        return cls([d for d in listed if _model.is_pool_attached(d)], by_key, replicas, injected, setting, error)
 
 
 def _find_deployment(source: Source, namespace: Optional[str], name: str) -> dict:
@@ -318,12 +327,12 @@ def _deployment(deployment: dict, pods: list[dict], inventory: PodInventory, on:
                        "--kv-cache-dtype to it, so its Pods are not judged.", role=role_name)
     seen: dict[str, int] = {}
     for pod in pods:
-        role = roles.get(_model.text(_model.labels_of(pod).get(_model.REPLICA_COMPONENT_LABEL)) or "")
-        if role is None:
+        pod_role = roles.get(_model.text(_model.labels_of(pod).get(_model.REPLICA_COMPONENT_LABEL)) or "")
+        if pod_role is None:
             continue  # router Pods share the instance label; only the roles' replicas are judged
-        seen[_model.role_name(role)] = seen.get(_model.role_name(role), 0) + 1
-        judged = _judge_replica(pod, role, engine, on, expected if judgeable else None, judgeable)
-        _record(report, pod, ref.name, _model.role_name(role), _model.engine_container(pod), judged,
+        seen[_model.role_name(pod_role)] = seen.get(_model.role_name(pod_role), 0) + 1
+        judged = _judge_replica(pod, pod_role, engine, on, expected if judgeable else None, judgeable)
+        _record(report, pod, ref.name, _model.role_name(pod_role), _model.engine_container(pod), judged,
                 REPLICA_CODES)
     return _pending_replicas(ref, roles, seen)
 
@@ -348,13 +357,13 @@ def _judge_replica(pod: dict, role: dict, engine: _model.EngineInfo, on: bool, e
     found = list(reading.occurrences)
     own = len(_engines.find_dtype_flags(_model.role_extra_args(role), engine.name, engine.version))
     origins = ["operator"] * max(len(found) - own, 0) + ["extraArgs"] * min(own, len(found))
-    occurrences = [{**o.to_dict(), "origin": origin} for o, origin in zip(found, origins)]
+    occurrences = [{**o.to_dict(), "origin": origin} for o, origin in zip(found, origins, strict=True)]
     effective = reading.value
     if _model.role_is_takeover(role):
         return Judged(UNMANAGED, None, effective, occurrences)
     if not judgeable:
         return Judged(UNKNOWN, None, effective, occurrences)
-    operator = [o for o, origin in zip(found, origins) if origin == "operator"]
+    operator = [o for o, origin in zip(found, origins, strict=True) if origin == "operator"]
     if not on:
         if reading.state == _engines.FAILED:
             return _rejected(reading, origins, None, occurrences, "replica")
@@ -388,21 +397,24 @@ def _compare(reading: _engines.FlagReading, origins: list[str], expected: Option
         return Judged(UNKNOWN, expected, effective, occurrences)  # the engine or the value is not in the tables
     last = reading.culprit
     origin = origins[found.index(last)] if last in found else ""
+    # The occurrence the value came from; a parser can read one that no occurrence names.
+    shown = last.shown if last is not None else f"{_engines.FLAG} {effective}"
     if effective == expected:
         if what == "replica" and "operator" not in origins:
             return Judged(PENDING, expected, effective, occurrences,
-                          f"runs {expected}, but only from the role's own {last.shown}: it carries no operator "
+                          f"runs {expected}, but only from the role's own {shown}: it carries no operator "
                           "copy, so the rollout has not replaced it yet; it is replaced at the deployment's next "
                           "reconcile")
         return Judged(OK, expected, effective, occurrences)
-    if origin == "extraArgs" and any(o.value == expected for o, g in zip(found, origins) if g == "operator"):
-        detail = (f"the operator's copy is right ({expected}), but the role's own {last.shown} from extraArgs "
+    operator_copies = [o for o, g in zip(found, origins, strict=True) if g == "operator"]
+    if origin == "extraArgs" and any(o.value == expected for o in operator_copies):
+        detail = (f"the operator's copy is right ({expected}), but the role's own {shown} from extraArgs "
                   "comes later and wins: remove it from the role's extraArgs (see kubectl kvdtype find-flags)")
     elif origin == "pod":
-        detail = (f"the Pod's own {last.shown} comes after the webhook's copy and wins: remove it from the "
+        detail = (f"the Pod's own {shown} comes after the webhook's copy and wins: remove it from the "
                   "Pod's template")
     else:
-        detail = f"runs {effective} ({last.shown}) while its Binding says {expected}"
+        detail = f"runs {effective} ({shown}) while its Binding says {expected}"
         if what == "replica" and "operator" not in origins:
             detail += "; it carries no operator copy, so the rollout has not replaced it yet"
         elif what == "pod":
@@ -416,7 +428,7 @@ def _rejected(reading: _engines.FlagReading, origins: list[str], expected: Optio
     found = list(reading.occurrences)
     culprit = reading.culprit
     origin = origins[found.index(culprit)] if culprit in found else ""
-    later = [o for o, g in zip(found[found.index(culprit) + 1:], origins[found.index(culprit) + 1:])
+    later = [o for o, g in zip(found[found.index(culprit) + 1:], origins[found.index(culprit) + 1:], strict=True)
              if g != origin] if culprit in found else []
     head = f"its engine exits at {reading.stage} ({reading.error}) on {culprit.shown if culprit else 'its argv'}"
     if origin in ("operator", "webhook"):
@@ -448,7 +460,7 @@ def _judge_injected(pod: dict, container: dict, on: bool, expected: Optional[str
     found = list(reading.occurrences)
     webhook = _model.webhook_copy(pod, found)
     origins = ["webhook" if o is webhook else "pod" for o in found]
-    occurrences = [{**o.to_dict(), "origin": origin} for o, origin in zip(found, origins)]
+    occurrences = [{**o.to_dict(), "origin": origin} for o, origin in zip(found, origins, strict=True)]
     effective = reading.value
     if not judgeable:
         return Judged(UNKNOWN, None, effective, occurrences)

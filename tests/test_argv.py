@@ -1,4 +1,5 @@
-"""The argv reader (docs/engines.md, "How each engine reads the flag"): every form, for both engines, in the reader and end to end.
+"""The argv reader (docs/engines.md, "How each engine reads the flag"): every form, for both engines,
+in the reader and end to end.
 
 The reader (``_engines.find_dtype_flags``) is the one place that knows how vLLM and SGLang read
 ``--kv-cache-dtype`` out of an argv; ``find-flags`` and ``verify`` both use it. The last tests run
@@ -13,8 +14,18 @@ import subprocess
 import pytest
 
 from _support import kvdtype, report, seed
-from kubectl_kvdtype._engines import (ABBREVIATION, EXACT, SGLANG, SPACED, UNDERSCORE, VLLM, FlagReading,
-                                      find_dtype_flags, find_in_fields, read_flag)
+from kubectl_kvdtype._engines import (
+    ABBREVIATION,
+    EXACT,
+    SGLANG,
+    SPACED,
+    UNDERSCORE,
+    VLLM,
+    FlagReading,
+    find_dtype_flags,
+    find_in_fields,
+    read_flag,
+)
 
 # (case, argv, engine, version, [(spelling, value, read)], effective value)
 TABLE = [
@@ -152,7 +163,7 @@ def guide_step2(env: dict, kubectl_bin: str) -> set[str]:
 def test_every_form_end_to_end_and_against_the_guide(argv_cluster, kubectl_bin):
     found = report(kvdtype(argv_cluster, "find-flags", "-n", "argv", "-o", "json"))
     by_name = {f["object"]["name"]: f for f in found["findings"]}
-    for name, engine, _, _, reported, value, _ in ROLES:
+    for name, _engine, _, _, reported, value, _ in ROLES:
         assert (name in by_name) == reported, name
         if reported:
             assert by_name[name]["value"] == value, name

@@ -19,12 +19,14 @@ TAIL = ["--host", "0.0.0.0", "--port", "8000"]
 
 
 def binding(name: str, dtype: str) -> dict:
-    return {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding", "metadata": {"name": name, "namespace": NS},
+    return {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
+            "metadata": {"name": name, "namespace": NS},
             "spec": {"poolRef": {"name": "shared-dram"}, "domain": {"name": name, "dtype": dtype}}}
 
 
 def deployment(name: str, engine: str, version: str, binding_name: str, extra: list[str]) -> dict:
-    return {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment", "metadata": {"name": name, "namespace": NS},
+    return {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+            "metadata": {"name": name, "namespace": NS},
             "spec": {"model": {"name": "Qwen/Qwen3-8B"}, "engine": {"name": engine, "version": version},
                      "kvCache": {"poolRef": {"name": binding_name}},
                      "roles": [{"name": "server", "kind": "Server", "replicas": 1, "extraArgs": extra}]}}
@@ -83,7 +85,8 @@ def test_find_flags_reads_sglang_abbreviations_and_never_the_longer_option(wired
     assert set(by_name) == {"sg-abbrev", "sg-injected"}
     role = by_name["sg-abbrev"]
     assert (role["code"], role["value"], role["bindingDtype"]) == ("role-flag", "fp8_e4m3", "bfloat16")
-    assert [(o["token"], o["spelling"], o["read"]) for o in role["occurrences"]] == [("--kv-cache", "abbreviation", True)]
+    assert [(o["token"], o["spelling"], o["read"]) for o in role["occurrences"]] == [
+        ("--kv-cache", "abbreviation", True)]
     assert "runs fp8_e4m3 today" in role["message"]
     pod = by_name["sg-injected"]
     assert (pod["code"], pod["value"]) == ("pod-flag", "bfloat16")
@@ -103,7 +106,8 @@ def test_verify_reads_abbreviations_env_and_shell_lines(wired):
         "sg-injected": ("ok", "bfloat16"),  # its --kv-cac copy in args is read as the flag
     }
     occurrences = items["sg-abbrev-server-r0-m0"]["occurrences"]
-    assert [(o["token"], o["origin"]) for o in occurrences] == [("--kv-cache-dtype", "operator"), ("--kv-cache", "extraArgs")]
+    assert [(o["token"], o["origin"]) for o in occurrences] == [
+        ("--kv-cache-dtype", "operator"), ("--kv-cache", "extraArgs")]
     assert [o["value"] for o in items["vl-env-server-r0-m0"]["occurrences"]] == ["fp8_e4m3"]  # expanded
     assert items["vl-shell-server-r0-m0"]["occurrences"][0].get("inShell") is True
     assert result.returncode == 1  # the two mismatches are errors

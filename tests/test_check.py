@@ -134,7 +134,8 @@ def test_namespace_from_context_and_flags_on_either_side(fake, kube_env, tmp_pat
 def test_exit_codes_zero_one_ignore_and_exit_zero(cluster):
     assert kvdtype(cluster, "check", "-A").returncode == 1
     assert kvdtype(cluster, "check", "-A", "--exit-zero").returncode == 0
-    ignoring = kvdtype(cluster, "check", "-A", "--ignore", "dtype-rejected", "--ignore", "binding-missing", "-o", "json")
+    ignoring = kvdtype(cluster, "check", "-A", "--ignore", "dtype-rejected", "--ignore", "binding-missing",
+                       "-o", "json")
     assert ignoring.returncode == 0
     document = report(ignoring)
     assert not {c for c, _ in codes(document)} & {"dtype-rejected", "binding-missing"}

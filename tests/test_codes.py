@@ -17,9 +17,8 @@ import pytest
 import yaml
 
 from _support import EXAMPLES, ROOT, documents, in_process, seed
-from test_escape_rebind import INJECTED_POD, REBIND, kvdtype, team_a, team_b_bindings
-
 from kubectl_kvdtype import _codes
+from test_escape_rebind import INJECTED_POD, REBIND, kvdtype, team_a, team_b_bindings
 
 OFFLINE = [["check"], ["find-flags"], ["verify"], ["escape", "status"]]
 

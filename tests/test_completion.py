@@ -109,7 +109,8 @@ def test_namespaces_and_deployment_names_come_from_the_cluster(seeded):
     assert complete(seeded, "verify", "-n", "team-a", "")[0] == team_a
     everywhere, _ = complete(seeded, "verify", "-A", "")
     assert set(team_a) < set(everywhere)
-    assert complete(seeded, "verify", "-nteam-a", team_a[0][:3])[0] == [n for n in team_a if n.startswith(team_a[0][:3])]
+    prefix = team_a[0][:3]
+    assert complete(seeded, "verify", "-nteam-a", prefix)[0] == [n for n in team_a if n.startswith(prefix)]
 
 
 def test_a_slow_cluster_is_given_up_on_quickly(seeded, fake):

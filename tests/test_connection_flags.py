@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Optional

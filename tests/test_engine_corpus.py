@@ -33,7 +33,7 @@ def test_every_corpus_case_agrees_with_the_real_parser(engine: str, version: str
     data = CORPUS["engines"][engine]
     assert len(data["argvs"]) >= 2000
     disagreements = []
-    for argv, row in zip(data["argvs"], data["outcomes"][version]):
+    for argv, row in zip(data["argvs"], data["outcomes"][version], strict=True):
         reading = _argv.read_engine_args(engine, version, argv)
         got = (reading.state, reading.value, reading.error, reading.exit_code)
         if got != _expected(row):
@@ -43,7 +43,8 @@ def test_every_corpus_case_agrees_with_the_real_parser(engine: str, version: str
 
 def test_the_corpus_covers_every_recorded_version_and_the_classes_of_the_issue() -> None:
     assert set(CASES) == {(e, v) for e in _argv._tables()["versions"] for v in _argv.recorded_versions(e)}
-    vllm18 = dict(zip(map(tuple, CORPUS["engines"]["vLLM"]["argvs"]), CORPUS["engines"]["vLLM"]["outcomes"]["0.18.0"]))
+    vllm18 = dict(zip(map(tuple, CORPUS["engines"]["vLLM"]["argvs"]), CORPUS["engines"]["vLLM"]["outcomes"]["0.18.0"],
+                      strict=True))
     assert vllm18[("Qwen/Qwen3-8B", "--kv-cache-dt=fp8")] == ["v", "fp8"]  # abbreviation read before 0.19
 
 
@@ -123,4 +124,5 @@ def test_the_tables_load_lazily_and_ship_in_the_package() -> None:
     assert out.strip() == "['0.18.0', '0.19.0', '0.29.0', '0.33.0']"
     setup = (Path(__file__).parent.parent / "setup.cfg").read_text(encoding="utf-8")
     assert "kubectl_kvdtype = data/*.json" in setup
-    assert 'collect_data_files("kubectl_kvdtype")' in (Path(__file__).parent.parent / "scripts" / "build-binary").read_text()
+    build_binary = Path(__file__).parent.parent / "scripts" / "build-binary"
+    assert 'collect_data_files("kubectl_kvdtype")' in build_binary.read_text()

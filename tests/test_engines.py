@@ -1,4 +1,5 @@
-"""The spelling-by-version table of docs/engines.md ("Which spellings each engine accepts"), judged spelling by spelling."""
+"""The spelling-by-version table of docs/engines.md ("Which spellings each engine accepts"), judged
+spelling by spelling."""
 
 from __future__ import annotations
 

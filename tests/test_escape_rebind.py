@@ -85,7 +85,8 @@ def writes(fake: FakeKube) -> list[tuple[str, str, str]]:
 
 def clean(obj: dict) -> dict:
     """Without what the server sets, and with the journal's location (a path under tmp_path) only marked."""
-    meta = {k: v for k, v in obj["metadata"].items() if k not in ("uid", "resourceVersion", "creationTimestamp", "generation")}
+    server_set = ("uid", "resourceVersion", "creationTimestamp", "generation")
+    meta = {k: v for k, v in obj["metadata"].items() if k not in server_set}
     if JOURNAL_ANNOTATION in (meta.get("annotations") or {}):
         meta["annotations"] = {**meta["annotations"], JOURNAL_ANNOTATION: "<host>:<journal>"}
     return {**obj, "metadata": meta}
@@ -158,7 +159,8 @@ def test_yaml_prints_the_new_objects_as_manifests_for_gitops(cluster, tmp_path):
     second = manifests[2]
     assert second["spec"]["kvCache"] == {"poolRef": {"name": "legacy-v2"}, "connector": "Mooncake"}
     assert second["metadata"]["labels"] == {"team": "a"}
-    assert second["metadata"]["annotations"] == {"owner": "ml-platform", "kvdtype.gpustack.ai/rebound-from": "team-a/legacy"}
+    assert second["metadata"]["annotations"] == {"owner": "ml-platform",
+                                                 "kvdtype.gpustack.ai/rebound-from": "team-a/legacy"}
 
 
 # --- a full rebind ----------------------------------------------------------------------------------

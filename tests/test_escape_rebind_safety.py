@@ -17,8 +17,18 @@ import yaml
 from _support import SETTING, SYSTEM, WRITES, seed
 from conftest import kubectl_path
 from fakekube import FakeKube
-from test_escape_rebind import (INJECTED_POD, JOURNAL_ANNOTATION, REBIND, backup_dirs, env_for, kvdtype, state,
-                                team_a, team_b_bindings, writes)
+from test_escape_rebind import (
+    INJECTED_POD,
+    JOURNAL_ANNOTATION,
+    REBIND,
+    backup_dirs,
+    env_for,
+    kvdtype,
+    state,
+    team_a,
+    team_b_bindings,
+    writes,
+)
 
 ORIGINAL_DEPLOYMENTS = ("qwen-legacy", "qwen-legacy-b")
 

@@ -10,8 +10,7 @@ import time
 import pytest
 import yaml
 
-from _support import (EXAMPLES, SETTING, SYSTEM, WRITES, assert_one_clean_line, direct, documents, kvdtype,
-                      report, seed)
+from _support import EXAMPLES, SETTING, SYSTEM, WRITES, assert_one_clean_line, direct, documents, kvdtype, report, seed
 from fakekube import FakeKube
 
 #: The two example files these tests' counts come from (other files may join examples/).
@@ -252,7 +251,8 @@ def run_on_terminal(args: list[str], environ: dict, answer: str) -> tuple[int, s
     return run(args, env), out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("answer, written", [("y\n", True), ("yes\n", True), ("n\n", False), ("\n", False), ("", False)])
+@pytest.mark.parametrize("answer, written",
+                         [("y\n", True), ("yes\n", True), ("n\n", False), ("\n", False), ("", False)])
 def test_terminal_asks_and_only_yes_writes(cluster, fake, answer, written):
     code, out, err = run_on_terminal(["escape", "off"], dict(cluster), answer)
     assert "Turn the Setting off? [y/N]: " in err

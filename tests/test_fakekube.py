@@ -496,7 +496,8 @@ def test_finalizers_hold_a_deleted_object_and_its_name(populated: FakeKube, kube
     ok(kubectl("create", "--validate=false", "-f", "-", input=manifest))
     created = populated.get("modeldeployments", "team-a", "qwen-chat")
     assert "status" not in created  # status is not settable on create
-    assert created["metadata"]["finalizers"] == ["gpustack.ai/cleanup"] and "deletionTimestamp" not in created["metadata"]
+    assert created["metadata"]["finalizers"] == ["gpustack.ai/cleanup"]
+    assert "deletionTimestamp" not in created["metadata"]
 
 
 def test_a_held_finalizer_waits_and_an_emptied_one_completes_deletion(populated: FakeKube, py: Py) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-
 from _support import EXAMPLES, codes, direct, kvdtype, report, seed
 from test_argv import guide_step2
 

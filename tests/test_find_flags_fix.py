@@ -3,7 +3,6 @@ against the fake API server (which answers a failed JSON-patch ``test`` with 422
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 from pathlib import Path
@@ -71,7 +70,8 @@ def test_the_plan_changes_nothing_and_refuses_dtype_changes(cluster, fake, tmp_p
     assert sorted(deployment["fixes"]) == ["Deployment team-c/vllm-batch", "Pod team-c/vllm-batch-7d9f-abcde"]
     assert ("Pod", "vllm-batch-7d9f-abcde") not in found and ("ReplicaSet", "vllm-batch-7d9f") not in found
     cron = found[("CronJob", "nightly-eval")]
-    assert cron["removes"] == ["spec.jobTemplate.spec.template.spec.containers[1].command[5,6]: --kv-cache-dtype fp8_e4m3"]
+    assert cron["removes"] == [
+        "spec.jobTemplate.spec.template.spec.containers[1].command[5,6]: --kv-cache-dtype fp8_e4m3"]
     assert "rolls its replicas" in deployment["detail"] and "rolling update" in deployment["detail"]
     assert deployment["patch"][0] == {"op": "test", "path": "/metadata/resourceVersion",
                                       "value": fake.get("Deployment", NS, "vllm-batch")["metadata"]["resourceVersion"]}
@@ -95,7 +95,8 @@ def test_apply_backs_up_then_patches_and_leaves_refused_objects(cluster, fake, t
     assert extra_args(fake, "qwen-same") == [] and extra_args(fake, "sglang-underscore") == []
     assert extra_args(fake, "qwen-flagged") == before["qwen-flagged"]  # refused: untouched
     assert fake.get("Deployment", NS, "vllm-batch")["spec"]["template"]["spec"]["containers"][0]["args"] == []
-    command = fake.get("CronJob", NS, "nightly-eval")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][1]["command"]
+    cron_spec = fake.get("CronJob", NS, "nightly-eval")["spec"]["jobTemplate"]["spec"]
+    command = cron_spec["template"]["spec"]["containers"][1]["command"]
     assert command == ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B"]
     (backup,) = tmp_path.glob("kvdtype-backup-fix-*")
     saved = yaml.safe_load((backup / "modeldeployment-team-c-qwen-same.yaml").read_text())
@@ -181,7 +182,8 @@ def test_an_object_changed_meanwhile_is_left_alone(cluster, fake, tmp_path):
     assert cron["state"] == "conflict" and "changed since it was read" in cron["detail"]
     assert [r.status for r in patches(fake) if "cronjobs" in r.path] == [422]
     assert "fix-conflict" in [f["code"] for f in json.loads(result.stdout)["findings"]]
-    command = fake.get("CronJob", NS, "nightly-eval")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][1]["command"]
+    cron_spec = fake.get("CronJob", NS, "nightly-eval")["spec"]["jobTemplate"]["spec"]
+    command = cron_spec["template"]["spec"]["containers"][1]["command"]
     assert "--kv-cache-dtype" in command
     assert extra_args(fake, "qwen-same") == []
 
@@ -201,7 +203,8 @@ def test_restore_reverts_the_fix_and_leaves_an_object_changed_since(cluster, fak
     applied = run(cluster, tmp_path, "escape", "restore", "fixed", "--apply", "-o", "json")
     assert applied.returncode == 1, applied.stderr  # the conflict is an error finding
     document = json.loads(applied.stdout)
-    assert [(f["code"], f["object"]["name"]) for f in document["findings"]] == [("restore-conflict", "sglang-underscore")]
+    assert [(f["code"], f["object"]["name"]) for f in document["findings"]] == [
+        ("restore-conflict", "sglang-underscore")]
     assert extra_args(fake, "qwen-same") == originals["qwen-same"]
     assert extra_args(fake, "sglang-underscore") == []  # changed since the fix: left alone
     assert fake.get("Deployment", NS, "vllm-batch")["spec"]["template"] == deployment["template"]
@@ -238,7 +241,8 @@ def _workload(api: str, kind: str, name: str, template_args: list, owner: tuple 
 
 FLAG = ["--kv-cache-dtype", "bfloat16"]
 TEAM_D = [
-    {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding", "metadata": {"name": "chat-d", "namespace": "team-d"},
+    {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
+     "metadata": {"name": "chat-d", "namespace": "team-d"},
      "spec": {"poolRef": {"name": "shared-dram"}, "domain": {"name": "d", "blockSize": 64, "dtype": "bfloat16"}}},
     _workload("apps/v1", "StatefulSet", "sts", FLAG), _pod("sts-0", ("apps/v1", "StatefulSet", "sts")),
     _workload("apps/v1", "DaemonSet", "ds", ["--port", "8000"] + FLAG), _pod("ds-x", ("apps/v1", "DaemonSet", "ds")),
@@ -270,7 +274,8 @@ def test_each_owner_chain_and_each_manual_step(fake, kube_env, tmp_path):
     assert "Pod template cannot be changed" in manual[("Job", "opted-job")]
     assert "no owner" in manual[("Pod", "orphan")] and "no owner" in manual[("Pod", "shell")]
     assert "StatefulSet gone was not found" in manual[("Pod", "stale-0")]
-    assert fake.get("DaemonSet", "team-d", "ds")["spec"]["template"]["spec"]["containers"][0]["args"] == ["--port", "8000"]
+    assert fake.get("DaemonSet", "team-d", "ds")["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "--port", "8000"]
     assert fake.get("ReplicaSet", "team-d", "bare-rs")["spec"]["template"]["spec"]["containers"][0]["args"] == []
     assert fake.get("Job", "team-d", "lone-job")["spec"]["template"]["spec"]["containers"][0]["args"] == FLAG
     assert {r.path.split("/")[-2] for r in patches(fake)} == {"statefulsets", "daemonsets", "replicasets", "cronjobs"}

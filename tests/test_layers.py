@@ -25,15 +25,16 @@ LAYERS: dict[str, str] = {
     # ground: the version, exit codes and their errors, the finding-codes registry, the streams
     "kubectl_kvdtype": "ground", "_status": "ground", "_codes": "ground", "_env": "ground", "_progress": "ground",
     # data: plain objects and rules over them, nothing that reads a cluster
-    "_report": "data", "_render": "data", "_junit": "data", "_flags": "data", "_engines": "data", "_argv": "data", "_engine_records": "data", "_model": "data",
-    "_sources": "data", "_journal": "data",
+    "_report": "data", "_render": "data", "_junit": "data", "_flags": "data", "_engines": "data", "_argv": "data",
+    "_engine_records": "data", "_model": "data", "_sources": "data", "_journal": "data",
     # sources: where the objects come from, and what a subcommand is given
     "_cluster": "sources", "_manifests": "sources", "_command": "sources",
     # judgement shared by the subcommands
-    "_judgement": "judgement", "_setting": "judgement", "_rebind": "judgement", "_fix": "judgement", "_upgrade": "judgement", "_flagged": "judgement", "_restore": "judgement",
+    "_judgement": "judgement", "_setting": "judgement", "_rebind": "judgement", "_fix": "judgement",
+    "_upgrade": "judgement", "_flagged": "judgement", "_restore": "judgement",
     # one module per subcommand
-    "preflight": "subcommands", "check": "subcommands", "find_flags": "subcommands", "verify": "subcommands", "escape": "subcommands",
-    "completion": "subcommands",
+    "preflight": "subcommands", "check": "subcommands", "find_flags": "subcommands", "verify": "subcommands",
+    "escape": "subcommands", "completion": "subcommands",
     # the registry (names subcommands by module path), the completion engine, main
     "_registry": "command line", "_complete": "command line", "_cli": "command line", "__main__": "command line",
 }

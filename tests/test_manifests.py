@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from kubectl_kvdtype._manifests import ManifestSource, read_path
 from kubectl_kvdtype._codes import DUPLICATE_OBJECT
+from kubectl_kvdtype._manifests import ManifestSource, read_path
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL
 from kubectl_kvdtype._status import ManifestError
 

@@ -6,7 +6,6 @@ installed: `pip install -e '.[build]'`; .ci/run does) installed the way
 from __future__ import annotations
 
 import copy
-import gzip
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -161,7 +160,7 @@ def test_release_step_fills_uri_and_sha256_from_the_archives(tmp_path):
     assert result.returncode == 0, result.stderr
     after = yaml.safe_load(manifest.read_text())
     validate_manifest(after, "kvdtype.yaml")
-    for old, new in zip(before["spec"]["platforms"], after["spec"]["platforms"]):
+    for old, new in zip(before["spec"]["platforms"], after["spec"]["platforms"], strict=True):
         labels = new["selector"]["matchLabels"]
         expected = _sha256(archive) if (labels["os"], labels["arch"]) == ("darwin", "arm64") else old["sha256"]
         assert new["sha256"] == expected

@@ -7,7 +7,7 @@ import json
 import yaml
 
 from kubectl_kvdtype._render import PRETTY_JSON_ENTRIES, render, table, to_json
-from kubectl_kvdtype._report import ERROR, WARNING, Column, ObjectRef, Report
+from kubectl_kvdtype._report import Column, ObjectRef, Report
 
 RED, RESET = "\033[31m", "\033[0m"
 

@@ -72,7 +72,9 @@ def test_a_closed_stdout_is_an_internal_error_not_findings(kube_env):
 def test_null_metadata_from_a_file_and_stdin(kube_env, tmp_path, args):
     manifest = tmp_path / "null.yaml"
     manifest.write_text(NULL_METADATA)
-    for result in (direct(kube_env, *args, "-f", str(manifest)), direct(kube_env, *args, "-f", "-", input=NULL_METADATA)):
+    from_file = direct(kube_env, *args, "-f", str(manifest))
+    from_stdin = direct(kube_env, *args, "-f", "-", input=NULL_METADATA)
+    for result in (from_file, from_stdin):
         assert "Traceback" not in result.stderr
         assert result.returncode in (0, 1, 3), result.stderr
         if result.returncode == 3:  # escape status: no Setting in this dump

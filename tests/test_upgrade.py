@@ -149,7 +149,8 @@ def test_the_exact_reader_and_the_flag_reader_agree_on_the_rendered_argv(engine,
         argv = _upgrade.rendered_role_argv(deployment, _model.roles_of(deployment)[0], dtype)
         reading = _engines.read_flag([("command", argv)], engine, version)
         if reading.state == _engines.UNSURE or prediction.fails_anyway:
-            continue  # a spelling the table does not know; an option this engine lacks (the flag reader reads only the flag)
+            # a spelling the table does not know; an option this engine lacks (the flag reader reads only the flag)
+            continue
         assert (prediction.outcome == _upgrade.FAILS) == (reading.state == _engines.FAILED), (dtype, extra)
         if reading.state == _engines.VALUE:
             assert prediction.runs == reading.value, (dtype, extra)

@@ -13,8 +13,22 @@ import pytest
 import yaml
 
 from _support import EXAMPLES, SETTING, codes, direct, kvdtype, report, seed
-from kubectl_kvdtype._engines import (ABSENT, AT_PARSING, AT_START, FAILED, REBIND, REBIND_DIFFERENT, SGLANG, SPLIT,
-                                      UNSURE, UPGRADE, VALUE, VLLM, read_flag, remedy)
+from kubectl_kvdtype._engines import (
+    ABSENT,
+    AT_PARSING,
+    AT_START,
+    FAILED,
+    REBIND,
+    REBIND_DIFFERENT,
+    SGLANG,
+    SPLIT,
+    UNSURE,
+    UPGRADE,
+    VALUE,
+    VLLM,
+    read_flag,
+    remedy,
+)
 
 # --- The reader ----------------------------------------------------------------------------
 
@@ -68,7 +82,8 @@ def test_read_flag(case, argv, engine, version, state, value, error, stage):
 
 
 def test_the_failure_names_the_copy_that_ends_the_process():
-    fields = [("command", ["vllm", "serve", "m", "--kv-cache-dtype", "bf16"]), ("args", ["--kv-cache-dtype", "bfloat16"])]
+    fields = [("command", ["vllm", "serve", "m", "--kv-cache-dtype", "bf16"]),
+              ("args", ["--kv-cache-dtype", "bfloat16"])]
     reading = read_flag(fields, VLLM, "0.29.0")
     assert reading.culprit is not None and reading.culprit.where == "command[3]"
     assert [o.where for o in reading.occurrences] == ["command[3]", "args[0]"]
@@ -121,7 +136,8 @@ def replica(namespace: str, deployment_name: str, index: int, argv: list) -> dic
             "spec": {"containers": [{"name": "main", "command": ["vllm", "serve", "Qwen/Qwen3-8B"] + argv}]}}
 
 
-SETTING_ON = {"apiVersion": "gpustack.ai/v1", "kind": "Setting", "metadata": {"name": SETTING, "namespace": "gpustack-system"},
+SETTING_ON = {"apiVersion": "gpustack.ai/v1", "kind": "Setting",
+              "metadata": {"name": SETTING, "namespace": "gpustack-system"},
               "spec": {"value": "true"}, "status": {"value": "true"}}
 
 
@@ -180,7 +196,8 @@ def test_a_replica_its_engine_refuses_is_rejected_with_the_engines_words(upgrade
     assert "exits at argument parsing" in crash["message"] and crash["effective"] is None
     # the role's later valid copy does not save it, and the message says so
     shadow = rejected["shadow-server-r0-m0"]["message"]
-    assert "the operator's copy comes first and ends the process" in shadow and "bfloat16 at command[5] is valid" in shadow
+    assert "the operator's copy comes first and ends the process" in shadow
+    assert "bfloat16 at command[5] is valid" in shadow
     assert "engine start" in rejected["late-server-r0-m0"]["message"]
     assert found["summary"]["verdicts"]["rejected"] == 3
 

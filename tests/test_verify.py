@@ -10,16 +10,15 @@ import threading
 import time
 from collections import Counter
 
-
 from _support import EXAMPLES, SETTING, assert_one_clean_line, codes, direct, kvdtype, report, seed
 from conftest import kubectl_path
-
 
 #: The guide's Verification command, verbatim but for the two placeholders
 #: (docs/engines.md, "The upgrade guide's commands").
 GUIDE_VERIFY = (
     "kubectl -n {namespace} get pods -l app.kubernetes.io/instance={deployment} \\\n"
-    "  -o jsonpath='{{range .items[*]}}{{.metadata.name}}{{\"\\t\"}}{{.spec.containers[0].command}}{{\"\\n\"}}{{end}}' \\\n"
+    "  -o jsonpath='{{range .items[*]}}{{.metadata.name}}{{\"\\t\"}}"
+    "{{.spec.containers[0].command}}{{\"\\n\"}}{{end}}' \\\n"
     "  | grep -o -- '--kv-cache-dtype\",\"[^\"]*'"
 )
 

@@ -361,7 +361,7 @@ class ServerMixin:
         try:
             return json.loads(raw or b"null")
         except ValueError as err:
-            raise bad_request(f"the body of the request could not be decoded as JSON: {err}")
+            raise bad_request(f"the body of the request could not be decoded as JSON: {err}") from err
 
     # -- discovery
     def _api_versions(self) -> JSON:

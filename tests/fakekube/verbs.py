@@ -191,7 +191,7 @@ class VerbsMixin:
                 return json_patch(base, patch)
             except (KeyError, IndexError, ValueError, TypeError) as err:
                 raise ApiError(422, f"the server rejected our request due to an error in our "
-                                    f"request: {err}")
+                                    f"request: {err}") from err
         if not isinstance(patch, dict):
             raise bad_request("the body of the request must be a JSON object")
         return merge_patch(base, _strip_directives(patch) if ctype == STRATEGIC_PATCH else patch)

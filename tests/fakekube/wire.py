@@ -312,5 +312,5 @@ def _decode_continue(token: str) -> tuple[str, Key]:
         pad = "=" * (-len(token) % 4)
         data = json.loads(base64.urlsafe_b64decode(token + pad))
         return str(data["rv"]), (str(data["start"][0]), str(data["start"][1]))
-    except Exception:
-        raise bad_request("continue key is not valid: incorrect encoded start resourceVersion")
+    except Exception as err:
+        raise bad_request("continue key is not valid: incorrect encoded start resourceVersion") from err
