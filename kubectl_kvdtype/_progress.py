@@ -1,7 +1,8 @@
 """What the process is doing right now, shown on a terminal once it has taken a while.
 
 Slow work (a page of a big LIST, a large ``-f`` dump, a ``--wait`` poll) calls ``note`` with a
-few words; that costs an assignment. ``Ticker``, started by ``_cli`` only when stderr is a
+few words; that costs an assignment. A wait made of many short requests says what it waits for
+with ``during``, shown whenever none of its requests is under way. ``Ticker``, started by ``_cli`` only when stderr is a
 terminal, redraws the latest note on one stderr line from a daemon thread once the run is older
 than ``DELAY`` seconds, so quick runs, files and pipes never see it.
 """
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Optional, TextIO
+from contextlib import contextmanager
+from typing import Iterator, Optional, TextIO
 
 #: Seconds of silence before the first progress line.
 DELAY = 1.0
@@ -19,6 +21,8 @@ INTERVAL = 0.25
 
 #: Per thread: (since when, what) it is doing; parallel LISTs each have one.
 _notes: dict[int, tuple[float, str]] = {}
+#: Per thread: (since when, what) it is waiting for (``during``), under its notes.
+_waits: dict[int, tuple[float, str]] = {}
 _status = ""
 
 
@@ -32,6 +36,22 @@ def done() -> None:
     _notes.pop(threading.get_ident(), None)
 
 
+@contextmanager
+def during(text: str) -> Iterator[None]:
+    """What this thread is waiting for while inside (``waiting until ... is gone``): shown between
+    the requests of the wait, each of which says itself with ``note``."""
+    key = threading.get_ident()
+    previous = _waits.get(key)
+    _waits[key] = (time.monotonic(), text)
+    try:
+        yield
+    finally:
+        if previous is None:
+            _waits.pop(key, None)
+        else:
+            _waits[key] = previous
+
+
 def status(text: str) -> None:
     """Another display owns the line (``Environment.live``: ``verify --wait``'s count of passing
     Pods): the ticker stops drawing, and leaves that line alone when it stops."""
@@ -40,8 +60,12 @@ def status(text: str) -> None:
 
 
 def current() -> str:
-    active = [entry for entry in list(_notes.values()) if entry[1]]
-    return min(active)[1] if active else ""
+    """The longest-running thread's note; else the longest wait's; else nothing."""
+    for entries in (_notes, _waits):
+        active = [entry for entry in list(entries.values()) if entry[1]]
+        if active:
+            return min(active)[1]
+    return ""
 
 
 class Ticker:
@@ -59,6 +83,7 @@ class Ticker:
 
     def start(self) -> "Ticker":
         _notes.clear()
+        _waits.clear()
         status("")
         self._thread = threading.Thread(target=self._run, name="kvdtype-progress", daemon=True)
         self._thread.start()

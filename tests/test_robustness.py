@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from _support import EXAMPLES, PLUGIN, ROOT, assert_one_clean_line, direct, in_process, kvdtype
+from _support import EXAMPLES, PLUGIN, ROOT, SETTING, SYSTEM, assert_one_clean_line, direct, in_process, kvdtype
 from fakekube import HangingServer
 
 SUBCOMMANDS = [["check"], ["find-flags"], ["verify"], ["escape", "status"]]
@@ -202,6 +202,134 @@ def test_verify_wait_holds_its_deadline_when_the_server_falls_silent(cluster, fa
     fake.clear_faults()
 
 
+SWITCHES = [("off", "true"), ("on", "false")]  # (action, the Setting's value before it)
+#: The request a silent server leaves unanswered first: the Setting's group discovered, or the Setting read.
+SETTING_REQUEST = (r'(discover /apis/gpustack\.ai|get settings\.gpustack\.ai in namespace "gpustack-system"): '
+                   r"the cluster at \S+ did not answer before the --wait deadline")
+
+
+def _set_setting(fake, value: str) -> None:
+    fake.update("settings", SYSTEM, SETTING, {"spec": {"value": value}, "status": {"value": value}})
+
+
+def _error_after_the_preview(stderr: str) -> str:
+    """The error line of a switch that failed after its preview (what it would do, said before it
+    asks): the preview, then one clean error line."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 2 and lines[0].startswith(f"Setting {SYSTEM}/{SETTING}: "), stderr
+    assert_one_clean_line(lines[1])
+    return lines[1]
+
+
+@pytest.mark.parametrize("action, _before", SWITCHES)
+def test_escape_wait_holds_its_deadline_against_a_silent_server(hanging, action, _before):
+    """Silent from the first request: the Setting read is cut at the --wait deadline, not at the
+    30 s request timeout."""
+    server, env = hanging
+    started = time.monotonic()
+    result = kvdtype(env, "escape", action, "--yes", "--wait=4s", timeout=60)
+    ended = time.monotonic()
+    assert result.returncode == 3
+    assert_one_clean_line(result.stderr)
+    assert re.search(SETTING_REQUEST, result.stderr), result.stderr
+    assert result.stdout == ""
+    assert server.first_accept is not None
+    print(f"escape {action} --wait=4s, silent server: {ended - server.first_accept:.1f}s from the first request, "
+          f"{ended - started:.1f}s in all")
+    assert ended - server.first_accept < 4 + 5
+
+
+@pytest.mark.parametrize("action, before", SWITCHES)
+def test_escape_wait_holds_its_deadline_when_the_server_falls_silent(cluster, fake, action, before):
+    """The Setting read and the patch are answered; then the server answers nothing, so the wait's
+    polls hang. The write is done, and the one line says so and names the poll that got no answer."""
+    _set_setting(fake, before)
+    fake.setting_lag = 3600.0  # status.value never follows: only the deadline can end the wait
+    fake.clear_log()
+    fake.fall_silent(after=1, method="PATCH", path=rf"/settings/{SETTING}$")
+    result = kvdtype(cluster, "escape", action, "--yes", "--wait=4s", timeout=60)
+    ended = time.monotonic()
+    assert fake.silent
+    first = fake.requests[0].time
+    (patch,) = [r for r in fake.requests if r.method == "PATCH"]
+    print(f"escape {action} --wait=4s, silent after the patch: {ended - first:.1f}s from the first request, "
+          f"{ended - patch.time:.1f}s from the patch")
+    assert ended - first < 4 + 5
+    assert result.returncode == 3
+    error = _error_after_the_preview(result.stderr)
+    value = "false" if action == "off" else "true"
+    assert error.startswith(f'error: the write is done (spec.value "{value}")'), error
+    assert re.search(r'get settings\.gpustack\.ai in namespace "gpustack-system": the cluster at \S+ did not answer '
+                     r"before the --wait deadline", error), error
+    assert result.stdout == ""
+    fake.clear_faults()
+    assert fake.get("settings", SYSTEM, SETTING)["spec"]["value"] == value
+
+
+def test_escape_wait_holds_its_deadline_when_the_patch_gets_no_answer(cluster, fake):
+    """The reads are answered, the patch never is: the write may or may not be done, and the line says so."""
+    fake.delay(3600, method="PATCH", times=None)
+    fake.clear_log()
+    result = kvdtype(cluster, "escape", "off", "--yes", "--wait=4s", timeout=60)
+    ended = time.monotonic()
+    print(f"escape off --wait=4s, the patch unanswered: {ended - fake.requests[0].time:.1f}s from the first request")
+    assert ended - fake.requests[0].time < 4 + 5
+    assert result.returncode == 3
+    error = _error_after_the_preview(result.stderr)
+    assert re.search(r'^error: patch settings\.gpustack\.ai in namespace "gpustack-system": the cluster at \S+ did '
+                     r"not answer before the --wait deadline: the write may or may not have been applied", error), error
+    assert "kubectl kvdtype escape status" in error
+    fake.clear_faults()
+
+
+def test_escape_wait_refuses_to_write_when_the_reads_took_the_whole_wait(cluster, fake):
+    """A write sent after the deadline could not be waited for: nothing is written, and it says so."""
+    fake.delay(1.5, method="GET", path=rf"/settings/{SETTING}$", times=None)
+    fake.delay(1.0, path=r"/modeldeployments$", times=None)
+    result = kvdtype(cluster, "escape", "off", "--yes", "--wait=2s", timeout=60)
+    assert result.returncode == 3
+    error = _error_after_the_preview(result.stderr)
+    assert "the --wait time (2s) ran out before the write was sent" in error and "nothing was written" in error
+    assert not [r for r in fake.requests if r.method == "PATCH"]
+    assert fake.get("settings", SYSTEM, SETTING)["spec"]["value"] == "true"
+
+
+def test_the_wait_clock_does_not_count_the_question():
+    from kubectl_kvdtype._setting import WaitClock
+
+    clock = WaitClock(10)
+    before = clock.remaining()
+    with clock.paused():
+        time.sleep(0.3)
+    assert clock.remaining() > before - 0.1  # the 0.3 s at the question were given back
+    assert WaitClock(None).remaining() == float("inf") and WaitClock(None).deadline is None
+
+
+def test_rebind_never_hangs_waiting_for_a_deletion(fake, kube_env, tmp_path):
+    """--strategy replace deletes, then polls until the name is free; the server falls silent right
+    after the delete: the poll is cut by the request timeout, and the one error line names it and
+    says how to resume."""
+    from _support import seed
+    from test_escape_rebind import REBIND, kvdtype as rebind, team_a
+
+    seed(fake, team_a())
+    fake.finalizer("modeldeployments", after=3600)  # the deletion takes as long as the server lets it
+    fake.fall_silent(after=1, method="DELETE", path=r"/modeldeployments/qwen-legacy$")
+    result = rebind(kube_env, tmp_path, *REBIND, "--apply", "--yes", "--request-timeout", "2s", timeout=120)
+    ended = time.monotonic()
+    assert fake.silent
+    (delete,) = [r for r in fake.requests if r.method == "DELETE"]
+    print(f"escape rebind --apply --request-timeout 2s, silent after the delete: {ended - delete.time:.1f}s from it")
+    assert ended - delete.time < 2 + 5
+    assert result.returncode == 3
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and result.stderr.splitlines()[-1] == errors[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert re.search(r'failed: get modeldeployments\.worker\.gpustack\.ai in namespace "team-a": the cluster at \S+ '
+                     r"did not answer within 2s \(--request-timeout", errors[0]), errors[0]
+    assert "run the same command again (with --apply) to resume" in errors[0]
+
+
 # --- 4. Usage mistakes are usage errors ---------------------------------------------------------
 
 def test_wait_with_an_equals_sign_is_always_a_duration(kube_env):
@@ -245,6 +373,18 @@ def test_version_after_a_subcommand(kube_env, args):
 
 
 # --- 5. Slow work shows progress on a terminal, and only there ----------------------------------
+
+def test_a_wait_says_what_it_waits_for_between_its_requests():
+    from kubectl_kvdtype import _progress
+
+    _progress._notes.clear()
+    with _progress.during("waiting until ModelDeployment team-a/x is gone"):
+        _progress.note("get modeldeployments.worker.gpustack.ai in namespace \"team-a\"")
+        assert _progress.current().startswith("get modeldeployments")  # a request under way says itself
+        _progress.done()
+        assert _progress.current() == "waiting until ModelDeployment team-a/x is gone"  # between polls
+    assert _progress.current() == ""
+
 
 def _run_on_pty(args, env) -> tuple[int, bytes, str]:
     """Run the plugin with stderr on a pseudo-terminal: (status, what the terminal got, stdout)."""
