@@ -12,6 +12,7 @@ import pty
 import re
 import select
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -387,27 +388,29 @@ def test_a_wait_says_what_it_waits_for_between_its_requests():
 
 
 def _run_on_pty(args, env) -> tuple[int, bytes, str]:
-    """Run the plugin with stderr on a pseudo-terminal: (status, what the terminal got, stdout)."""
+    """Run the plugin with stderr on a pseudo-terminal: (status, what the terminal got, stdout).
+    stdout goes to a file, so a large report cannot fill a pipe while the terminal is read."""
     master, slave = pty.openpty()
-    process = subprocess.Popen([PLUGIN, *args], env=env, stdout=subprocess.PIPE, stderr=slave)
-    os.close(slave)
-    seen = b""
-    while True:
-        ready, _, _ = select.select([master], [], [], 0.1)
-        if ready:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:  # the child closed the terminal
+    with tempfile.TemporaryFile() as out:
+        process = subprocess.Popen([PLUGIN, *args], env=env, stdout=out, stderr=slave)
+        os.close(slave)
+        seen = b""
+        while True:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif process.poll() is not None:
                 break
-            if not chunk:
-                break
-            seen += chunk
-        elif process.poll() is not None:
-            break
-    stdout = process.stdout.read().decode() if process.stdout else ""
-    process.wait(timeout=60)
-    os.close(master)
-    return process.returncode, seen, stdout
+        process.wait(timeout=60)
+        os.close(master)
+        out.seek(0)
+        return process.returncode, seen, out.read().decode()
 
 
 def test_slow_work_shows_progress_on_a_terminal(cluster, fake):
@@ -428,6 +431,82 @@ def test_quick_work_and_pipes_show_no_progress(cluster, fake):
     piped = direct(cluster, "check", "-A", "-o", "json")
     assert piped.returncode == 1
     assert piped.stderr == ""  # stderr is a pipe: no progress
+
+
+#: A ``kubectl get -o yaml`` style managedFields entry: what makes real dumps large and slow to
+#: parse, and what the judgement never reads.
+_MANAGED_FIELDS = "".join(f"""
+    - apiVersion: worker.gpustack.ai/v1
+      fieldsType: FieldsV1
+      fieldsV1:
+        f:metadata:
+          f:labels: {{.: {{}}, f:team: {{}}, f:field-{j}: {{}}}}
+        f:spec:
+          .: {{}}
+          f:engine: {{.: {{}}, f:name: {{}}, f:version: {{}}}}
+          f:kvCache: {{.: {{}}, f:connector: {{}}, f:poolRef: {{}}}}
+      manager: kubectl-client-side-apply-{j}
+      operation: Update
+      time: "2026-01-0{j + 1}T00:00:00Z\"""" for j in range(4))
+
+
+def _large_dump(path: Path, deployments: int) -> Path:
+    """A ``kind: List`` of ``deployments`` ModelDeployments, each on its own Binding (every 10th
+    spelling bf16, which vLLM 0.29.0 rejects), with managedFields; ~4.7 kB per deployment."""
+    parts = ["apiVersion: v1\nkind: List\nitems:\n"]
+    for i in range(deployments):
+        ns, dtype = f"team-{i % 50:02d}", "bf16" if i % 10 == 0 else "fp8_e4m3"
+        parts.append(f"""- apiVersion: worker.gpustack.ai/v1
+  kind: KVCachePoolBinding
+  metadata:
+    name: kvb-{i:05d}
+    namespace: {ns}
+    managedFields:{_MANAGED_FIELDS}
+  spec:
+    poolRef: {{name: shared-dram}}
+    quota: {{ceiling: 600Gi}}
+    domain: {{name: {ns}-kvb-{i:05d}, blockSize: 64, dtype: {dtype}}}
+- apiVersion: worker.gpustack.ai/v1
+  kind: ModelDeployment
+  metadata:
+    name: md-{i:05d}
+    namespace: {ns}
+    managedFields:{_MANAGED_FIELDS}
+  spec:
+    model: {{name: Qwen/Qwen3-8B}}
+    engine: {{name: vLLM, version: 0.29.0}}
+    kvCache: {{poolRef: {{name: kvb-{i:05d}}}, connector: Mooncake}}
+    roles:
+    - {{name: server, kind: Server, replicas: 2, instanceType: gpustack-nvidia-a10g-linux-amd64}}
+""")
+    path.write_text("".join(parts))
+    return path
+
+
+@pytest.mark.e2e  # the plugin as a subprocess, on a pseudo-terminal
+def test_reading_a_large_dump_shows_progress_on_a_terminal_only(tmp_path):
+    """A 7 MB dump takes seconds to parse (about 5 s of CPU on the shared 2-core machine the suite
+    was written on, so more than 1 s on a machine several times faster): the terminal says which
+    file is being read, the report on stdout is untouched; with stderr on a pipe, stderr stays
+    empty."""
+    dump = _large_dump(tmp_path / "dump.yaml", 1800)
+    assert dump.stat().st_size > 6_000_000  # the size the figures in the docstring are for
+    env = dict(os.environ, NO_COLOR="1")
+    started = time.monotonic()
+    status, terminal, stdout = _run_on_pty(["check", "-f", str(dump), "-o", "json"], env)
+    took = time.monotonic() - started
+    shown = re.findall(rb"\r\x1b\[K([^\r]+)", terminal)
+    print(f"check -f of {dump.stat().st_size / 1e6:.1f} MB: {took:.1f}s; the terminal showed {sorted(set(shown))}")
+    assert status == 1  # every 10th Binding is rejected
+    assert f"reading {dump} (".encode() in terminal, terminal[:500]
+    assert terminal.endswith(b"\r\x1b[K")  # erased before the result
+    document = json.loads(stdout)  # stdout is the report and nothing else
+    assert document["kind"] == "CheckReport" and len(document["items"]) == 1800
+    assert "\x1b" not in stdout and "reading" not in stdout
+    piped = direct(env, "check", "-f", str(dump), "-o", "json")
+    assert piped.returncode == 1
+    assert piped.stderr == ""  # stderr is a pipe: no progress
+    assert json.loads(piped.stdout) == document
 
 
 # --- 6. Exit codes are written once -------------------------------------------------------------
