@@ -311,7 +311,8 @@ def test_rebind_never_hangs_waiting_for_a_deletion(fake, kube_env, tmp_path):
     after the delete: the poll is cut by the request timeout, and the one error line names it and
     says how to resume."""
     from _support import seed
-    from test_escape_rebind import REBIND, kvdtype as rebind, team_a
+    from test_escape_rebind import REBIND, team_a
+    from test_escape_rebind import kvdtype as rebind
 
     seed(fake, team_a())
     fake.finalizer("modeldeployments", after=3600)  # the deletion takes as long as the server lets it
@@ -329,6 +330,102 @@ def test_rebind_never_hangs_waiting_for_a_deletion(fake, kube_env, tmp_path):
     assert re.search(r'failed: get modeldeployments\.worker\.gpustack\.ai in namespace "team-a": the cluster at \S+ '
                      r"did not answer within 2s \(--request-timeout", errors[0]), errors[0]
     assert "run the same command again (with --apply) to resume" in errors[0]
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process runs (a zombie nobody has reaped yet counts as ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _exec_plugin(path: Path, body: str) -> Path:
+    path.write_text(f"#!/bin/sh\n{body}")
+    path.chmod(0o755)
+    return path
+
+
+#: Prints a token that has already expired, so the client runs the plugin again before the first
+#: request; that second run never returns.
+_EXPIRED_THEN_SILENT = """\
+if [ -e "$0.ran" ]; then echo $$ > "$0.pids"; sleep 3600 & echo $! >> "$0.pids"; wait; fi
+touch "$0.ran"
+echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+       "status": {"token": "fake-token", "expirationTimestamp": "2000-01-01T00:00:00Z"}}'
+"""
+
+
+@pytest.mark.parametrize("when, body", [
+    ("at load", 'echo $$ > "$0.pids"; sleep 3600 & echo $! >> "$0.pids"; wait\n'),
+    ("at refresh", _EXPIRED_THEN_SILENT),
+])
+def test_an_exec_credential_plugin_that_never_returns_is_cut_by_the_request_timeout(cluster, fake, tmp_path,
+                                                                                      when, body):
+    """The plugin (a shell script that starts a child and waits for it) is killed with its child."""
+    plugin = _exec_plugin(tmp_path / "cred-plugin", body)
+    env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
+    started = time.monotonic()
+    result = kvdtype(env, "check", "-A", "--request-timeout", "2s", timeout=60)
+    took = time.monotonic() - started
+    print(f"an exec plugin that never returns ({when}), --request-timeout 2s: {took:.1f}s")
+    assert result.returncode == 3
+    assert_one_clean_line(result.stderr)
+    assert result.stderr == (f"error: the exec credential plugin {plugin} of the kubeconfig user did not return within "
+                             "2s (--request-timeout; 0 waits without limit)\n")
+    assert took < 2 + 5
+    pids = [int(line) for line in (tmp_path / "cred-plugin.pids").read_text().split()]
+    assert len(pids) == 2 and not any(_alive(pid) for pid in pids)  # the plugin and its child are gone
+    assert not [r for r in fake.requests if r.path != "/version"]  # no request went out without credentials
+
+
+def test_a_failing_exec_credential_plugin_is_one_line_naming_it(cluster, fake, tmp_path):
+    plugin = _exec_plugin(tmp_path / "cred-plugin", "echo 'no login session: run sso login' >&2; exit 1\n")
+    env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
+    result = kvdtype(env, "check", "-A", timeout=60)
+    assert result.returncode == 3
+    assert result.stderr == (f"error: the exec credential plugin {plugin} of the kubeconfig user failed: exec: "
+                             "process returned 1. no login session: run sso login\n")
+    _exec_plugin(plugin, """echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                                  "status": {"expirationTimestamp": "2000-01-01T00:00:00Z"}}'\n""")
+    result = kvdtype(env, "check", "-A", timeout=60)
+    assert result.returncode == 3
+    assert result.stderr == (f"error: the exec credential plugin {plugin} of the kubeconfig user failed: its "
+                             "ExecCredential status holds neither a token nor a client certificate and key\n")
+    missing = dict(env, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "missing-kc",
+                                                                exec_command=[str(tmp_path / "absent")])))
+    result = kvdtype(missing, "check", "-A", timeout=60)
+    assert result.returncode == 3
+    assert_one_clean_line(result.stderr)
+    assert f"cannot run the exec credential plugin {tmp_path / 'absent'} of the kubeconfig user: " in result.stderr
+
+
+def test_an_exec_plugin_on_a_terminal_may_take_its_time(cluster, fake, tmp_path):
+    """On a terminal the client hands the plugin the terminal: a person may be logging in, so the
+    request timeout does not cut it."""
+    plugin = _exec_plugin(tmp_path / "cred-plugin", """\
+sleep 3
+echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": "fake-token"}}'
+""")
+    env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
+    master, slave = pty.openpty()
+    process = subprocess.Popen([PLUGIN, "check", "-A", "--request-timeout", "1s"], env=env, stdin=slave,
+                               stdout=slave, stderr=slave)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    process.wait(timeout=60)
+    os.close(master)
+    assert process.returncode == 1, seen  # findings: the run completed with the plugin's token
+    assert b"did not return" not in seen and b"NAMESPACE" in seen
 
 
 # --- 4. Usage mistakes are usage errors ---------------------------------------------------------
