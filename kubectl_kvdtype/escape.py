@@ -113,7 +113,8 @@ def _switch_flags(parser: argparse.ArgumentParser) -> None:
     _dry_run_flag(parser)
     parser.add_argument("--wait", nargs="?", type=parse_duration, const=DEFAULT_WAIT, default=None,
                         metavar="DURATION",
-                        help=f"wait until status.value follows (default {DEFAULT_WAIT:g}s; the operator can lag ~30s)")
+                        help=f"wait until status.value follows (default {DEFAULT_WAIT:g}s; the operator can lag ~30s); "
+                             "the whole command ends within a few seconds of it")
 
 
 def _rebind_flags(parser: argparse.ArgumentParser) -> None:
