@@ -24,6 +24,9 @@ _notes: dict[int, tuple[float, str]] = {}
 #: Per thread: (since when, what) it is waiting for (``during``), under its notes.
 _waits: dict[int, tuple[float, str]] = {}
 _status = ""
+#: The running display (None: stderr is not a terminal), and how many questions wait for an answer.
+_ticker: Optional["Ticker"] = None
+_asking = 0
 
 
 def note(text: str) -> None:
@@ -59,6 +62,31 @@ def status(text: str) -> None:
     _status = text
 
 
+@contextmanager
+def line() -> Iterator[None]:
+    """Write a line of stderr inside (a step, a warning): the progress line is erased first and not
+    redrawn meanwhile, so the line starts clean and the progress follows it."""
+    ticker = _ticker
+    if ticker is None:
+        yield
+        return
+    with ticker.erased():
+        yield
+
+
+@contextmanager
+def asking() -> Iterator[None]:
+    """A question waits for an answer on the terminal inside: nothing is drawn over it."""
+    global _asking
+    _asking += 1
+    try:
+        with line():
+            pass
+        yield
+    finally:
+        _asking -= 1
+
+
 def current() -> str:
     """The longest-running thread's note; else the longest wait's; else nothing."""
     for entries in (_notes, _waits):
@@ -82,9 +110,11 @@ class Ticker:
         self._thread: Optional[threading.Thread] = None
 
     def start(self) -> "Ticker":
+        global _ticker
         _notes.clear()
         _waits.clear()
         status("")
+        _ticker = self
         self._thread = threading.Thread(target=self._run, name="kvdtype-progress", daemon=True)
         self._thread.start()
         return self
@@ -100,7 +130,7 @@ class Ticker:
         text = current() or "working"
         elapsed = time.monotonic() - self._start
         with self._lock:
-            if self._stop.is_set() or _status:
+            if self._stop.is_set() or _status or _asking:
                 return
             try:
                 self._stream.write(f"\r\033[K{text} ({elapsed:.0f}s)")
@@ -109,14 +139,27 @@ class Ticker:
                 return
             self._shown = True
 
+    @contextmanager
+    def erased(self) -> Iterator[None]:
+        """The line erased, and nothing drawn until the block ends."""
+        with self._lock:
+            self._erase()
+            yield
+
+    def _erase(self) -> None:
+        if self._shown and not _status:
+            try:
+                self._stream.write("\r\033[K")
+                self._stream.flush()
+            except (OSError, ValueError):
+                pass
+            self._shown = False
+
     def stop(self) -> None:
         """Erase the line (the result or an error follows on a clean terminal)."""
+        global _ticker
         self._stop.set()
         with self._lock:
-            if self._shown and not _status:
-                try:
-                    self._stream.write("\r\033[K")
-                    self._stream.flush()
-                except (OSError, ValueError):
-                    pass
-                self._shown = False
+            self._erase()
+        if _ticker is self:
+            _ticker = None

@@ -530,6 +530,40 @@ def test_quick_work_and_pipes_show_no_progress(cluster, fake):
     assert piped.stderr == ""  # stderr is a pipe: no progress
 
 
+def test_progress_never_draws_over_a_question_nor_under_a_line(cluster, fake):
+    """escape off on a terminal, after a slow read: the progress line is erased before the preview
+    (which starts a line of its own), and nothing is drawn over the question while it waits."""
+    fake.delay(2.0, path=r"/modeldeployments$")
+    master, slave = pty.openpty()
+    process = subprocess.Popen([PLUGIN, "escape", "off"], env=cluster, stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    seen = b""
+    while b"[y/N]: " not in seen:
+        assert select.select([master], [], [], 30)[0], seen
+        seen += os.read(master, 4096)
+    asked = len(seen)
+    time.sleep(2.5)  # the display would have redrawn ten times by now
+    while select.select([master], [], [], 0.2)[0]:
+        seen += os.read(master, 4096)
+    unanswered = seen[asked:]
+    os.write(master, b"n\n")
+    process.wait(timeout=30)
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert process.returncode == 3
+    assert b"listing modeldeployments.worker.gpustack.ai in all namespaces (" in seen  # it was drawn ...
+    assert b"\r\x1b[KSetting gpustack-system/" in seen  # ... and erased before the preview
+    assert unanswered == b"", unanswered  # nothing drawn over the question
+    assert seen.endswith(b"[y/N]: n\r\nerror: not confirmed; nothing was changed\r\n"), seen[-200:]
+
+
 #: A ``kubectl get -o yaml`` style managedFields entry: what makes real dumps large and slow to
 #: parse, and what the judgement never reads.
 _MANAGED_FIELDS = "".join(f"""
