@@ -107,6 +107,7 @@ def wait_for_setting(source: Source, namespace: str, value: str, clock: WaitCloc
 
 
 def _poll_setting(source: Source, namespace: str, value: str, clock: WaitClock) -> dict:
+    """``wait_for_setting``'s loop: one read of the Setting per poll."""
     in_force: Optional[str] = None
     failure: Optional[ClusterError] = None  # the last poll's, when it failed
     while True:

@@ -63,8 +63,8 @@ class ClusterError(KvdtypeError):
 
     @property
     def transient(self) -> bool:
-        """Whether a later request may not meet it: a timeout, a dropped connection, 5xx or 429
-        may pass; a refusal (401, 403) or a missing object (404) will not (polls retry the former)."""
+        """Whether trying again later may succeed: a timeout, a dropped connection, 5xx or 429 may
+        pass; a refusal (401, 403) or a missing object (404) will not. Polls retry the former."""
         return True
 
 
