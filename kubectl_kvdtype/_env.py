@@ -39,10 +39,14 @@ class Environment:
 
     def warn(self, message: str) -> None:
         """One line on stderr, prefixed like kubectl's own warnings."""
-        print(f"Warning: {message}", file=self.stderr)
+        self.progress(f"Warning: {message}")
 
     def progress(self, message: str) -> None:
-        print(message, file=self.stderr)
+        """One line on stderr, on a line of its own (never after a progress display's text)."""
+        from kubectl_kvdtype import _progress
+
+        with _progress.line():
+            print(message, file=self.stderr)
 
     def live(self, line: str) -> None:
         """Rewrite one status line in place on a terminal; say nothing to a file or a pipe.
@@ -61,10 +65,14 @@ class Environment:
             self.stderr.flush()
 
     def ask(self, question: str) -> str:
-        """Ask on stderr (stdout carries results only) and read one answer from stdin."""
-        self.stderr.write(f"{question} ")
-        self.stderr.flush()
-        return self.stdin.readline().strip()
+        """Ask on stderr (stdout carries results only) and read one answer from stdin; no progress
+        display draws over the question while it waits."""
+        from kubectl_kvdtype import _progress
+
+        with _progress.asking():
+            self.stderr.write(f"{question} ")
+            self.stderr.flush()
+            return self.stdin.readline().strip()
 
 
 def _isatty(stream: TextIO) -> bool:

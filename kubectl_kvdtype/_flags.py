@@ -130,8 +130,8 @@ def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "") -> None:
     flags.add_argument("-n", "--namespace", default=s, help="the namespace in scope (default: the context's)")
     flags.add_argument("-A", "--all-namespaces", action="store_true", default=s, help="every namespace")
     flags.add_argument("--request-timeout", type=_request_timeout, default=s, metavar="DURATION",
-                       help="how long one API request may take, retries included (default 30s, where "
-                            "kubectl has no limit; 0: no limit)")
+                       help="how long one API request may take, retries included, and the kubeconfig's exec "
+                            "credential plugin too (default 30s, where kubectl has no limit; 0: no limit)")
     add_connection_flags(flags, suffix)
     flags.add_argument("-o", "--output", choices=OUTPUTS, default=s,
                        help="table (default), wide, json, yaml, junit (check, find-flags, verify, preflight: JUnit XML "

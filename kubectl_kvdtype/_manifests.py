@@ -110,6 +110,7 @@ def read_path(path: str, stdin: TextIO) -> Iterator[tuple[str, Optional[dict]]]:
         except (OSError, UnicodeDecodeError) as error:
             raise ManifestError(f"cannot read the manifests on standard input: {error}") from None
         yield from _located("-", _objects(_parse(content, "standard input")))
+        _progress.done()
         return
     if os.path.isdir(path):
         for root, dirs, files in os.walk(path):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from kubectl_kvdtype import _engines, _model
+from kubectl_kvdtype import _engines, _model, _progress
 from kubectl_kvdtype._codes import (
     DTYPE_REJECTED,
     DTYPE_UNKNOWN,
@@ -33,8 +33,17 @@ from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._journal import JOURNAL, Journal, default_directory, finished, unfinished
 from kubectl_kvdtype._judgement import BindingInventory, Consumer, build_check_report, read_setting
 from kubectl_kvdtype._report import Column, ObjectRef, Report
-from kubectl_kvdtype._setting import OFF, ON, POLL_SECONDS, attached_counts, blockers_of, require_setting, write_setting
-from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL, SETTING, Kind, Source, WritableSource
+from kubectl_kvdtype._setting import (
+    OFF,
+    ON,
+    POLL_SECONDS,
+    WAIT_GRACE,
+    attached_counts,
+    blockers_of,
+    require_setting,
+    write_setting,
+)
+from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL, SETTING, Kind, Source, WritableSource, bounded
 from kubectl_kvdtype._status import ApiError, Conflict, ExitStatus, KvdtypeError, NotFound, UsageError
 
 #: How long ``--strategy replace`` waits for a deleted ModelDeployment to be gone before recreating it.
@@ -600,13 +609,20 @@ def _delete(source: WritableSource, kind: Kind, step: Step, plan: Plan, dry_run:
 
 
 def _wait_gone(source: Source, kind: Kind, step: Step) -> None:
-    """The same name is created next: wait until the old object's finalizers have let it go."""
+    """The same name is created next: wait until the old object's finalizers have let it go. Each
+    poll has the request timeout, and none outlives the wait's deadline (a silent server)."""
     deadline = time.monotonic() + GONE_TIMEOUT
-    while source.get(kind, step.namespace, step.name) is not None:
-        if time.monotonic() > deadline:
-            raise KvdtypeError(f"{kind.name} {step.namespace}/{step.name} was deleted but is still there after "
-                               f"{GONE_TIMEOUT:g}s (a finalizer holds it)")
-        time.sleep(POLL_SECONDS)
+    with _progress.during(f"waiting until {kind.name} {step.namespace}/{step.name} is gone (a finalizer holds it)"):
+        while _still_there(source, kind, step, deadline):
+            if time.monotonic() > deadline:
+                raise KvdtypeError(f"{kind.name} {step.namespace}/{step.name} was deleted but is still there after "
+                                   f"{GONE_TIMEOUT:g}s (a finalizer holds it)")
+            time.sleep(POLL_SECONDS)
+
+
+def _still_there(source: Source, kind: Kind, step: Step, deadline: float) -> bool:
+    with bounded(source, deadline + WAIT_GRACE):
+        return source.get(kind, step.namespace, step.name) is not None
 
 
 def _header(plan: Plan) -> dict:

@@ -9,18 +9,49 @@ an engine from starting once the Setting is on).
 from __future__ import annotations
 
 import time
-from typing import Optional
+from contextlib import contextmanager
+from typing import ContextManager, Iterator, Optional
 
-from kubectl_kvdtype import _model
+from kubectl_kvdtype import _model, _progress
 from kubectl_kvdtype._codes import DTYPE_REJECTED
 from kubectl_kvdtype._report import Report
 from kubectl_kvdtype._sources import DEPLOYMENT, SETTING, Source, WritableSource, bounded
-from kubectl_kvdtype._status import ApiError, Conflict, KvdtypeError, NotFound
+from kubectl_kvdtype._status import ApiError, ClusterError, Conflict, KvdtypeError, NotFound, RequestTimeout
 
 ON, OFF = "true", "false"
 POLL_SECONDS = 0.5
-#: Seconds a poll may run past the --wait deadline before its request is cut off.
+#: Seconds a request may run past a wait's deadline before it is cut off (a poll started just
+#: before the deadline still gets a chance to answer); the whole wait ends within this of it.
 WAIT_GRACE = 2.0
+
+
+class WaitClock:
+    """``escape off|on --wait``'s time, counted from the command's first request, so that the whole
+    command (reads, write and polls) ends within ``WAIT_GRACE`` of it whatever the server does.
+    The time a person takes to answer the confirmation question is not counted. Without --wait
+    (``seconds`` None) it bounds nothing: each request has the request timeout only."""
+
+    def __init__(self, seconds: Optional[float]) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds if seconds else None
+
+    def bounding(self, source: Source) -> ContextManager[None]:
+        """Requests made inside are cut off ``WAIT_GRACE`` after the deadline."""
+        return bounded(source, self.deadline + WAIT_GRACE if self.deadline is not None else None)
+
+    def remaining(self) -> float:
+        """Seconds to the deadline (negative once past it; infinite without --wait)."""
+        return self.deadline - time.monotonic() if self.deadline is not None else float("inf")
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Time spent inside (a question on the terminal) moves the deadline back by as much."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            if self.deadline is not None:
+                self.deadline += time.monotonic() - started
 
 
 # --- The Setting: reading and writing -------------------------------------------------------------
@@ -60,24 +91,52 @@ def write_setting(source: WritableSource, namespace: str, setting: dict, value: 
                            "nothing was written") from None
     except ApiError as error:
         raise KvdtypeError(f"{error.message}; nothing was changed") from None
+    except RequestTimeout as error:  # sent, and no answer came: it may have been applied
+        if dry_run:
+            raise KvdtypeError(f"{error.message}; nothing was changed (a dry run)") from None
+        raise KvdtypeError(f"{error.message}: the write may or may not have been applied (kubectl kvdtype escape "
+                           "status shows which)") from None
 
 
-def wait_for_setting(source: Source, namespace: str, value: str, timeout: float) -> dict:
-    """Poll until ``status.value`` follows ``spec.value``; the operator applies it with a lag."""
-    deadline = time.monotonic() + timeout
+def wait_for_setting(source: Source, namespace: str, value: str, clock: WaitClock) -> dict:
+    """Poll until ``status.value`` follows ``spec.value`` (the operator applies it with a lag), until
+    ``clock``'s deadline. A poll that fails for a reason a later one may not meet (a timeout, 5xx)
+    is tried again while time remains; at the deadline the error names the last one."""
+    with _progress.during(f'waiting for the operator to apply spec.value "{value}" (status.value follows it)'):
+        return _poll_setting(source, namespace, value, clock)
+
+
+def _poll_setting(source: Source, namespace: str, value: str, clock: WaitClock) -> dict:
+    """``wait_for_setting``'s loop: one read of the Setting per poll."""
+    in_force: Optional[str] = None
+    failure: Optional[ClusterError] = None  # the last poll's, when it failed
     while True:
-        with bounded(source, deadline + WAIT_GRACE):  # a silent server cannot stretch --wait
-            setting = require_setting(source, namespace)
-        in_force = _model.setting_values(setting)[1]
-        if in_force == value:
-            return setting
-        remaining = deadline - time.monotonic()
+        try:
+            with clock.bounding(source):  # a silent server cannot stretch --wait
+                setting = require_setting(source, namespace)
+        except ClusterError as error:
+            if not error.transient:
+                raise _wait_failed(value, error) from None
+            failure = error
+        else:
+            failure, in_force = None, _model.setting_values(setting)[1]
+            if in_force == value:
+                return setting
+        remaining = clock.remaining()
+        if remaining <= 0 and failure is not None:
+            raise _wait_failed(value, failure)
         if remaining <= 0:
             raise KvdtypeError(
                 f'the write is done (spec.value "{value}") but status.value still says "{in_force}" after '
-                f"{timeout:g}s: the operator has not applied it yet (is it running?); see kubectl kvdtype escape "
-                "status")
+                f"{clock.seconds:g}s: the operator has not applied it yet (is it running?); "
+                "see kubectl kvdtype escape status")
         time.sleep(min(POLL_SECONDS, remaining))
+
+
+def _wait_failed(value: str, error: ClusterError) -> KvdtypeError:
+    """The write is done; only the wait for it to be applied failed (naming its request)."""
+    return KvdtypeError(f'the write is done (spec.value "{value}") but waiting for status.value to follow it '
+                        f"failed: {error.message}; see kubectl kvdtype escape status")
 
 
 def blockers_of(report: Report) -> list[str]:

@@ -62,6 +62,12 @@ class UsageError(KvdtypeError):
 class ClusterError(KvdtypeError):
     """The cluster could not be reached or refused to answer."""
 
+    @property
+    def transient(self) -> bool:
+        """Whether trying again later may succeed: a timeout, a dropped connection, 5xx or 429 may
+        pass; a refusal (401, 403) or a missing object (404) will not. Polls retry the former."""
+        return True
+
 
 class RequestTimeout(ClusterError):
     """A request got no (complete) answer within the request timeout or a --wait deadline."""
@@ -74,6 +80,10 @@ class ApiError(ClusterError):
         super().__init__(message)
         self.code = code
         self.reason = reason
+
+    @property
+    def transient(self) -> bool:
+        return self.code not in (401, 403, 404)
 
 
 class NotFound(ApiError):

@@ -30,13 +30,14 @@ from kubectl_kvdtype._restore import restore
 from kubectl_kvdtype._setting import (
     OFF,
     ON,
+    WaitClock,
     attached_counts,
     blockers_of,
     require_setting,
     wait_for_setting,
     write_setting,
 )
-from kubectl_kvdtype._status import ApiError, UsageError
+from kubectl_kvdtype._status import ApiError, KvdtypeError, UsageError
 
 #: ``--wait`` alone: the Setting's status can lag its spec by ~30 s.
 DEFAULT_WAIT = 60.0
@@ -122,7 +123,8 @@ def _switch_flags(parser: argparse.ArgumentParser) -> None:
     _dry_run_flag(parser)
     parser.add_argument("--wait", nargs="?", type=parse_duration, const=DEFAULT_WAIT, default=None,
                         metavar="DURATION",
-                        help=f"wait until status.value follows (default {DEFAULT_WAIT:g}s; the operator can lag ~30s)")
+                        help=f"wait until status.value follows (default {DEFAULT_WAIT:g}s; the operator can lag ~30s); "
+                             "the whole command ends within a few seconds of it")
 
 
 def _rebind_flags(parser: argparse.ArgumentParser) -> None:
@@ -230,38 +232,63 @@ SWITCH_COLUMNS = [
 
 
 def switch(context: Context, value: str) -> Report:
-    """Show, ask, write once with the resourceVersion read, read back, optionally wait."""
-    options, source, namespace = context.options, context.writable_source, context.system_namespace
-    setting = require_setting(source, namespace)
+    """Show, ask, write once with the resourceVersion read, read back, optionally wait. With --wait,
+    the whole command keeps its deadline (``WaitClock``), whatever the server does."""
+    clock = WaitClock(context.options.wait)
+    with clock.bounding(context.source):
+        setting, report, item = _before(context, value)
+        if item["before"] == value:
+            return _already(context, report, item, value, clock)
+        preview = _preview(context.system_namespace, item["before"], value, item["deployments"],
+                           item["replicas"]) + _breaks(context, value, item)
+        if context.options.dry_run != "none":
+            return _dry_run(context, report, item, setting, value, preview)
+    context.env.progress(preview)
+    with clock.paused():
+        confirm(context, f"Turn the Setting {'on' if value == ON else 'off'}?")
+    return _write(context, report, item, setting, value, clock)
+
+
+def _before(context: Context, value: str) -> tuple[dict, Report, dict]:
+    """(the Setting, the report, its one row) as read before anything is written."""
+    namespace = context.system_namespace
+    setting = require_setting(context.source, namespace)
     before, in_force = _model.setting_values(setting)
     report = Report(kind="EscapeSwitch", columns=SWITCH_COLUMNS)
     deployments, replicas = _counts(context, report)
     item = {"namespace": namespace, "name": _model.SETTING_NAME, "before": before, "requested": before,
-            "inForce": in_force, "result": "unchanged", "dryRun": options.dry_run,
+            "inForce": in_force, "result": "unchanged", "dryRun": context.options.dry_run,
             "deployments": deployments, "replicas": replicas}
     report.items.append(item)
-    if before == value:
-        return _already(context, report, item, value)
-    preview = _preview(namespace, before, value, deployments, replicas) + _breaks(context, value, item)
-    if options.dry_run == "client":
+    return setting, report, item
+
+
+def _dry_run(context: Context, report: Report, item: dict, setting: dict, value: str, preview: str) -> Report:
+    if context.options.dry_run == "client":
         item.update(requested=value, result="would change (dry run: client, nothing sent)")
         report.headline = f"Dry run, nothing sent. {preview}"
         return _finish(report, item)
-    if options.dry_run == "server":
-        answer = write_setting(source, namespace, setting, value, dry_run=True)
-        item.update(requested=_model.setting_values(answer)[0], result="would change (dry run: server accepted it)")
-        report.headline = f"Dry run, accepted by the server and not persisted. {preview}"
-        return _finish(report, item)
-    context.env.progress(preview)
-    confirm(context, f"Turn the Setting {'on' if value == ON else 'off'}?")
-    write_setting(source, namespace, setting, value)
-    if options.wait:
-        setting = wait_for_setting(source, namespace, value, options.wait)
+    answer = write_setting(context.writable_source, context.system_namespace, setting, value, dry_run=True)
+    item.update(requested=_model.setting_values(answer)[0], result="would change (dry run: server accepted it)")
+    report.headline = f"Dry run, accepted by the server and not persisted. {preview}"
+    return _finish(report, item)
+
+
+def _write(context: Context, report: Report, item: dict, setting: dict, value: str, clock: WaitClock) -> Report:
+    """The write, then the Setting read back (with --wait: polled until its value is in force)."""
+    source, namespace = context.writable_source, context.system_namespace
+    if clock.remaining() <= 0:  # the reads took the whole --wait: a write now could not be waited for
+        raise KvdtypeError(f"the --wait time ({clock.seconds:g}s) ran out before the write was sent (the cluster "
+                           "answered slowly); nothing was written")
+    with clock.bounding(source):
+        write_setting(source, namespace, setting, value)
+    if context.options.wait:
+        setting = wait_for_setting(source, namespace, value, clock)
     else:
         setting = require_setting(source, namespace)
     requested, in_force = _model.setting_values(setting)
     item.update(requested=requested, inForce=in_force, result="changed")
-    report.headline = _written_headline(value, in_force, deployments, replicas)
+    report.headline = _written_headline(value, in_force, item["deployments"], item["replicas"])
     return _finish(report, item)
 
 
@@ -280,11 +307,11 @@ def _breaks(context: Context, value: str, item: dict) -> str:
             "serving once recreated (kubectl kvdtype check -A; kubectl kvdtype escape rebind fixes them).")
 
 
-def _already(context: Context, report: Report, item: dict, value: str) -> Report:
+def _already(context: Context, report: Report, item: dict, value: str, clock: WaitClock) -> Report:
     """Nothing to write; with --wait, still wait for a pending write to be applied."""
     if context.options.wait and item["inForce"] != value and context.options.dry_run == "none":
         item["inForce"] = _model.setting_values(
-            wait_for_setting(context.source, context.system_namespace, value, context.options.wait))[1]
+            wait_for_setting(context.source, context.system_namespace, value, clock))[1]
     pending = item["inForce"] != value
     report.headline = (f'The Setting is already requested "{value}"; nothing was written.' +
                        (f' It is not in force yet (status.value "{item["inForce"]}"); pass --wait to wait for it.'

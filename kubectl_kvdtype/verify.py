@@ -33,7 +33,7 @@ from kubectl_kvdtype._flags import parse_duration
 from kubectl_kvdtype._judgement import add_missing_binding, read_setting
 from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, Query, Source, bounded, list_many, unwrap
-from kubectl_kvdtype._status import ApiError, ClusterError, KvdtypeError, UsageError
+from kubectl_kvdtype._status import ClusterError, KvdtypeError, UsageError
 
 OK, MISSING, MISMATCH, UNMANAGED, UNKNOWN = "ok", "missing", "mismatch", "unmanaged", "unknown"
 REJECTED, PENDING = "rejected", "pending"
@@ -177,7 +177,7 @@ def _wait(context: Context, name: Optional[str], wait: float, interval: float) -
                 with bounded(context.source, deadline + DEADLINE_GRACE):
                     report = _poll(context, name)
             except ClusterError as error:
-                if report is None or not _transient(error):
+                if report is None or not error.transient:
                     raise  # the first poll, or an answer that waiting will not change
                 skipped.append(error.message)
             else:
@@ -202,11 +202,6 @@ def _pending_become_errors(report: Report) -> None:
     """When --wait gives up, a replica still not rolled is a failure: the exit says so."""
     report.escalate(REPLICA_NOT_ROLLED)
     report.headline = _headline(report)
-
-
-def _transient(error: ClusterError) -> bool:
-    """A failure a later poll may not meet (timeouts, 5xx, 429), unlike 401/403/404."""
-    return not isinstance(error, ApiError) or error.code not in (401, 403, 404)
 
 
 def _failing(report: Report) -> list:

@@ -325,6 +325,25 @@ def test_fault_injection_with_retry_after_and_delay(populated: FakeKube, py: Py)
     assert status == 500 and body["reason"] == "InternalError"
 
 
+def test_fall_silent_answers_n_matches_then_nothing(populated: FakeKube, py: Py) -> None:
+    path = f"/apis/gpustack.ai/v1/namespaces/{SYSTEM_NS}/settings/{SETTING}"
+    populated.fall_silent(after=1, method="PATCH", path=r"/settings/")
+    assert py.call("GET", path)[0] == 200  # not a match: answered, and not counted
+    assert not populated.silent
+    assert py.call("PATCH", path, None, {"spec": {"value": "false"}}, MERGE)[0] == 200
+    assert populated.silent
+    answered: list[int] = []
+    caller = threading.Thread(target=lambda: answered.append(py.call("GET", path)[0]), daemon=True)
+    caller.start()
+    caller.join(timeout=1.5)
+    assert caller.is_alive() and answered == []  # held, no answer
+    assert populated.requests[-1].method == "GET" and populated.requests[-1].status is None  # read, logged
+    populated.clear_faults()  # ends the silence: the held request is answered
+    caller.join(timeout=5)
+    assert answered == [200]
+    assert py.call("GET", path)[0] == 200
+
+
 def test_dry_run_changes_nothing(populated: FakeKube, py: Py) -> None:
     path = f"/apis/gpustack.ai/v1/namespaces/{SYSTEM_NS}/settings/{SETTING}"
     before = populated.get("set", SYSTEM_NS, SETTING)

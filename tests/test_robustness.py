@@ -12,12 +12,13 @@ import pty
 import re
 import select
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from _support import EXAMPLES, PLUGIN, ROOT, assert_one_clean_line, direct, in_process, kvdtype
+from _support import EXAMPLES, PLUGIN, ROOT, SETTING, SYSTEM, assert_one_clean_line, direct, in_process, kvdtype
 from fakekube import HangingServer
 
 SUBCOMMANDS = [["check"], ["find-flags"], ["verify"], ["escape", "status"]]
@@ -204,6 +205,231 @@ def test_verify_wait_holds_its_deadline_when_the_server_falls_silent(cluster, fa
     fake.clear_faults()
 
 
+SWITCHES = [("off", "true"), ("on", "false")]  # (action, the Setting's value before it)
+#: The request a silent server leaves unanswered first: the Setting's group discovered, or the Setting read.
+SETTING_REQUEST = (r'(discover /apis/gpustack\.ai|get settings\.gpustack\.ai in namespace "gpustack-system"): '
+                   r"the cluster at \S+ did not answer before the --wait deadline")
+
+
+def _set_setting(fake, value: str) -> None:
+    fake.update("settings", SYSTEM, SETTING, {"spec": {"value": value}, "status": {"value": value}})
+
+
+def _error_after_the_preview(stderr: str) -> str:
+    """The error line of a switch that failed after its preview (what it would do, said before it
+    asks): the preview, then one clean error line."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 2 and lines[0].startswith(f"Setting {SYSTEM}/{SETTING}: "), stderr
+    assert_one_clean_line(lines[1])
+    return lines[1]
+
+
+@pytest.mark.parametrize("action, _before", SWITCHES)
+def test_escape_wait_holds_its_deadline_against_a_silent_server(hanging, action, _before):
+    """Silent from the first request: the Setting read is cut at the --wait deadline, not at the
+    30 s request timeout."""
+    server, env = hanging
+    started = time.monotonic()
+    result = kvdtype(env, "escape", action, "--yes", "--wait=4s", timeout=60)
+    ended = time.monotonic()
+    assert result.returncode == 3
+    assert_one_clean_line(result.stderr)
+    assert re.search(SETTING_REQUEST, result.stderr), result.stderr
+    assert result.stdout == ""
+    assert server.first_accept is not None
+    print(f"escape {action} --wait=4s, silent server: {ended - server.first_accept:.1f}s from the first request, "
+          f"{ended - started:.1f}s in all")
+    assert ended - server.first_accept < 4 + 5
+
+
+@pytest.mark.parametrize("action, before", SWITCHES)
+def test_escape_wait_holds_its_deadline_when_the_server_falls_silent(cluster, fake, action, before):
+    """The Setting read and the patch are answered; then the server answers nothing, so the wait's
+    polls hang. The write is done, and the one line says so and names the poll that got no answer."""
+    _set_setting(fake, before)
+    fake.setting_lag = 3600.0  # status.value never follows: only the deadline can end the wait
+    fake.clear_log()
+    fake.fall_silent(after=1, method="PATCH", path=rf"/settings/{SETTING}$")
+    result = kvdtype(cluster, "escape", action, "--yes", "--wait=4s", timeout=60)
+    ended = time.monotonic()
+    assert fake.silent
+    first = fake.requests[0].time
+    (patch,) = [r for r in fake.requests if r.method == "PATCH"]
+    print(f"escape {action} --wait=4s, silent after the patch: {ended - first:.1f}s from the first request, "
+          f"{ended - patch.time:.1f}s from the patch")
+    assert ended - first < 4 + 5
+    assert result.returncode == 3
+    error = _error_after_the_preview(result.stderr)
+    value = "false" if action == "off" else "true"
+    assert error.startswith(f'error: the write is done (spec.value "{value}")'), error
+    assert re.search(r'get settings\.gpustack\.ai in namespace "gpustack-system": the cluster at \S+ did not answer '
+                     r"before the --wait deadline", error), error
+    assert result.stdout == ""
+    fake.clear_faults()
+    assert fake.get("settings", SYSTEM, SETTING)["spec"]["value"] == value
+
+
+def test_escape_wait_holds_its_deadline_when_the_patch_gets_no_answer(cluster, fake):
+    """The reads are answered, the patch never is: the write may or may not be done, and the line says so."""
+    fake.delay(3600, method="PATCH", times=None)
+    fake.clear_log()
+    result = kvdtype(cluster, "escape", "off", "--yes", "--wait=4s", timeout=60)
+    ended = time.monotonic()
+    print(f"escape off --wait=4s, the patch unanswered: {ended - fake.requests[0].time:.1f}s from the first request")
+    assert ended - fake.requests[0].time < 4 + 5
+    assert result.returncode == 3
+    error = _error_after_the_preview(result.stderr)
+    assert re.search(r'^error: patch settings\.gpustack\.ai in namespace "gpustack-system": the cluster at \S+ did '
+                     r"not answer before the --wait deadline: the write may or may not have been applied", error), error
+    assert "kubectl kvdtype escape status" in error
+    fake.clear_faults()
+
+
+def test_escape_wait_refuses_to_write_when_the_reads_took_the_whole_wait(cluster, fake):
+    """A write sent after the deadline could not be waited for: nothing is written, and it says so."""
+    fake.delay(1.5, method="GET", path=rf"/settings/{SETTING}$", times=None)
+    fake.delay(1.0, path=r"/modeldeployments$", times=None)
+    result = kvdtype(cluster, "escape", "off", "--yes", "--wait=2s", timeout=60)
+    assert result.returncode == 3
+    error = _error_after_the_preview(result.stderr)
+    assert "the --wait time (2s) ran out before the write was sent" in error and "nothing was written" in error
+    assert not [r for r in fake.requests if r.method == "PATCH"]
+    assert fake.get("settings", SYSTEM, SETTING)["spec"]["value"] == "true"
+
+
+def test_the_wait_clock_does_not_count_the_question():
+    from kubectl_kvdtype._setting import WaitClock
+
+    clock = WaitClock(10)
+    before = clock.remaining()
+    with clock.paused():
+        time.sleep(0.3)
+    assert clock.remaining() > before - 0.1  # the 0.3 s at the question were given back
+    assert WaitClock(None).remaining() == float("inf") and WaitClock(None).deadline is None
+
+
+def test_rebind_never_hangs_waiting_for_a_deletion(fake, kube_env, tmp_path):
+    """--strategy replace deletes, then polls until the name is free; the server falls silent right
+    after the delete: the poll is cut by the request timeout, and the one error line names it and
+    says how to resume."""
+    from _support import seed
+    from test_escape_rebind import REBIND, team_a
+    from test_escape_rebind import kvdtype as rebind
+
+    seed(fake, team_a())
+    fake.finalizer("modeldeployments", after=3600)  # the deletion takes as long as the server lets it
+    fake.fall_silent(after=1, method="DELETE", path=r"/modeldeployments/qwen-legacy$")
+    result = rebind(kube_env, tmp_path, *REBIND, "--apply", "--yes", "--request-timeout", "2s", timeout=120)
+    ended = time.monotonic()
+    assert fake.silent
+    (delete,) = [r for r in fake.requests if r.method == "DELETE"]
+    print(f"escape rebind --apply --request-timeout 2s, silent after the delete: {ended - delete.time:.1f}s from it")
+    assert ended - delete.time < 2 + 5
+    assert result.returncode == 3
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and result.stderr.splitlines()[-1] == errors[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert re.search(r'failed: get modeldeployments\.worker\.gpustack\.ai in namespace "team-a": the cluster at \S+ '
+                     r"did not answer within 2s \(--request-timeout", errors[0]), errors[0]
+    assert "run the same command again (with --apply) to resume" in errors[0]
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process runs (a zombie nobody has reaped yet counts as ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _exec_plugin(path: Path, body: str) -> Path:
+    path.write_text(f"#!/bin/sh\n{body}")
+    path.chmod(0o755)
+    return path
+
+
+#: Prints a token that has already expired, so the client runs the plugin again before the first
+#: request; that second run never returns.
+_EXPIRED_THEN_SILENT = """\
+if [ -e "$0.ran" ]; then echo $$ > "$0.pids"; sleep 3600 & echo $! >> "$0.pids"; wait; fi
+touch "$0.ran"
+echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+       "status": {"token": "fake-token", "expirationTimestamp": "2000-01-01T00:00:00Z"}}'
+"""
+
+
+@pytest.mark.parametrize("when, body", [
+    ("at load", 'echo $$ > "$0.pids"; sleep 3600 & echo $! >> "$0.pids"; wait\n'),
+    ("at refresh", _EXPIRED_THEN_SILENT),
+])
+def test_an_exec_credential_plugin_that_never_returns_is_cut_by_the_request_timeout(cluster, fake, tmp_path,
+                                                                                      when, body):
+    """The plugin (a shell script that starts a child and waits for it) is killed with its child."""
+    plugin = _exec_plugin(tmp_path / "cred-plugin", body)
+    env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
+    started = time.monotonic()
+    result = kvdtype(env, "check", "-A", "--request-timeout", "2s", timeout=60)
+    took = time.monotonic() - started
+    print(f"an exec plugin that never returns ({when}), --request-timeout 2s: {took:.1f}s")
+    assert result.returncode == 3
+    assert_one_clean_line(result.stderr)
+    assert result.stderr == (f"error: the exec credential plugin {plugin} of the kubeconfig user did not return within "
+                             "2s (--request-timeout; 0 waits without limit)\n")
+    assert took < 2 + 5
+    pids = [int(line) for line in (tmp_path / "cred-plugin.pids").read_text().split()]
+    assert len(pids) == 2 and not any(_alive(pid) for pid in pids)  # the plugin and its child are gone
+    assert not [r for r in fake.requests if r.path != "/version"]  # no request went out without credentials
+
+
+def test_a_failing_exec_credential_plugin_is_one_line_naming_it(cluster, fake, tmp_path):
+    plugin = _exec_plugin(tmp_path / "cred-plugin", "echo 'no login session: run sso login' >&2; exit 1\n")
+    env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
+    result = kvdtype(env, "check", "-A", timeout=60)
+    assert result.returncode == 3
+    assert result.stderr == (f"error: the exec credential plugin {plugin} of the kubeconfig user failed: exec: "
+                             "process returned 1. no login session: run sso login\n")
+    _exec_plugin(plugin, """echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                                  "status": {"expirationTimestamp": "2000-01-01T00:00:00Z"}}'\n""")
+    result = kvdtype(env, "check", "-A", timeout=60)
+    assert result.returncode == 3
+    assert result.stderr == (f"error: the exec credential plugin {plugin} of the kubeconfig user failed: its "
+                             "ExecCredential status holds neither a token nor a client certificate and key\n")
+    missing = dict(env, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "missing-kc",
+                                                                exec_command=[str(tmp_path / "absent")])))
+    result = kvdtype(missing, "check", "-A", timeout=60)
+    assert result.returncode == 3
+    assert_one_clean_line(result.stderr)
+    assert f"cannot run the exec credential plugin {tmp_path / 'absent'} of the kubeconfig user: " in result.stderr
+
+
+def test_an_exec_plugin_on_a_terminal_may_take_its_time(cluster, fake, tmp_path):
+    """On a terminal the client hands the plugin the terminal: a person may be logging in, so the
+    request timeout does not cut it."""
+    plugin = _exec_plugin(tmp_path / "cred-plugin", """\
+sleep 3
+echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": "fake-token"}}'
+""")
+    env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
+    master, slave = pty.openpty()
+    process = subprocess.Popen([PLUGIN, "check", "-A", "--request-timeout", "1s"], env=env, stdin=slave,
+                               stdout=slave, stderr=slave)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    process.wait(timeout=60)
+    os.close(master)
+    assert process.returncode == 1, seen  # findings: the run completed with the plugin's token
+    assert b"did not return" not in seen and b"NAMESPACE" in seen
+
+
 # --- 4. Usage mistakes are usage errors ---------------------------------------------------------
 
 def test_wait_with_an_equals_sign_is_always_a_duration(kube_env):
@@ -248,28 +474,42 @@ def test_version_after_a_subcommand(kube_env, args):
 
 # --- 5. Slow work shows progress on a terminal, and only there ----------------------------------
 
+def test_a_wait_says_what_it_waits_for_between_its_requests():
+    from kubectl_kvdtype import _progress
+
+    _progress._notes.clear()
+    with _progress.during("waiting until ModelDeployment team-a/x is gone"):
+        _progress.note("get modeldeployments.worker.gpustack.ai in namespace \"team-a\"")
+        assert _progress.current().startswith("get modeldeployments")  # a request under way says itself
+        _progress.done()
+        assert _progress.current() == "waiting until ModelDeployment team-a/x is gone"  # between polls
+    assert _progress.current() == ""
+
+
 def _run_on_pty(args, env) -> tuple[int, bytes, str]:
-    """Run the plugin with stderr on a pseudo-terminal: (status, what the terminal got, stdout)."""
+    """Run the plugin with stderr on a pseudo-terminal: (status, what the terminal got, stdout).
+    stdout goes to a file, so a large report cannot fill a pipe while the terminal is read."""
     master, slave = pty.openpty()
-    process = subprocess.Popen([PLUGIN, *args], env=env, stdout=subprocess.PIPE, stderr=slave)
-    os.close(slave)
-    seen = b""
-    while True:
-        ready, _, _ = select.select([master], [], [], 0.1)
-        if ready:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:  # the child closed the terminal
+    with tempfile.TemporaryFile() as out:
+        process = subprocess.Popen([PLUGIN, *args], env=env, stdout=out, stderr=slave)
+        os.close(slave)
+        seen = b""
+        while True:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif process.poll() is not None:
                 break
-            if not chunk:
-                break
-            seen += chunk
-        elif process.poll() is not None:
-            break
-    stdout = process.stdout.read().decode() if process.stdout else ""
-    process.wait(timeout=60)
-    os.close(master)
-    return process.returncode, seen, stdout
+        process.wait(timeout=60)
+        os.close(master)
+        out.seek(0)
+        return process.returncode, seen, out.read().decode()
 
 
 def test_slow_work_shows_progress_on_a_terminal(cluster, fake):
@@ -290,6 +530,116 @@ def test_quick_work_and_pipes_show_no_progress(cluster, fake):
     piped = direct(cluster, "check", "-A", "-o", "json")
     assert piped.returncode == 1
     assert piped.stderr == ""  # stderr is a pipe: no progress
+
+
+def test_progress_never_draws_over_a_question_nor_under_a_line(cluster, fake):
+    """escape off on a terminal, after a slow read: the progress line is erased before the preview
+    (which starts a line of its own), and nothing is drawn over the question while it waits."""
+    fake.delay(2.0, path=r"/modeldeployments$")
+    master, slave = pty.openpty()
+    process = subprocess.Popen([PLUGIN, "escape", "off"], env=cluster, stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    seen = b""
+    while b"[y/N]: " not in seen:
+        assert select.select([master], [], [], 30)[0], seen
+        seen += os.read(master, 4096)
+    asked = len(seen)
+    time.sleep(2.5)  # the display would have redrawn ten times by now
+    while select.select([master], [], [], 0.2)[0]:
+        seen += os.read(master, 4096)
+    unanswered = seen[asked:]
+    os.write(master, b"n\n")
+    process.wait(timeout=30)
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert process.returncode == 3
+    assert b"listing modeldeployments.worker.gpustack.ai in all namespaces (" in seen  # it was drawn ...
+    assert b"\r\x1b[KSetting gpustack-system/" in seen  # ... and erased before the preview
+    assert unanswered == b"", unanswered  # nothing drawn over the question
+    assert seen.endswith(b"[y/N]: n\r\nerror: not confirmed; nothing was changed\r\n"), seen[-200:]
+
+
+#: A ``kubectl get -o yaml`` style managedFields entry: what makes real dumps large and slow to
+#: parse, and what the judgement never reads.
+_MANAGED_FIELDS = "".join(f"""
+    - apiVersion: worker.gpustack.ai/v1
+      fieldsType: FieldsV1
+      fieldsV1:
+        f:metadata:
+          f:labels: {{.: {{}}, f:team: {{}}, f:field-{j}: {{}}}}
+        f:spec:
+          .: {{}}
+          f:engine: {{.: {{}}, f:name: {{}}, f:version: {{}}}}
+          f:kvCache: {{.: {{}}, f:connector: {{}}, f:poolRef: {{}}}}
+      manager: kubectl-client-side-apply-{j}
+      operation: Update
+      time: "2026-01-0{j + 1}T00:00:00Z\"""" for j in range(4))
+
+
+def _large_dump(path: Path, deployments: int) -> Path:
+    """A ``kind: List`` of ``deployments`` ModelDeployments, each on its own Binding (every 10th
+    spelling bf16, which vLLM 0.29.0 rejects), with managedFields; ~4.7 kB per deployment."""
+    parts = ["apiVersion: v1\nkind: List\nitems:\n"]
+    for i in range(deployments):
+        ns, dtype = f"team-{i % 50:02d}", "bf16" if i % 10 == 0 else "fp8_e4m3"
+        parts.append(f"""- apiVersion: worker.gpustack.ai/v1
+  kind: KVCachePoolBinding
+  metadata:
+    name: kvb-{i:05d}
+    namespace: {ns}
+    managedFields:{_MANAGED_FIELDS}
+  spec:
+    poolRef: {{name: shared-dram}}
+    quota: {{ceiling: 600Gi}}
+    domain: {{name: {ns}-kvb-{i:05d}, blockSize: 64, dtype: {dtype}}}
+- apiVersion: worker.gpustack.ai/v1
+  kind: ModelDeployment
+  metadata:
+    name: md-{i:05d}
+    namespace: {ns}
+    managedFields:{_MANAGED_FIELDS}
+  spec:
+    model: {{name: Qwen/Qwen3-8B}}
+    engine: {{name: vLLM, version: 0.29.0}}
+    kvCache: {{poolRef: {{name: kvb-{i:05d}}}, connector: Mooncake}}
+    roles:
+    - {{name: server, kind: Server, replicas: 2, instanceType: gpustack-nvidia-a10g-linux-amd64}}
+""")
+    path.write_text("".join(parts))
+    return path
+
+
+@pytest.mark.e2e  # the plugin as a subprocess, on a pseudo-terminal
+def test_reading_a_large_dump_shows_progress_on_a_terminal_only(tmp_path):
+    """A 7 MB dump takes seconds to parse (about 5 s of CPU on the shared 2-core machine the suite
+    was written on, so more than 1 s on a machine several times faster): the terminal says which
+    file is being read, the report on stdout is untouched; with stderr on a pipe, stderr stays
+    empty."""
+    dump = _large_dump(tmp_path / "dump.yaml", 1800)
+    assert dump.stat().st_size > 6_000_000  # the size the figures in the docstring are for
+    env = dict(os.environ, NO_COLOR="1")
+    started = time.monotonic()
+    status, terminal, stdout = _run_on_pty(["check", "-f", str(dump), "-o", "json"], env)
+    took = time.monotonic() - started
+    shown = re.findall(rb"\r\x1b\[K([^\r]+)", terminal)
+    print(f"check -f of {dump.stat().st_size / 1e6:.1f} MB: {took:.1f}s; the terminal showed {sorted(set(shown))}")
+    assert status == 1  # every 10th Binding is rejected
+    assert f"reading {dump} (".encode() in terminal, terminal[:500]
+    assert terminal.endswith(b"\r\x1b[K")  # erased before the result
+    document = json.loads(stdout)  # stdout is the report and nothing else
+    assert document["kind"] == "CheckReport" and len(document["items"]) == 1800
+    assert "\x1b" not in stdout and "reading" not in stdout
+    piped = direct(env, "check", "-f", str(dump), "-o", "json")
+    assert piped.returncode == 1
+    assert piped.stderr == ""  # stderr is a pipe: no progress
+    assert json.loads(piped.stdout) == document
 
 
 # --- 6. Exit codes are written once -------------------------------------------------------------

@@ -19,7 +19,9 @@ Public API::
         fake.fail(status, method=None, path=None, times=1, retry_after=None, delay=0.0,
                   message=None, reason=None)    # path: regex searched in the URL path
         fake.delay(seconds, method=None, path=None, times=1)   # times=None: every match
-        fake.clear_faults()                     # drop fail/delay/deny rules
+        fake.fall_silent(after=0, method=None, path=None)   # answer `after` matches, then nothing
+        fake.silent                             # whether fall_silent has taken effect
+        fake.clear_faults()                     # drop fail/delay/deny rules, end a silence
         fake.expire_continue(times=1)           # next N continue-requests answer 410 Expired
         fake.admission(fn)                      # fn(op, new, old) -> None | denial text (403)
         fake.setting_lag = 0.0                  # seconds until Setting status.value follows spec
@@ -65,8 +67,8 @@ set in ``FakeKube.__init__`` below, so one look shows it):
 - ``verbs.py``: ``VerbsMixin``: what LIST (paging), GET, create, update, patch and DELETE do.
 - ``server.py``: ``ServerMixin``: the HTTP(S) server, request log, auth, routing, discovery,
   SelfSubjectAccessReview, ``write_kubeconfig``.
-- ``faults.py``: ``FaultsMixin``: ``fail``/``delay``/``deny``/``expire_continue``/``admission``
-  and where requests meet them; ``HangingServer``.
+- ``faults.py``: ``FaultsMixin``: ``fail``/``delay``/``deny``/``expire_continue``/``admission``/
+  ``fall_silent`` and where requests meet them; ``HangingServer``.
 - ``wire.py``: pure functions over the wire formats (selectors, merge and JSON patches, the
   protobuf SSAR, continue tokens); ``tls.py``: the test CA, certificates and SSL context.
 """
@@ -76,7 +78,7 @@ import socket
 import threading
 from typing import Any, Callable, Iterable, Optional
 
-from .faults import EXPIRED_MESSAGE, FaultsMixin, HangingServer, _Deny, _Rule
+from .faults import EXPIRED_MESSAGE, FaultsMixin, HangingServer, _Deny, _Rule, _Silence
 from .resources import (
     ALL_VERBS,
     BUILTIN_GROUPS,
@@ -157,6 +159,7 @@ class FakeKube(ServerMixin, VerbsMixin, FaultsMixin, StoreMixin):
         self._denies: list[_Deny] = []
         self._admission: list[Callable[[str, Optional[JSON], Optional[JSON]], Optional[str]]] = []
         self._expire = 0
+        self._silence: Optional[_Silence] = None
         self._pending: dict[Key, tuple[float, Any]] = {}
         self._finalizers: list[_Finalizer] = []
         self._reaping = False

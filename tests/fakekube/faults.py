@@ -1,5 +1,6 @@
-"""What tests inject: errors and delays, RBAC denials, expired continue tokens, admission hooks;
-and ``HangingServer``, a socket that accepts and never answers.
+"""What tests inject: errors and delays, RBAC denials, expired continue tokens, admission hooks,
+a server that falls silent mid-run (``fall_silent``); and ``HangingServer``, a socket that accepts
+and never answers.
 """
 from __future__ import annotations
 
@@ -51,6 +52,19 @@ class _Rule:
             details["retryAfterSeconds"] = seconds
         message = self.message or f"injected fault: HTTP {code}"
         return ApiError(code, message, self.reason, details, headers=headers)
+
+
+@dataclass
+class _Silence:
+    """``fall_silent``: matching requests still to answer, then no answer to anything."""
+
+    rule: _Rule
+    remaining: int
+    released: threading.Event
+
+    @property
+    def fallen(self) -> bool:
+        return self.remaining <= 0
 
 
 @dataclass(frozen=True)
@@ -107,11 +121,28 @@ class FaultsMixin:
             self._rules.append(_Rule(None, method, re.compile(path) if path else None,
                                      times, seconds))
 
+    def fall_silent(self, after: int = 0, method: Optional[str] = None, path: Optional[str] = None) -> None:
+        """Answer the next ``after`` requests matching ``method``/``path`` as usual (others too,
+        meanwhile), then answer no request at all, of any path, until ``clear_faults`` or ``stop``:
+        an API server that wedges mid-run. A silenced request is read and logged, and its
+        connection held open with no byte of answer, like ``HangingServer``'s."""
+        rule = _Rule(None, method, re.compile(path) if path else None, None)
+        with self._lock:
+            self._release_silence()
+            self._silence = _Silence(rule, after, threading.Event())
+
+    @property
+    def silent(self) -> bool:
+        """Whether ``fall_silent`` has taken effect (its ``after`` requests are answered)."""
+        with self._lock:
+            return self._silence is not None and self._silence.fallen
+
     def clear_faults(self) -> None:
         with self._lock:
             self._rules.clear()
             self._denies.clear()
             self._expire = 0
+            self._release_silence()
 
     def expire_continue(self, times: int = 1) -> None:
         with self._lock:
@@ -131,6 +162,24 @@ class FaultsMixin:
             return not any(d.matches(verb, group, resource, namespace) for d in self._denies)
 
     # -- consulted while serving
+    def _release_silence(self) -> None:
+        """Silenced requests go on (their clients have given up by then); new ones are answered."""
+        if self._silence is not None:
+            self._silence.released.set()
+            self._silence = None
+
+    def _hold_if_silent(self, method: str, path: str) -> None:
+        """Count ``fall_silent``'s answered requests; once it has fallen, hold this one."""
+        with self._lock:
+            silence = self._silence
+            if silence is None:
+                return
+            if not silence.fallen:
+                if silence.rule.matches(method, path):
+                    silence.remaining -= 1  # this one is still answered; the next ones are not
+                return
+        silence.released.wait()
+
     def _apply_rules(self, method: str, path: str) -> None:
         failing, pause = None, 0.0
         with self._lock:

@@ -159,6 +159,7 @@ class ServerMixin:
         self._server.shutdown()
         self._server.server_close()
         with self._lock:
+            self._release_silence()
             conns = list(self._conns)
         for conn in conns:
             try:
@@ -243,6 +244,7 @@ class ServerMixin:
 
     def _respond(self, method: str, path: str, query: dict[str, str], handler: _Handler,
                  raw: bytes) -> _Response:
+        self._hold_if_silent(method, path)
         self._apply_rules(method, path)
         self._reap()
         if path in ("/version", "/version/"):
