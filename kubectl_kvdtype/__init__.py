@@ -20,3 +20,5 @@ subcommand imports another:
 """
 
 __version__ = "0.1.0"
+#: The project's home page (setup.cfg's ``url``; tests/test_packaging.py keeps them equal).
+HOMEPAGE = "https://github.com/gpustack/kubectl-kvdtype"

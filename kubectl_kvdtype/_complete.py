@@ -145,6 +145,8 @@ def _values(action: argparse.Action, partial: str, scan: _Scan, env: Environment
         names = [str(choice) for choice in action.choices]
         if action.dest == "output" and scan.commands[:1] != ["find-flags"]:
             names.remove("patch")  # -o patch goes with find-flags --fix only
+        if action.dest == "output" and scan.commands[:1] and scan.commands[0] not in _codes.JUDGING:
+            names.remove("sarif")  # the judging subcommands' findings only
     elif what == "files":
         return [], DIRECTIVE_DEFAULT
     elif what in _KUBECONFIG_SECTIONS:

@@ -132,7 +132,7 @@ def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "") -> None:
                        help="how long one API request may take, retries included (default 30s, where "
                             "kubectl has no limit; 0: no limit)")
     add_connection_flags(flags, suffix)
-    flags.add_argument("-o", "--output", choices=OUTPUTS, default=s, help="table (default), wide, json, yaml, or patch (find-flags --fix: the JSON patches)")
+    flags.add_argument("-o", "--output", choices=OUTPUTS, default=s, help="table (default), wide, json, yaml, sarif (SARIF 2.1.0; with -f, file and line), or patch (find-flags --fix: the JSON patches)")
     flags.add_argument("--no-headers", action="store_true", default=s, help="tables without headers and summary")
     flags.add_argument("-f", "--filename", action="append", dest="filename" + suffix, default=s, metavar="PATH",
                        help="read objects from manifests instead of a cluster: a file, a directory, or - (repeatable)")

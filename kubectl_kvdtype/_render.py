@@ -1,14 +1,17 @@
-"""The one place that turns a ``Report`` into text: tables, wide tables, JSON and YAML."""
+"""The one place that turns a ``Report`` into text: tables, wide tables, JSON, YAML and SARIF."""
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from kubectl_kvdtype._report import Column, Report
 
-OUTPUTS = ("table", "wide", "json", "yaml", "patch")
+if TYPE_CHECKING:
+    from kubectl_kvdtype._sarif import Locate
+
+OUTPUTS = ("table", "wide", "json", "yaml", "patch", "sarif")
 
 _RESET = "\033[0m"
 _COLOURS = {
@@ -24,12 +27,20 @@ _WORD_COLOURS = {
 
 
 def render(report: Report, output: str, *, no_headers: bool = False, all_namespaces: bool = True,
-           color: bool = False) -> str:
-    """The report as the text printed on stdout (the result, and only the result)."""
+           color: bool = False, command: str = "", locate: Optional["Locate"] = None) -> str:
+    """The report as the text printed on stdout (the result, and only the result).
+
+    ``command`` and ``locate`` are for ``-o sarif``: the subcommand whose codes are its rules, and
+    where each finding's object is in the ``-f`` files (``_positions``; None: no file lines).
+    """
     if report.text is not None:
         return report.text
     if output == "json":
         return to_json(report.to_dict())
+    if output == "sarif":
+        from kubectl_kvdtype._sarif import to_sarif  # only this output pays for it
+
+        return to_sarif(report, command, locate)
     if output == "patch":  # find-flags --fix: the JSON patches, one per object, for GitOps or kubectl patch
         return json.dumps(report.patches or [], indent=2) + "\n"
     if output == "yaml":

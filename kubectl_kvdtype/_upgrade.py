@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from kubectl_kvdtype import _argv, _engines, _model
+from kubectl_kvdtype._report import FieldPath
 
 FLAG = _engines.FLAG
 MODEL_DEPLOYMENT, POD = "ModelDeployment", "Pod"
@@ -68,6 +69,8 @@ class Prediction:
     #: Binding's dtype fails too: a failure the dtype does not cause (an option the engine lacks).
     fails_anyway: bool = False
     argv: tuple[str, ...] = field(default=())
+    #: Where the role or the target container is in its object (``Finding.field_path``).
+    field_path: Optional[FieldPath] = None
 
     @property
     def broken(self) -> bool:
@@ -117,9 +120,10 @@ def predict_role(deployment: dict, role: dict, dtypes: dict) -> Prediction:
     namespace = _model.namespace_of(deployment)
     binding = _model.deployment_binding(deployment) or ""
     dtype = dtypes.get((namespace, binding))
-    base = dict(kind=MODEL_DEPLOYMENT, namespace=namespace, name=_model.name_of(deployment),
+    base: dict[str, Any] = dict(kind=MODEL_DEPLOYMENT, namespace=namespace, name=_model.name_of(deployment),
                 role=_model.role_name(role), container=None, engine=engine.name or engine.declared,
-                engine_version=engine.version, binding=binding, dtype=dtype, replicas=_model.role_replicas(role))
+                engine_version=engine.version, binding=binding, dtype=dtype, replicas=_model.role_replicas(role),
+                field_path=_model.role_path(deployment, role))
     if _model.role_is_takeover(role):
         return Prediction(**base, outcome=UNCHANGED,
                           text="unchanged: a take-over role (command set), the operator renders nothing into it")
@@ -160,9 +164,10 @@ def predict_pod(pod: dict, dtypes: dict) -> Prediction:
     binding = _model.pod_binding(pod) or ""
     dtype = dtypes.get((namespace, binding))
     container = _model.target_container(pod, _model.pod_spec(pod))
-    base = dict(kind=POD, namespace=namespace, name=_model.name_of(pod), role=None,
+    base: dict[str, Any] = dict(kind=POD, namespace=namespace, name=_model.name_of(pod), role=None,
                 container=_model.text((container or {}).get("name")), engine=engine.name or engine.declared,
-                engine_version=None, binding=binding, dtype=dtype, replicas=1)
+                engine_version=None, binding=binding, dtype=dtype, replicas=1,
+                field_path=_model.container_path(_model.POD_SPEC_PATH, _model.pod_spec(pod), container))
     missing = _missing(binding, namespace, dtypes)
     if missing:
         return Prediction(**base, outcome=missing[0], text=missing[1])

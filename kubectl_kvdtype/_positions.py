@@ -1,0 +1,278 @@
+"""Where the objects read with ``-f`` are in their files: the line each starts on, and the line of
+a field in it. Only ``-o sarif`` asks (a result points at a file and a line).
+
+The ordinary ``-f`` read (``_manifests``) keeps no positions: it loads JSON with ``json`` and YAML
+with libyaml's loader, the fastest way there is. This is a second pass, made only for ``-o sarif``
+and only over the files that hold a judged object. YAML is composed (PyYAML's nodes carry their
+start and end marks) and each document built from its own nodes, so the objects are exactly what
+the loader makes; a file ``-f`` read as JSON is scanned by a small JSON scanner into the same kind
+of nodes, because libyaml refuses some valid JSON (an escaped surrogate pair, a raw C1 control
+character). The objects are identified as ``_manifests`` identifies them, ``kind: List`` items
+each on their own, and the copy read last wins, so a line is always the judged copy's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from kubectl_kvdtype import _manifests
+from kubectl_kvdtype._manifests import ManifestSource, ObjectKey
+from kubectl_kvdtype._report import FieldPath, Finding, ObjectRef
+from kubectl_kvdtype._sarif import Place
+
+__all__ = ["Locator", "ObjectSpan", "field_line", "object_spans"]
+
+_STDIN = "-"
+
+
+@dataclass(frozen=True)
+class ObjectSpan:
+    """One object in a file: its first and last line (1-based) and its node, for its fields."""
+
+    key: ObjectKey
+    line: int
+    end_line: int
+    node: Node
+
+
+class Locator:
+    """``locate(ref, field_path)``: the Place of a finding's object in the ``-f`` input, or None
+    (the object came from standard input, or from no file). Files are parsed once, when first
+    asked about; a file that cannot be parsed again is named without a line, and said once."""
+
+    def __init__(self, source: ManifestSource) -> None:
+        self._source = source
+        self._files: dict[str, Optional[dict[ObjectKey, ObjectSpan]]] = {}
+        #: Said on stderr: files whose lines could not be found.
+        self.warnings: list[str] = []
+
+    def __call__(self, ref: ObjectRef, field_path: Optional[FieldPath] = None) -> Optional[Place]:
+        where = self._source.origin(ref.kind, ref.namespace, ref.name)
+        if not where or where == _STDIN:
+            return None
+        spans = self._spans(where)
+        if spans is None:
+            return Place(where)
+        span = spans.get((ref.kind, ref.namespace or "", ref.name)) or spans.get((ref.kind, "", ref.name))
+        if span is None:
+            return Place(where)
+        return Place(where, span.line, span.end_line, field_line(span.node, field_path) if field_path else None)
+
+    def locate(self, finding: Finding) -> Optional[Place]:
+        return self(finding.object, finding.field_path)
+
+    def _spans(self, path: str) -> Optional[dict[ObjectKey, ObjectSpan]]:
+        if path not in self._files:
+            try:
+                self._files[path] = {span.key: span for span in object_spans(_manifests.read_text(path))}
+            except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError, RecursionError) as error:
+                self.warnings.append(f"cannot find the lines of the objects in {path} again ({_reason(error)}): "
+                                     "its SARIF results name the file without a line")
+                self._files[path] = None
+        return self._files[path]
+
+
+def _reason(error: BaseException) -> str:
+    return getattr(error, "strerror", None) or getattr(error, "problem", None) or str(error) or type(error).__name__
+
+
+# --- Objects and their spans ----------------------------------------------------------------
+
+def object_spans(content: str) -> Iterator[ObjectSpan]:
+    """Every object of a manifest's text, in order, as ``_manifests`` reads it (List items unrolled;
+    a later copy of an object in the same text comes later, so a dict of them keeps the last)."""
+    for document, node in _documents(content):
+        yield from _spans(document, node)
+
+
+def _documents(content: str) -> Iterator[tuple[object, Node]]:
+    """(document, its node): JSON when ``-f`` reads the text as JSON, else every YAML document."""
+    if _manifests.looks_like_json(content):
+        try:
+            document = json.loads(content)
+        except ValueError:
+            pass  # -f falls back to YAML too
+        else:
+            yield document, JsonScanner(content).document()
+            return
+    loader = _manifests.YAML_LOADER(content)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            yield loader.construct_document(node), node
+    finally:
+        loader.dispose()
+
+
+def _spans(document: object, node: Node) -> Iterator[ObjectSpan]:
+    """``_manifests._objects`` over a document and its node side by side."""
+    if not isinstance(document, dict) or not isinstance(node, MappingNode):
+        return
+    items = document.get("items")
+    if isinstance(items, list) and str(document.get("kind", "")).endswith("List"):
+        items_node = _child(node, "items")
+        nodes = items_node[0].value if items_node and isinstance(items_node[0], SequenceNode) else []
+        for item, item_node in zip(items, nodes, strict=False):
+            yield from _spans(item, item_node)
+    elif "kind" in document:
+        key = _manifests.object_key(document)
+        if key is not None:
+            yield ObjectSpan(key, node.start_mark.line + 1, _end_line(node), node)
+
+
+def _end_line(node: Node) -> int:
+    """The last line (1-based) a node's text is on. A block collection's end mark is where the next
+    token starts, lines later perhaps, so its last entry's end is read instead."""
+    while isinstance(node, (MappingNode, SequenceNode)) and not node.flow_style and node.value:
+        last = node.value[-1]
+        node = last[1] if isinstance(node, MappingNode) else last
+    mark = node.end_mark
+    # An end mark at a line's start (a block scalar's final line break) ends on the line before.
+    return mark.line if mark.column == 0 and mark.line > node.start_mark.line else mark.line + 1
+
+
+# --- Fields ---------------------------------------------------------------------------------
+
+def field_line(node: Node, path: FieldPath) -> Optional[int]:
+    """The line (1-based) of the field at ``path`` under ``node``: a scalar's own line, the key's
+    line for a mapping or list. When the path goes further than the object does, the line of the
+    deepest part that exists; None when not even its first step does."""
+    line = None
+    for step in path:
+        found = _child(node, step)
+        if found is None:
+            break
+        node, line = found
+    return None if line is None else line + 1
+
+
+def _child(node: Node, step: object) -> Optional[tuple[Node, int]]:
+    """(child node, 0-based line that shows it), or None."""
+    if isinstance(node, SequenceNode) and isinstance(step, int) and 0 <= step < len(node.value):
+        child = node.value[step]
+        return child, child.start_mark.line
+    if isinstance(node, MappingNode) and isinstance(step, str):
+        pair = _entry(node, step, depth=0)
+        if pair is not None:
+            key, value = pair
+            return value, (value if isinstance(value, ScalarNode) else key).start_mark.line
+    return None
+
+
+def _entry(node: MappingNode, key: str, depth: int) -> Optional[tuple[Node, Node]]:
+    """The (key, value) nodes of ``key``: the last one written (the loader keeps the last), else
+    one merged in with ``<<``."""
+    for key_node, value in reversed(node.value):
+        if isinstance(key_node, ScalarNode) and key_node.value == key and key_node.tag != _MERGE:
+            return key_node, value
+    if depth > 20:
+        return None
+    for key_node, value in reversed(node.value):
+        if isinstance(key_node, ScalarNode) and key_node.tag == _MERGE:
+            for merged in (value.value if isinstance(value, SequenceNode) else [value]):
+                pair = _entry(merged, key, depth + 1) if isinstance(merged, MappingNode) else None
+                if pair is not None:
+                    return pair
+    return None
+
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+# --- JSON -------------------------------------------------------------------------------------
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+
+
+class _Mark:
+    """The part of a YAML mark the walk reads."""
+
+    __slots__ = ("line", "column")
+
+    def __init__(self, line: int, column: int) -> None:
+        self.line = line
+        self.column = column
+
+
+class JsonScanner:
+    """JSON text as YAML nodes with marks: keys hold their text, other scalars none.
+
+    Exactly the JSON ``json.loads`` reads (its own string and value decoders do the scalars), so
+    every object ``-f`` loaded has its node.
+    """
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._breaks = [match.start() for match in re.finditer("\n", text)]
+        self._decode = json.JSONDecoder().raw_decode
+        self._scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
+
+    def document(self) -> Node:
+        node, _ = self._value(self._skip(0))
+        return node
+
+    def _mark(self, index: int) -> _Mark:
+        line = bisect.bisect_left(self._breaks, index)
+        return _Mark(line, index - (self._breaks[line - 1] + 1 if line else 0))
+
+    def _skip(self, index: int) -> int:
+        return _WHITESPACE.match(self._text, index).end()  # type: ignore[union-attr]
+
+    def _value(self, start: int) -> tuple[Node, int]:
+        char = self._text[start:start + 1]
+        if char == "{":
+            return self._object(start)
+        if char == "[":
+            return self._array(start)
+        _, end = self._decode(self._text, start)
+        return ScalarNode(_STR, "", self._mark(start), self._mark(end), style="\""), end
+
+    def _object(self, start: int) -> tuple[Node, int]:
+        pairs: list[tuple[Node, Node]] = []
+        index = self._skip(start + 1)
+        if self._text.startswith("}", index):
+            return MappingNode(_MAP, pairs, self._mark(start), self._mark(index + 1), flow_style=True), index + 1
+        while True:
+            key_start = index
+            if not self._text.startswith('"', index):
+                raise ValueError(f"a JSON object key expected at offset {index}")
+            key, index = self._scanstring(self._text, index + 1)
+            key_node = ScalarNode(_STR, key, self._mark(key_start), self._mark(index))
+            index = self._skip(index)
+            if not self._text.startswith(":", index):
+                raise ValueError(f"':' expected at offset {index}")
+            value, index = self._value(self._skip(index + 1))
+            pairs.append((key_node, value))
+            index = self._skip(index)
+            if self._text.startswith(",", index):
+                index = self._skip(index + 1)
+            elif self._text.startswith("}", index):
+                return MappingNode(_MAP, pairs, self._mark(start), self._mark(index + 1), flow_style=True), index + 1
+            else:
+                raise ValueError(f"',' or '}}' expected at offset {index}")
+
+    def _array(self, start: int) -> tuple[Node, int]:
+        items: list[Node] = []
+        index = self._skip(start + 1)
+        if self._text.startswith("]", index):
+            return SequenceNode(_SEQ, items, self._mark(start), self._mark(index + 1), flow_style=True), index + 1
+        while True:
+            value, index = self._value(index)
+            items.append(value)
+            index = self._skip(index)
+            if self._text.startswith(",", index):
+                index = self._skip(index + 1)
+            elif self._text.startswith("]", index):
+                return SequenceNode(_SEQ, items, self._mark(start), self._mark(index + 1), flow_style=True), index + 1
+            else:
+                raise ValueError(f"',' or ']' expected at offset {index}")
