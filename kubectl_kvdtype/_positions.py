@@ -102,13 +102,22 @@ def _documents(content: str) -> Iterator[tuple[object, Node]]:
         else:
             yield document, JsonScanner(content).document()
             return
+    content = content[1:] if content.startswith("\ufeff") else content  # so that marks count from the text's start
+    lines = _Lines(content) if any(c in content for c in _YAML_ONLY_BREAKS) else None
     loader = _manifests.YAML_LOADER(content)
     try:
         while loader.check_node():
             node = loader.get_node()
+            if lines is not None:
+                lines.remark(node)
             yield loader.construct_document(node), node
     finally:
         loader.dispose()
+
+
+#: Characters YAML counts as line breaks (so do PyYAML's marks) where editors and code-scanning
+#: views count only "\n" (the text is read with universal newlines: a CRLF is one "\n").
+_YAML_ONLY_BREAKS = "\x85\u2028\u2029"
 
 
 def _spans(document: object, node: Node) -> Iterator[ObjectSpan]:
@@ -204,6 +213,32 @@ class _Mark:
         self.column = column
 
 
+class _Lines:
+    """Lines counted by "\n" only, for marks made by a parser that counts more line breaks."""
+
+    def __init__(self, text: str) -> None:
+        self._breaks = [match.start() for match in re.finditer("\n", text)]
+
+    def mark(self, index: int) -> _Mark:
+        line = bisect.bisect_left(self._breaks, index)
+        return _Mark(line, index - (self._breaks[line - 1] + 1 if line else 0))
+
+    def remark(self, root: Node) -> None:
+        """Replace the marks of every node under ``root`` (an alias's node once) by "\n"-counted ones."""
+        seen: set[int] = set()
+        pending = [root]
+        while pending:
+            node = pending.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            node.start_mark, node.end_mark = self.mark(node.start_mark.index), self.mark(node.end_mark.index)
+            if isinstance(node, MappingNode):
+                pending += [part for pair in node.value for part in pair]
+            elif isinstance(node, SequenceNode):
+                pending += node.value
+
+
 class JsonScanner:
     """JSON text as YAML nodes with marks: keys hold their text, other scalars none.
 
@@ -213,17 +248,13 @@ class JsonScanner:
 
     def __init__(self, text: str) -> None:
         self._text = text
-        self._breaks = [match.start() for match in re.finditer("\n", text)]
+        self._mark = _Lines(text).mark
         self._decode = json.JSONDecoder().raw_decode
         self._scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
 
     def document(self) -> Node:
         node, _ = self._value(self._skip(0))
         return node
-
-    def _mark(self, index: int) -> _Mark:
-        line = bisect.bisect_left(self._breaks, index)
-        return _Mark(line, index - (self._breaks[line - 1] + 1 if line else 0))
 
     def _skip(self, index: int) -> int:
         return _WHITESPACE.match(self._text, index).end()  # type: ignore[union-attr]
