@@ -365,6 +365,12 @@ def entry_path(owner: Optional[FieldPath], fields: dict, field: str, index: Opti
     return owner + (field,)
 
 
+def named(path: Optional[FieldPath]) -> Optional[FieldPath]:
+    """A role's or container's ``name`` field: the line that shows which one (in JSON, the entry's
+    own first line is only its brace)."""
+    return None if path is None else path + ("name",)
+
+
 def occurrence_path(owner: Optional[FieldPath], fields: dict,
                     occurrence: Optional[_engines.FlagOccurrence]) -> Optional[FieldPath]:
     """The argv entry holding a flag occurrence, under the role or container at ``owner``."""

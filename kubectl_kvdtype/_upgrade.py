@@ -69,7 +69,7 @@ class Prediction:
     #: Binding's dtype fails too: a failure the dtype does not cause (an option the engine lacks).
     fails_anyway: bool = False
     argv: tuple[str, ...] = field(default=())
-    #: Where the role or the target container is in its object (``Finding.field_path``).
+    #: The role's or target container's name in its object (``Finding.field_path``).
     field_path: Optional[FieldPath] = None
 
     @property
@@ -123,7 +123,7 @@ def predict_role(deployment: dict, role: dict, dtypes: dict) -> Prediction:
     base: dict[str, Any] = dict(kind=MODEL_DEPLOYMENT, namespace=namespace, name=_model.name_of(deployment),
                 role=_model.role_name(role), container=None, engine=engine.name or engine.declared,
                 engine_version=engine.version, binding=binding, dtype=dtype, replicas=_model.role_replicas(role),
-                field_path=_model.role_path(deployment, role))
+                field_path=_model.named(_model.role_path(deployment, role)))
     if _model.role_is_takeover(role):
         return Prediction(**base, outcome=UNCHANGED,
                           text="unchanged: a take-over role (command set), the operator renders nothing into it")
@@ -167,7 +167,7 @@ def predict_pod(pod: dict, dtypes: dict) -> Prediction:
     base: dict[str, Any] = dict(kind=POD, namespace=namespace, name=_model.name_of(pod), role=None,
                 container=_model.text((container or {}).get("name")), engine=engine.name or engine.declared,
                 engine_version=None, binding=binding, dtype=dtype, replicas=1,
-                field_path=_model.container_path(_model.POD_SPEC_PATH, _model.pod_spec(pod), container))
+                field_path=_model.named(_model.container_path(_model.POD_SPEC_PATH, _model.pod_spec(pod), container)))
     missing = _missing(binding, namespace, dtypes)
     if missing:
         return Prediction(**base, outcome=missing[0], text=missing[1])

@@ -492,11 +492,11 @@ def _record(report: Report, pod: dict, deployment: Optional[str], role: str, con
 
 
 def _culprit_path(pod: dict, container: Optional[dict], judged: Judged, injected: bool) -> Optional[FieldPath]:
-    """The argv entry a verdict is about; else the container, or an injected Pod's container's
-    ``args`` when the webhook's copy is missing there."""
+    """The argv entry a verdict is about; else an injected Pod's container's ``args`` when the
+    webhook's copy is missing there, or the container (its name)."""
     at = _model.container_path(_model.POD_SPEC_PATH, _model.pod_spec(pod), container)
     if judged.culprit is None:
-        return at + ("args",) if at is not None and injected and judged.verdict == MISSING else at
+        return at + ("args",) if at is not None and injected and judged.verdict == MISSING else _model.named(at)
     return _model.occurrence_path(at, container or {}, judged.culprit)
 
 

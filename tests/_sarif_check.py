@@ -146,5 +146,5 @@ def expected_on_field_line(result: dict) -> Optional[list[str]]:
     if code == "predicted-failure":
         return [fields.get("role") or fields.get("container")]
     if code.startswith(("replica-", "pod-")):
-        return tokens or ["args", *([fields["container"]] if fields.get("container") else [])]
+        return tokens or ["args", *([fields["container"]] if fields.get("container") else [])]  # args, or name
     return None
