@@ -14,10 +14,10 @@ each on their own, and the copy read last wins, so a line is always the judged c
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import re
-from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -32,14 +32,23 @@ __all__ = ["Locator", "ObjectSpan", "field_line", "object_spans"]
 _STDIN = "-"
 
 
-@dataclass(frozen=True)
 class ObjectSpan:
-    """One object in a file: its first and last line (1-based) and its node, for its fields."""
+    """One object in a file: its first and last line (1-based) and its node, for its fields (a
+    JSON object's node is built when first asked for: most objects are never asked about)."""
 
-    key: ObjectKey
-    line: int
-    end_line: int
-    node: Node
+    __slots__ = ("key", "line", "end_line", "_node", "_build")
+
+    def __init__(self, key: ObjectKey, line: int, end_line: int, node: Optional[Node] = None,
+                 build: Optional[Callable[[], Node]] = None) -> None:
+        self.key, self.line, self.end_line = key, line, end_line
+        self._node, self._build = node, build
+
+    @property
+    def node(self) -> Node:
+        if self._node is None:
+            assert self._build is not None
+            self._node = self._build()
+        return self._node
 
 
 class Locator:
@@ -88,20 +97,22 @@ def _reason(error: BaseException) -> str:
 def object_spans(content: str) -> Iterator[ObjectSpan]:
     """Every object of a manifest's text, in order, as ``_manifests`` reads it (List items unrolled;
     a later copy of an object in the same text comes later, so a dict of them keeps the last)."""
-    for document, node in _documents(content):
-        yield from _spans(document, node)
-
-
-def _documents(content: str) -> Iterator[tuple[object, Node]]:
-    """(document, its node): JSON when ``-f`` reads the text as JSON, else every YAML document."""
     if _manifests.looks_like_json(content):
         try:
-            document = json.loads(content)
+            spans = _JsonObjects(content).spans()
         except ValueError:
-            pass  # -f falls back to YAML too
+            pass  # not JSON after all: -f reads it as YAML too
         else:
-            yield document, JsonScanner(content).document()
+            yield from spans
             return
+    yield from _yaml_spans(content)
+
+
+# --- YAML -----------------------------------------------------------------------------------
+
+def _yaml_spans(content: str) -> Iterator[ObjectSpan]:
+    """Each document composed into nodes; an object is identified from its own nodes, building
+    only its apiVersion, kind and metadata (as the loader would build them)."""
     content = content[1:] if content.startswith("\ufeff") else content  # so that marks count from the text's start
     lines = _Lines(content) if any(c in content for c in _YAML_ONLY_BREAKS) else None
     loader = _manifests.YAML_LOADER(content)
@@ -110,7 +121,7 @@ def _documents(content: str) -> Iterator[tuple[object, Node]]:
             node = loader.get_node()
             if lines is not None:
                 lines.remark(node)
-            yield loader.construct_document(node), node
+            yield from _yaml_objects(loader, node)
     finally:
         loader.dispose()
 
@@ -118,33 +129,49 @@ def _documents(content: str) -> Iterator[tuple[object, Node]]:
 #: Characters YAML counts as line breaks (so do PyYAML's marks) where editors and code-scanning
 #: views count only "\n" (the text is read with universal newlines: a CRLF is one "\n").
 _YAML_ONLY_BREAKS = "\x85\u2028\u2029"
+_IDENTITY = ("apiVersion", "kind", "metadata")
 
 
-def _spans(document: object, node: Node) -> Iterator[ObjectSpan]:
-    """``_manifests._objects`` over a document and its node side by side."""
-    if not isinstance(document, dict) or not isinstance(node, MappingNode):
-        return
-    items = document.get("items")
-    if isinstance(items, list) and str(document.get("kind", "")).endswith("List"):
-        items_node = _child(node, "items")
-        nodes = items_node[0].value if items_node and isinstance(items_node[0], SequenceNode) else []
-        for item, item_node in zip(items, nodes, strict=False):
-            yield from _spans(item, item_node)
-    elif "kind" in document:
-        key = _manifests.object_key(document)
+def _yaml_objects(loader: Any, node: Node) -> Iterator[ObjectSpan]:
+    """``_manifests._objects`` over a document's node: a ``kind: *List`` unrolled, an object
+    kept when it has a kind."""
+    if not isinstance(node, MappingNode) or node.tag != _MAP:
+        return  # the loader makes no dict of it
+    if any(key.tag == _MERGE for key, _ in node.value):
+        # Building it merges the ``<<`` entries into the node itself, the way this PyYAML merges
+        # (which has changed between versions): then its own entries are all there is to read.
+        loader.construct_document(node)
+    pairs = {name: _entry(node, name, depth=0) for name in _IDENTITY}
+    identity = loader.construct_document(MappingNode(_MAP, [pair for pair in pairs.values() if pair]))
+    items = _entry(node, "items", depth=0)
+    if items is not None and isinstance(items[1], SequenceNode) and str(identity.get("kind", "")).endswith("List"):
+        if items[1].tag == _SEQ:  # (an !!omap or !!pairs list holds no objects)
+            for item in items[1].value:
+                yield from _yaml_objects(loader, item)
+    elif pairs["kind"] is not None:
+        key = _manifests.object_key(identity)
         if key is not None:
             yield ObjectSpan(key, node.start_mark.line + 1, _end_line(node), node)
 
 
 def _end_line(node: Node) -> int:
     """The last line (1-based) a node's text is on. A block collection's end mark is where the next
-    token starts, lines later perhaps, so its last entry's end is read instead."""
+    token starts, lines later perhaps, so its last entry's end is read instead; an entry that is an
+    alias (its text elsewhere, earlier) ends with its key."""
+    first = node.start_mark.line
     while isinstance(node, (MappingNode, SequenceNode)) and not node.flow_style and node.value:
         last = node.value[-1]
-        node = last[1] if isinstance(node, MappingNode) else last
+        if isinstance(node, MappingNode):
+            key, value = last
+            node = key if value.start_mark.line < key.start_mark.line else value
+        elif last.start_mark.line >= node.start_mark.line:
+            node = last
+        else:
+            break
     mark = node.end_mark
     # An end mark at a line's start (a block scalar's final line break) ends on the line before.
-    return mark.line if mark.column == 0 and mark.line > node.start_mark.line else mark.line + 1
+    end = mark.line if mark.column == 0 and mark.line > node.start_mark.line else mark.line + 1
+    return max(end, first + 1)
 
 
 # --- Fields ---------------------------------------------------------------------------------
@@ -239,21 +266,116 @@ class _Lines:
                 pending += node.value
 
 
-class JsonScanner:
-    """JSON text as YAML nodes with marks: keys hold their text, other scalars none.
-
-    Exactly the JSON ``json.loads`` reads (its own string and value decoders do the scalars), so
-    every object ``-f`` loaded has its node.
-    """
+class _JsonObjects:
+    """The objects of JSON text with their spans, read as ``json.loads`` reads it (its own C
+    decoder reads every value), walking by hand only the ``kind: *List`` objects around them."""
 
     def __init__(self, text: str) -> None:
         self._text = text
-        self._mark = _Lines(text).mark
+        self._lines = _Lines(text)
+        self._decode = json.JSONDecoder().raw_decode
+        self._scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
+
+    def spans(self) -> list[ObjectSpan]:
+        start = self._skip(0)
+        elements = None
+        if self._text.startswith("{", start):
+            document, end, elements = self._mapping(start)
+        else:
+            document, end = self._decode(self._text, start)
+        if self._skip(end) != len(self._text):
+            raise ValueError(f"extra data at offset {end}")
+        return list(self._objects(document, start, end, elements))
+
+    def _objects(self, document: object, start: int, end: int, elements: Optional[list]) -> Iterator[ObjectSpan]:
+        if not isinstance(document, dict):
+            return
+        if isinstance(document.get("items"), list) and str(document.get("kind", "")).endswith("List"):
+            if elements is None:  # a List inside a List: walk it too
+                _, _, elements = self._mapping(start)
+            for item, item_start, item_end in elements or []:
+                yield from self._objects(item, item_start, item_end, None)
+        elif "kind" in document:
+            key = _manifests.object_key(document)
+            if key is not None:
+                yield ObjectSpan(key, self._lines.mark(start).line + 1, self._lines.mark(end - 1).line + 1,
+                                 build=functools.partial(self._node, start))
+
+    def _node(self, start: int) -> Node:
+        return JsonScanner(self._text, self._lines).node_at(start)
+
+    def _skip(self, index: int) -> int:
+        return _WHITESPACE.match(self._text, index).end()  # type: ignore[union-attr]
+
+    def _mapping(self, start: int) -> tuple[dict, int, Optional[list]]:
+        """An object's value, its end, and the (value, start, end) of each entry of its last
+        ``items`` when that is an array."""
+        text = self._text
+        found: dict = {}
+        elements: Optional[list] = None
+        index = self._skip(start + 1)
+        if text.startswith("}", index):
+            return found, index + 1, None
+        while True:
+            if not text.startswith('"', index):
+                raise ValueError(f"a JSON object key expected at offset {index}")
+            key, index = self._scanstring(text, index + 1)
+            index = self._skip(index)
+            if not text.startswith(":", index):
+                raise ValueError(f"':' expected at offset {index}")
+            index = self._skip(index + 1)
+            if key == "items" and text.startswith("[", index):
+                value, index, elements = self._array(index)
+            else:
+                value, index = self._decode(text, index)
+                elements = None if key == "items" else elements
+            found[key] = value  # the last of a repeated key, as json.loads keeps it
+            index = self._skip(index)
+            if text.startswith(",", index):
+                index = self._skip(index + 1)
+            elif text.startswith("}", index):
+                return found, index + 1, elements
+            else:
+                raise ValueError(f"',' or '}}' expected at offset {index}")
+
+    def _array(self, start: int) -> tuple[list, int, list]:
+        text = self._text
+        values: list = []
+        elements: list[tuple[object, int, int]] = []
+        index = self._skip(start + 1)
+        if text.startswith("]", index):
+            return values, index + 1, elements
+        while True:
+            value, end = self._decode(text, index)
+            values.append(value)
+            elements.append((value, index, end))
+            index = self._skip(end)
+            if text.startswith(",", index):
+                index = self._skip(index + 1)
+            elif text.startswith("]", index):
+                return values, index + 1, elements
+            else:
+                raise ValueError(f"',' or ']' expected at offset {index}")
+
+
+class JsonScanner:
+    """JSON text as YAML nodes with marks: keys hold their text, other scalars none.
+
+    Exactly the JSON ``json.loads`` reads (its own string and value decoders do the scalars).
+    """
+
+    def __init__(self, text: str, lines: Optional[_Lines] = None) -> None:
+        self._text = text
+        self._mark = (lines or _Lines(text)).mark
         self._decode = json.JSONDecoder().raw_decode
         self._scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
 
     def document(self) -> Node:
-        node, _ = self._value(self._skip(0))
+        return self.node_at(self._skip(0))
+
+    def node_at(self, start: int) -> Node:
+        """The node of the value starting at ``start``."""
+        node, _ = self._value(start)
         return node
 
     def _skip(self, index: int) -> int:

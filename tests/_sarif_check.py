@@ -104,7 +104,8 @@ def _check_object(lines: list[str], start: int, line: int, result: dict) -> None
     text = "\n".join(lines[start - 1:end])
     assert re.search(rf"""\bname"?:\s*"?{re.escape(obj['name'])}\b""", text), \
         f"line {start}..{end} does not name {obj['name']}:\n{text}"
-    assert re.search(rf"""\bkind"?:\s*"?{re.escape(obj['kind'])}\b""", text), f"line {start}..{end}: not a {obj['kind']}"
+    assert re.search(rf"""\bkind"?:\s*"?{re.escape(obj['kind'])}\b""", text), \
+        f"line {start}..{end}: not a {obj['kind']}"
     assert start <= line <= end
     wanted = expected_on_field_line(result)
     if wanted:

@@ -153,3 +153,7 @@ def test_version_and_help_import_no_subcommand_nor_yaml_nor_the_client(args):
 def test_a_run_imports_only_the_subcommand_it_runs():
     modules = _imported_by("find-flags", "-f", str(EXAMPLES), "-o", "json")
     assert modules & SUBCOMMAND_MODULES == {"kubectl_kvdtype.find_flags"}
+    # The position-keeping parse and the SARIF writer are -o sarif's alone.
+    assert {"kubectl_kvdtype._positions", "kubectl_kvdtype._sarif"} & modules == set()
+    assert {"kubectl_kvdtype._positions", "kubectl_kvdtype._sarif"} <= _imported_by(
+        "find-flags", "-f", str(EXAMPLES), "-o", "sarif")

@@ -123,6 +123,21 @@ def test_json_indented_compact_and_tab_indented_with_escapes_libyaml_refuses():
     assert all(tab_lines[s.line - 1].strip() == "{" for s in tab_spans)
 
 
+def test_json_nested_lists_repeated_keys_and_documents_that_hold_no_object():
+    pod = '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "%s", "namespace": "ns"}}'
+    text = ('{"kind": "List", "items": [%s],\n "apiVersion": "v1",\n'
+            ' "items": [{}, [], "text", %s,\n  {"kind": "PodList", "items": [\n%s]}]}'
+            % (pod % "dropped", pod % "kept", pod % "nested"))
+    spans = list(object_spans(text))  # the last "items" is the one json.loads keeps
+    assert [(span.key[2], span.line) for span in spans] == [("kept", 3), ("nested", 5)]
+    assert field_line(spans[1].node, ("metadata", "name")) == 5
+    assert list(object_spans('[{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}]')) == []
+    assert list(object_spans('{"items": [], "kind": "List"}')) == []
+    # Not JSON after all ({...} then more): read as YAML, as -f reads it.
+    (flow,) = object_spans('{apiVersion: v1, kind: Pod,\n metadata: {name: flow, namespace: ns}}\n')
+    assert (flow.key, flow.line, field_line(flow.node, ("metadata", "name"))) == (("Pod", "ns", "flow"), 1, 2)
+
+
 def test_anchors_aliases_and_merge_keys_point_where_the_text_is():
     text = """\
 apiVersion: worker.gpustack.ai/v1
@@ -144,6 +159,61 @@ spec:
     assert field_line(span.node, ("spec", "roles", 1, "extraArgs", 2)) == 8  # merged in from the anchor
     assert field_line(span.node, ("spec", "roles", 2, "extraArgs", 0)) == 8  # an alias: the anchored text
     assert field_line(span.node, ("spec", "roles", 2)) == 11
+
+
+def test_objects_identified_through_merge_keys_and_odd_scalars_as_the_loader_builds_them():
+    text = """\
+apiVersion: v1
+kind: List
+items:
+- &common {apiVersion: worker.gpustack.ai/v1, kind: KVCachePoolBinding, metadata: {name: base, namespace: ns}}
+- <<: *common
+  metadata: {name: 2024, namespace: ns}
+- <<: [{kind: ModelDeployment, apiVersion: worker.gpustack.ai/v1}]
+  metadata:
+    <<: {namespace: other}
+    name: merged
+- {apiVersion: worker.gpustack.ai/v1, kind: KVCachePoolBinding, metadata: {name: yes, namespace: ns}}
+- !!omap [{apiVersion: v1}, {kind: Pod}]
+- <<: [{kind: ModelDeployment}, *common]
+  metadata: {name: conflicting}
+"""
+    read = [_manifests.object_key(obj) for _, obj in _manifests._located("x", _manifests._objects(
+        list(yaml.load_all(text, Loader=_manifests.YAML_LOADER)))) if obj]
+    spans = list(object_spans(text))
+    # The last one's kind depends on how this PyYAML merges conflicting entries: as the loader does.
+    assert [span.key for span in spans] == read
+    assert read[:4] == [("KVCachePoolBinding", "ns", "base"), ("KVCachePoolBinding", "ns", "2024"),
+                        ("ModelDeployment", "other", "merged"), ("KVCachePoolBinding", "ns", "")]  # yes: a boolean
+    assert [span.line for span in spans] == [4, 5, 7, 11, 13]
+    assert field_line(spans[2].node, ("metadata", "namespace")) == 9
+
+
+def test_an_object_ending_in_an_alias_or_made_of_a_merge_ends_on_its_own_lines():
+    text = """\
+apiVersion: v1
+kind: List
+items:
+- &common
+  apiVersion: v1
+  kind: Pod
+  metadata: {name: a, namespace: ns}
+  spec:
+    args: &args
+    - x
+- <<: *common
+  metadata: {name: b, namespace: ns}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: c, namespace: ns}
+  spec:
+    args: *args
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: d, namespace: ns}
+"""
+    assert [(s.key[2], s.line, s.end_line) for s in object_spans(text)] == [
+        ("a", 4, 10), ("b", 11, 12), ("c", 13, 17), ("d", 18, 20)]
 
 
 def test_a_path_beyond_the_object_stops_at_what_exists():
