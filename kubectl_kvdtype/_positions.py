@@ -13,7 +13,6 @@ each on their own, and the copy read last wins, so a line is always the judged c
 
 from __future__ import annotations
 
-import bisect
 import functools
 import json
 import re
@@ -241,34 +240,52 @@ class _Mark:
 
 
 class _Lines:
-    """Lines counted by "\n" only, for marks made by a parser that counts more line breaks."""
+    """Line and column of a position in a text, lines counted by "\n" only.
 
-    def __init__(self, text: str) -> None:
-        self._breaks = [match.start() for match in re.finditer("\n", text)]
+    Asked in text order (as the walks below ask), it counts each stretch of the text once, so a
+    big dump costs one pass and no table of its line breaks; asked backwards, it counts again from
+    where it was anchored (the start of the text, or of one object)."""
+
+    def __init__(self, text: str, index: int = 0, line: int = 0) -> None:
+        self._text = text
+        self._anchor = (index, line, text.rfind("\n", 0, index) + 1)
+        self._index, self._line, self._line_start = self._anchor
 
     def mark(self, index: int) -> _Mark:
-        line = bisect.bisect_left(self._breaks, index)
-        return _Mark(line, index - (self._breaks[line - 1] + 1 if line else 0))
+        if index < self._index:
+            self._index, self._line, self._line_start = self._anchor if index >= self._anchor[0] else (0, 0, 0)
+        text = self._text
+        self._line += text.count("\n", self._index, index)
+        last_break = text.rfind("\n", self._index, index)
+        if last_break >= 0:
+            self._line_start = last_break + 1
+        self._index = index
+        return _Mark(self._line, index - self._line_start)
 
     def remark(self, root: Node) -> None:
-        """Replace the marks of every node under ``root`` (an alias's node once) by "\n"-counted ones."""
-        seen: set[int] = set()
+        """Replace the marks of every node under ``root`` (an alias's node once) by "\n"-counted
+        ones, for a YAML text whose marks also counted other line breaks."""
+        nodes: dict[int, Node] = {}
         pending = [root]
         while pending:
             node = pending.pop()
-            if id(node) in seen:
+            if id(node) in nodes:
                 continue
-            seen.add(id(node))
-            node.start_mark, node.end_mark = self.mark(node.start_mark.index), self.mark(node.end_mark.index)
+            nodes[id(node)] = node
             if isinstance(node, MappingNode):
                 pending += [part for pair in node.value for part in pair]
             elif isinstance(node, SequenceNode):
                 pending += node.value
+        indexes = sorted({m.index for node in nodes.values() for m in (node.start_mark, node.end_mark)})
+        marks = {index: self.mark(index) for index in indexes}  # in text order: one pass
+        for node in nodes.values():
+            node.start_mark, node.end_mark = marks[node.start_mark.index], marks[node.end_mark.index]
 
 
 class _JsonObjects:
     """The objects of JSON text with their spans, read as ``json.loads`` reads it (its own C
-    decoder reads every value), walking by hand only the ``kind: *List`` objects around them."""
+    decoder reads every value), walking by hand only the ``kind: *List`` objects around them.
+    An item is identified as soon as it is read, then dropped: a big dump is not held twice."""
 
     def __init__(self, text: str) -> None:
         self._text = text
@@ -278,41 +295,45 @@ class _JsonObjects:
 
     def spans(self) -> list[ObjectSpan]:
         start = self._skip(0)
-        elements = None
+        items: Optional[list] = None
         if self._text.startswith("{", start):
-            document, end, elements = self._mapping(start)
+            document, end, items = self._mapping(start)
         else:
             document, end = self._decode(self._text, start)
         if self._skip(end) != len(self._text):
             raise ValueError(f"extra data at offset {end}")
-        return list(self._objects(document, start, end, elements))
+        return self._objects(document, start, end, items)
 
-    def _objects(self, document: object, start: int, end: int, elements: Optional[list]) -> Iterator[ObjectSpan]:
+    def _objects(self, document: object, start: int, end: int, items: Optional[list]) -> list[ObjectSpan]:
+        """``_manifests._objects`` over one value; ``items``: the spans of each entry of its
+        ``items`` array when already walked."""
         if not isinstance(document, dict):
-            return
+            return []
         if isinstance(document.get("items"), list) and str(document.get("kind", "")).endswith("List"):
-            if elements is None:  # a List inside a List: walk it too
-                _, _, elements = self._mapping(start)
-            for item, item_start, item_end in elements or []:
-                yield from self._objects(item, item_start, item_end, None)
-        elif "kind" in document:
-            key = _manifests.object_key(document)
-            if key is not None:
-                yield ObjectSpan(key, self._lines.mark(start).line + 1, self._lines.mark(end - 1).line + 1,
-                                 build=functools.partial(self._node, start))
+            if items is None:  # a List inside a List: walk it too
+                _, _, items = self._mapping(start)
+            return [span for entry in items or [] for span in entry]
+        if "kind" not in document:
+            return []
+        key = _manifests.object_key(document)
+        if key is None:
+            return []
+        first = self._lines.mark(start).line
+        return [ObjectSpan(key, first + 1, self._lines.mark(end - 1).line + 1,
+                           build=functools.partial(self._node, start, first))]
 
-    def _node(self, start: int) -> Node:
-        return JsonScanner(self._text, self._lines).node_at(start)
+    def _node(self, start: int, line: int) -> Node:
+        return JsonScanner(self._text, _Lines(self._text, start, line)).node_at(start)
 
     def _skip(self, index: int) -> int:
         return _WHITESPACE.match(self._text, index).end()  # type: ignore[union-attr]
 
     def _mapping(self, start: int) -> tuple[dict, int, Optional[list]]:
-        """An object's value, its end, and the (value, start, end) of each entry of its last
-        ``items`` when that is an array."""
+        """An object's value, its end, and when its last ``items`` is an array, the spans each of
+        its entries holds (an ``items`` value is kept only as a list of as many)."""
         text = self._text
         found: dict = {}
-        elements: Optional[list] = None
+        items: Optional[list] = None
         index = self._skip(start + 1)
         if text.startswith("}", index):
             return found, index + 1, None
@@ -325,35 +346,35 @@ class _JsonObjects:
                 raise ValueError(f"':' expected at offset {index}")
             index = self._skip(index + 1)
             if key == "items" and text.startswith("[", index):
-                value, index, elements = self._array(index)
+                items, index = self._items(index)
+                value: object = [None] * len(items)
             else:
                 value, index = self._decode(text, index)
-                elements = None if key == "items" else elements
+                items = None if key == "items" else items
             found[key] = value  # the last of a repeated key, as json.loads keeps it
             index = self._skip(index)
             if text.startswith(",", index):
                 index = self._skip(index + 1)
             elif text.startswith("}", index):
-                return found, index + 1, elements
+                return found, index + 1, items
             else:
                 raise ValueError(f"',' or '}}' expected at offset {index}")
 
-    def _array(self, start: int) -> tuple[list, int, list]:
+    def _items(self, start: int) -> tuple[list[list[ObjectSpan]], int]:
+        """The spans of each entry of an ``items`` array, and the array's end."""
         text = self._text
-        values: list = []
-        elements: list[tuple[object, int, int]] = []
+        entries: list[list[ObjectSpan]] = []
         index = self._skip(start + 1)
         if text.startswith("]", index):
-            return values, index + 1, elements
+            return entries, index + 1
         while True:
             value, end = self._decode(text, index)
-            values.append(value)
-            elements.append((value, index, end))
+            entries.append(self._objects(value, index, end, None))
             index = self._skip(end)
             if text.startswith(",", index):
                 index = self._skip(index + 1)
             elif text.startswith("]", index):
-                return values, index + 1, elements
+                return entries, index + 1
             else:
                 raise ValueError(f"',' or ']' expected at offset {index}")
 
@@ -387,14 +408,16 @@ class JsonScanner:
             return self._object(start)
         if char == "[":
             return self._array(start)
+        first = self._mark(start)
         _, end = self._decode(self._text, start)
-        return ScalarNode(_STR, "", self._mark(start), self._mark(end), style="\""), end
+        return ScalarNode(_STR, "", first, self._mark(end), style="\""), end
 
     def _object(self, start: int) -> tuple[Node, int]:
         pairs: list[tuple[Node, Node]] = []
+        first = self._mark(start)  # marks are asked in text order: counted in one pass
         index = self._skip(start + 1)
         if self._text.startswith("}", index):
-            return MappingNode(_MAP, pairs, self._mark(start), self._mark(index + 1), flow_style=True), index + 1
+            return MappingNode(_MAP, pairs, first, self._mark(index + 1), flow_style=True), index + 1
         while True:
             key_start = index
             if not self._text.startswith('"', index):
@@ -410,15 +433,16 @@ class JsonScanner:
             if self._text.startswith(",", index):
                 index = self._skip(index + 1)
             elif self._text.startswith("}", index):
-                return MappingNode(_MAP, pairs, self._mark(start), self._mark(index + 1), flow_style=True), index + 1
+                return MappingNode(_MAP, pairs, first, self._mark(index + 1), flow_style=True), index + 1
             else:
                 raise ValueError(f"',' or '}}' expected at offset {index}")
 
     def _array(self, start: int) -> tuple[Node, int]:
         items: list[Node] = []
+        first = self._mark(start)
         index = self._skip(start + 1)
         if self._text.startswith("]", index):
-            return SequenceNode(_SEQ, items, self._mark(start), self._mark(index + 1), flow_style=True), index + 1
+            return SequenceNode(_SEQ, items, first, self._mark(index + 1), flow_style=True), index + 1
         while True:
             value, index = self._value(index)
             items.append(value)
@@ -426,6 +450,6 @@ class JsonScanner:
             if self._text.startswith(",", index):
                 index = self._skip(index + 1)
             elif self._text.startswith("]", index):
-                return SequenceNode(_SEQ, items, self._mark(start), self._mark(index + 1), flow_style=True), index + 1
+                return SequenceNode(_SEQ, items, first, self._mark(index + 1), flow_style=True), index + 1
             else:
                 raise ValueError(f"',' or ']' expected at offset {index}")
