@@ -246,9 +246,9 @@ class _Lines:
     big dump costs one pass and no table of its line breaks; asked backwards, it counts again from
     where it was anchored (the start of the text, or of one object)."""
 
-    def __init__(self, text: str, index: int = 0, line: int = 0) -> None:
+    def __init__(self, text: str, index: int = 0, line: int = 0, column: int = 0) -> None:
         self._text = text
-        self._anchor = (index, line, text.rfind("\n", 0, index) + 1)
+        self._anchor = (index, line, index - column)
         self._index, self._line, self._line_start = self._anchor
 
     def mark(self, index: int) -> _Mark:
@@ -318,12 +318,12 @@ class _JsonObjects:
         key = _manifests.object_key(document)
         if key is None:
             return []
-        first = self._lines.mark(start).line
-        return [ObjectSpan(key, first + 1, self._lines.mark(end - 1).line + 1,
+        first = self._lines.mark(start)
+        return [ObjectSpan(key, first.line + 1, self._lines.mark(end - 1).line + 1,
                            build=functools.partial(self._node, start, first))]
 
-    def _node(self, start: int, line: int) -> Node:
-        return JsonScanner(self._text, _Lines(self._text, start, line)).node_at(start)
+    def _node(self, start: int, mark: _Mark) -> Node:
+        return JsonScanner(self._text, _Lines(self._text, start, mark.line, mark.column)).node_at(start)
 
     def _skip(self, index: int) -> int:
         return _WHITESPACE.match(self._text, index).end()  # type: ignore[union-attr]
