@@ -7,11 +7,11 @@ subcommand imports another:
 
 - ground: ``_status`` (exit codes, and the errors that carry one), ``_codes`` (every finding code,
   its severity and meaning), ``_env`` (the streams), ``_progress``;
-- data: ``_report`` collects findings, ``_render`` prints, ``_flags`` the global flags, ``_engines``
+- data: ``_report`` collects findings, ``_render`` prints (``_sarif`` the SARIF log), ``_flags`` the global flags, ``_engines``
   and ``_argv`` know the engines and how they read their argv, ``_model`` reads the objects'
   shapes, ``_sources`` the kinds and queries, ``_journal`` a rebind's journal;
-- sources: ``_cluster`` (live) and ``_manifests`` (offline, ``-f``), ``_command`` what a subcommand is
-  given;
+- sources: ``_cluster`` (live) and ``_manifests`` (offline, ``-f``; ``_positions`` finds lines in its
+  files for ``-o sarif``), ``_command`` what a subcommand is given;
 - judgement: ``_judgement`` (check's judgement, shared), ``_setting``, ``_rebind`` and ``_restore``
   (what ``escape`` carries out);
 - subcommands;
