@@ -2,13 +2,15 @@
 a field in it. Only ``-o sarif`` asks (a result points at a file and a line).
 
 The ordinary ``-f`` read (``_manifests``) keeps no positions: it loads JSON with ``json`` and YAML
-with libyaml's loader, the fastest way there is. This is a second pass, made only for ``-o sarif``
-and only over the files that hold a judged object. YAML is composed (PyYAML's nodes carry their
-start and end marks) and each document built from its own nodes, so the objects are exactly what
-the loader makes; a file ``-f`` read as JSON is scanned by a small JSON scanner into the same kind
-of nodes, because libyaml refuses some valid JSON (an escaped surrogate pair, a raw C1 control
-character). The objects are identified as ``_manifests`` identifies them, ``kind: List`` items
-each on their own, and the copy read last wins, so a line is always the judged copy's.
+with libyaml's loader, the fastest way there is. This is a second read, made only for ``-o sarif``
+and only of the files that hold an object a finding is about. YAML is composed by the same loader
+(its nodes carry start and end marks), and each object identified from its own nodes, building
+only its apiVersion, kind and metadata. A file ``-f`` read as JSON is walked with ``json``'s own
+decoder (libyaml refuses some valid JSON: an escaped surrogate pair, a raw C1 control character),
+and an object's nodes are built by a small scanner only when a finding asks about it. Objects are
+identified as ``_manifests`` identifies them, ``kind: List`` items each on their own, and the copy
+read last is the one judged, so a line is always the judged copy's. Lines count from 1 and break at
+newlines only, as editors and code-scanning views count them.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ class ObjectSpan:
 
 
 class Locator:
-    """``locate(ref, field_path)``: the Place of a finding's object in the ``-f`` input, or None
+    """``locator(ref, field_path)``: the Place of a finding's object in the ``-f`` input, or None
     (the object came from standard input, or from no file). Files are parsed once, when first
     asked about; a file that cannot be parsed again is named without a line, and said once."""
 
