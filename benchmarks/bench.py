@@ -27,9 +27,10 @@ Subcommands not registered in kubectl_kvdtype._cli.COMMANDS are skipped. It prin
 plugin/guide, the peak RSS (GNU time's %M: the largest process of the command; kubectl execs the
 plugin), and the HTTP requests the plugin made (all, and paged LIST calls). Then offline: a dump of
 --offline-size deployments (a `kind: List`, as kubectl get -o json/yaml writes) judged with
-`check -f` as JSON and as YAML. Then start-up: `kubectl-kvdtype --version` from the venv and from
-the onefile binary (--binary, default dist/kubectl-kvdtype, when it exists), next to
-`python3 -c pass`. Figures are whole-process wall times: noisy on a shared machine.
+`check -f` as JSON and as YAML, each with -o json and -o sarif (its CPU time too). Then start-up:
+`kubectl-kvdtype --version` from the venv and from the onefile binary (--binary, default
+dist/kubectl-kvdtype, when it exists), next to `python3 -c pass`.
+Figures are whole-process wall times: noisy on a shared machine.
 """
 
 from __future__ import annotations
@@ -139,8 +140,9 @@ def objects(n: int) -> list[dict]:
 # --- Measuring ---------------------------------------------------------------------------------
 
 class Run:
-    def __init__(self, seconds: float, rss_mb: float, status: int, lines: int) -> None:
+    def __init__(self, seconds: float, rss_mb: float, status: int, lines: int, cpu: float = 0.0) -> None:
         self.seconds, self.rss_mb, self.status, self.lines = seconds, rss_mb, status, lines
+        self.cpu = cpu  # user + system CPU seconds, as GNU time reports them
 
 
 TIME = shutil.which("time", path="/usr/bin:/bin")
@@ -153,7 +155,7 @@ def run_once(argv: list[str], env: dict) -> Run:
     The command is started by /usr/bin/time, not by this process: a child forked from a process
     holding the fake cluster's 30,000 objects would count that memory as its own peak RSS."""
     with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile("r") as rss:
-        wrapped = [TIME, "-f", "%M", "-o", rss.name, *argv] if TIME else argv
+        wrapped = [TIME, "-f", "%M %U %S", "-o", rss.name, *argv] if TIME else argv
         started = time.perf_counter()
         process = subprocess.Popen(wrapped, env=env, stdout=out, stderr=subprocess.DEVNULL)
         _, status, usage = os.wait4(process.pid, 0)
@@ -161,8 +163,12 @@ def run_once(argv: list[str], env: dict) -> Run:
         process.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         lines = sum(1 for _ in out)
-        kilobytes = int(rss.read().split()[-1]) if TIME else usage.ru_maxrss
-    return Run(seconds, kilobytes / 1024.0, process.returncode, lines)
+        if TIME:
+            kilobytes, user, system = rss.read().split()[-3:]
+            cpu = float(user) + float(system)
+        else:
+            kilobytes, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
+    return Run(seconds, int(kilobytes) / 1024.0, process.returncode, lines, cpu)
 
 
 def measure(argv: list[str], env: dict, repeat: int) -> list[Run]:
@@ -300,8 +306,10 @@ def startup(binary: Optional[str], repeat: int) -> list[tuple[str, float]]:
     return results
 
 
-def offline(n: int, repeat: int) -> list[tuple[str, float, float, int, float]]:
-    """`check -f` on a dump of n deployments, as JSON and as YAML: (label, s, MB, status, dump MB)."""
+def offline(n: int, repeat: int) -> list[tuple[str, float, float, float, int, float]]:
+    """`check -f` on a dump of n deployments, as JSON and as YAML, with -o json and with -o sarif
+    (whose second, position-keeping parse the other formats never make):
+    (label, s, CPU s, MB, status, dump MB)."""
     import yaml
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -316,9 +324,11 @@ def offline(n: int, repeat: int) -> list[tuple[str, float, float, int, float]]:
                     json.dump(dump, handle, indent=4)  # as kubectl get -o json writes it
                 else:
                     yaml.dump(dump, handle, Dumper=dumper, default_flow_style=False)
-            runs = measure([plugin, "check", "-f", str(path), "-o", "json"], dict(os.environ), repeat)
-            results.append((f"check -f ({form}, {n:,} deployments)", median(runs), max(r.rss_mb for r in runs),
-                            runs[-1].status, path.stat().st_size / 1e6))
+            for output in ("json", "sarif"):
+                runs = measure([plugin, "check", "-f", str(path), "-o", output], dict(os.environ), repeat)
+                results.append((f"check -f -o {output} ({form}, {n:,} deployments)", median(runs),
+                                statistics.median(r.cpu for r in runs), max(r.rss_mb for r in runs),
+                                runs[-1].status, path.stat().st_size / 1e6))
     return results
 
 
@@ -361,10 +371,11 @@ def main() -> int:
               f"{r['ours'] / r['theirs']:.2f} | {r['rss']:.0f} / {r['guide_rss']:.0f} MB | "
               f"{r['requests']} ({r['lists']}) |")
     if options.offline_size:
-        print("\n| offline | time (median) | peak RSS | exit | dump size |")
-        print("|---|---:|---:|---:|---:|")
-        for label, seconds, rss, status, size in offline(options.offline_size, options.repeat):
-            print(f"| `{label}` | {seconds:.2f} s | {rss:.0f} MB | {status} | {size:.1f} MB |", flush=True)
+        print("\n| offline | time (median) | CPU (median) | peak RSS | exit | dump size |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for label, seconds, cpu, rss, status, size in offline(options.offline_size, options.repeat):
+            print(f"| `{label}` | {seconds:.2f} s | {cpu:.2f} s | {rss:.0f} MB | {status} | {size:.1f} MB |",
+                  flush=True)
     print("\n| start-up | median |")
     print("|---|---:|")
     results = startup(options.binary, options.startup_repeat)

@@ -8,11 +8,11 @@ subcommand imports another:
 - ground: ``_status`` (exit codes, and the errors that carry one), ``_codes`` (every finding code,
   its severity and meaning), ``_env`` (the streams), ``_progress``;
 - data: ``_report`` collects findings and decides the exit status, ``_render`` prints (``_junit``: JUnit
-  XML), ``_flags`` the global flags, ``_engines``
+  XML, ``_sarif``: the SARIF log), ``_flags`` the global flags, ``_engines``
   and ``_argv`` know the engines and how they read their argv, ``_model`` reads the objects'
   shapes, ``_sources`` the kinds and queries, ``_journal`` a rebind's journal;
-- sources: ``_cluster`` (live) and ``_manifests`` (offline, ``-f``), ``_command`` what a subcommand is
-  given;
+- sources: ``_cluster`` (live) and ``_manifests`` (offline, ``-f``; ``_positions`` finds lines in its
+  files for ``-o sarif``), ``_command`` what a subcommand is given;
 - judgement: ``_judgement`` (check's judgement, shared), ``_setting``, ``_rebind`` and ``_restore``
   (what ``escape`` carries out);
 - subcommands;
@@ -21,3 +21,5 @@ subcommand imports another:
 """
 
 __version__ = "0.1.0"
+#: The project's home page (setup.cfg's ``url``; tests/test_packaging.py keeps them equal).
+HOMEPAGE = "https://github.com/gpustack/kubectl-kvdtype"

@@ -11,7 +11,7 @@ import gc
 import os
 import sys
 import traceback
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from kubectl_kvdtype import _codes, _progress
 from kubectl_kvdtype._command import Context
@@ -20,6 +20,10 @@ from kubectl_kvdtype._flags import APPENDED, DEFAULTS, normalize_booleans, redac
 from kubectl_kvdtype._registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
 from kubectl_kvdtype._render import render
 from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError
+
+if TYPE_CHECKING:
+    from kubectl_kvdtype._report import Finding, Report
+    from kubectl_kvdtype._sarif import Place
 
 __all__ = ["COMMANDS", "PROG", "VERSION", "build_parser", "main", "parse", "run"]
 
@@ -52,8 +56,9 @@ def _validate(options: argparse.Namespace) -> None:
         raise UsageError(f"--ignore {unknown[0]}: no such finding code (known: {', '.join(known)})")
     if options.output == "patch" and not getattr(options, "fix", False):
         raise UsageError("-o patch prints the JSON patches that find-flags --fix plans: use it with find-flags --fix")
-    if options.output == "junit" and options.command not in judging():
-        raise UsageError(f"-o junit reports what a judging subcommand judged: use it with {', '.join(judging())}")
+    if options.output in ("junit", "sarif") and options.command not in judging():
+        raise UsageError(f"-o {options.output} reports what a judging subcommand judged: use it with "
+                         f"{', '.join(judging())}")
     if options.all_namespaces and options.namespace:
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
 
@@ -78,12 +83,14 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
             _write(env, render(report, options.output))
             return int(ExitStatus.OK)
         report.ignore(set(options.ignore))
+        locate = _locator(context, report) if options.output == "sarif" else None
         for warning in report.warnings:
             env.warn(warning)
         if not report.items and options.output in ("table", "wide"):
             print(report.empty_message, file=env.stderr)
         _write(env, render(report, options.output, no_headers=options.no_headers,
-                           all_namespaces=context.namespace is None, color=env.color, command=options.command))
+                           all_namespaces=context.namespace is None, color=env.color, command=options.command,
+                           locate=locate))
         return int(report.exit_status(options.exit_zero))
     except SystemExit as exit_:  # argparse after --help and --version
         return int(exit_.code or 0) if isinstance(exit_.code, int) else int(ExitStatus.USAGE)
@@ -108,6 +115,24 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
     finally:
         if ticker:
             ticker.stop()
+
+
+def _locator(context: Context, report: Report) -> Optional[Callable[[Finding], Optional[Place]]]:
+    """-o sarif with -f: where each finding's object is in the files. The files are parsed again,
+    keeping positions, only here: the ordinary -f read keeps none, and stays as fast."""
+    if not context.offline:
+        return None  # a cluster's objects have no file
+    from kubectl_kvdtype._manifests import ManifestSource
+    from kubectl_kvdtype._positions import Locator
+
+    source = context.source
+    if not isinstance(source, ManifestSource):
+        return None
+    locator = Locator(source)
+    for finding in report.findings:  # now, so that a file that cannot be read again is said with the warnings
+        locator.locate(finding)
+    report.warnings += locator.warnings
+    return locator.locate
 
 
 class _OutputError(Exception):

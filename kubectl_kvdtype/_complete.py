@@ -145,8 +145,9 @@ def _values(action: argparse.Action, partial: str, scan: _Scan, env: Environment
         names = [str(choice) for choice in action.choices]
         if action.dest == "output" and scan.commands[:1] != ["find-flags"]:
             names.remove("patch")  # -o patch goes with find-flags --fix only
-        if action.dest == "output" and scan.commands and scan.commands[0] not in judging():
-            names.remove("junit")  # -o junit goes with the judging subcommands only
+        if action.dest == "output" and scan.commands[:1] and scan.commands[0] not in judging():
+            names.remove("junit")  # -o junit and -o sarif go with the judging subcommands only
+            names.remove("sarif")
     elif what == "files":
         return [], DIRECTIVE_DEFAULT
     elif what in _KUBECONFIG_SECTIONS:

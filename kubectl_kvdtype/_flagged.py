@@ -12,7 +12,7 @@ from typing import Optional
 from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._codes import POD_FLAG, ROLE_FLAG
 from kubectl_kvdtype._engines import FlagOccurrence
-from kubectl_kvdtype._report import Column, ObjectRef, Report
+from kubectl_kvdtype._report import Column, FieldPath, ObjectRef, Report
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, WORKLOADS, Kind, Query, Source, list_many, unwrap
 from kubectl_kvdtype._status import ApiError
 
@@ -57,12 +57,13 @@ def build_find_flags_report(inventory: FlagInventory) -> Report:
             _deployment(deployment, dtypes, report)
     for pod in inventory.pods:
         report.judged.append(_ref(POD.name, pod))
-        _pod_like(POD.name, pod, pod, _model.pod_spec(pod), dtypes, report)
+        _pod_like(POD.name, pod, pod, _model.pod_spec(pod), dtypes, report, _model.POD_SPEC_PATH)
     for kind, workload in inventory.workloads:
         template = _model.pod_template(workload)
         if template is not None and _model.opts_in(_model.labels_of(template)):
             report.judged.append(_ref(kind.name, workload))
-            _pod_like(kind.name, workload, template, _model.pod_spec(template), dtypes, report)
+            _pod_like(kind.name, workload, template, _model.pod_spec(template), dtypes, report,
+                      _model.template_spec_path(workload))
     report.warnings += inventory.warnings
     report.summary = _summary(inventory, report)
     report.headline = (f"{len(report.items)} place(s) pass --kv-cache-dtype themselves: "
@@ -98,7 +99,8 @@ def _deployment(deployment: dict, dtypes: dict, report: Report) -> None:
         report.add(ROLE_FLAG, ref,
                    _role_message(ref, role_name, engine, today, after, binding, known, binding_dtype),
                    role=role_name, value=value, binding=binding or None, bindingDtype=binding_dtype,
-                   engine=engine.name or engine.declared, occurrences=[o.to_dict() for o in found])
+                   engine=engine.name or engine.declared, occurrences=[o.to_dict() for o in found],
+                   field_path=_model.occurrence_path(_model.role_path(deployment, role), role, found[0]))
         report.items.append(_item(ref, role_name, None, engine, found, value, binding, binding_dtype, None))
 
 
@@ -141,8 +143,10 @@ def _role_message(ref: ObjectRef, role: str, engine: _model.EngineInfo, today: _
 
 # --- Pods and Pod templates ----------------------------------------------------------------
 
-def _pod_like(kind: str, obj: dict, pod_like: dict, spec: dict, dtypes: dict, report: Report) -> None:
-    """A Pod (``obj`` is ``pod_like``) or a workload and its template: the target container's own flag."""
+def _pod_like(kind: str, obj: dict, pod_like: dict, spec: dict, dtypes: dict, report: Report,
+              spec_path: FieldPath) -> None:
+    """A Pod (``obj`` is ``pod_like``) or a workload and its template: the target container's own flag.
+    ``spec_path``: where ``spec`` is in ``obj``."""
     container = _model.target_container(pod_like, spec)
     if container is None:
         return
@@ -162,7 +166,8 @@ def _pod_like(kind: str, obj: dict, pod_like: dict, spec: dict, dtypes: dict, re
     value = reading.value if reading.runs else None
     report.add(POD_FLAG, ref, _pod_message(ref, name, own, owner, reading),
                container=name, owner=owner, value=value, binding=binding or None, bindingDtype=binding_dtype,
-               engine=engine.name or engine.declared, occurrences=[o.to_dict() for o in own])
+               engine=engine.name or engine.declared, occurrences=[o.to_dict() for o in own],
+               field_path=_model.occurrence_path(_model.container_path(spec_path, spec, container), container, own[0]))
     report.items.append(_item(ref, None, name, engine, own, value, binding, binding_dtype, owner))
 
 

@@ -134,8 +134,9 @@ def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "") -> None:
                             "credential plugin too (default 30s, where kubectl has no limit; 0: no limit)")
     add_connection_flags(flags, suffix)
     flags.add_argument("-o", "--output", choices=OUTPUTS, default=s,
-                       help="table (default), wide, json, yaml, junit (check, find-flags, verify, preflight: JUnit XML "
-                            "for CI test reports), or patch (find-flags --fix: the JSON patches)")
+                       help="table (default), wide, json, yaml, junit (JUnit XML for CI test reports), sarif "
+                            "(SARIF 2.1.0; with -f, file and line), or patch (find-flags --fix: the JSON patches); "
+                            "junit and sarif with check, find-flags, verify, preflight")
     flags.add_argument("--no-headers", action="store_true", default=s, help="tables without headers and summary")
     flags.add_argument("-f", "--filename", action="append", dest="filename" + suffix, default=s, metavar="PATH",
                        help="read objects from manifests instead of a cluster: a file, a directory, or - (repeatable)")

@@ -21,7 +21,7 @@ from kubectl_kvdtype._codes import (
     DTYPE_UNKNOWN,
     ENGINE_UNKNOWN,
 )
-from kubectl_kvdtype._report import Column, ObjectRef, Report
+from kubectl_kvdtype._report import Column, FieldPath, ObjectRef, Report
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, SETTING, Query, Source, list_many, unwrap
 from kubectl_kvdtype._status import KvdtypeError
 
@@ -42,6 +42,8 @@ class Consumer:
     replicas: int  # what the upgrade replaces: managed replicas of a deployment, 1 for a Pod
     #: False for a deployment whose every role is a take-over: the operator renders no flag there.
     receives_flag: bool = True
+    #: Where the object declares its engine (an engine-unknown finding points there).
+    engine_path: Optional[FieldPath] = None
 
     @property
     def ref(self) -> ObjectRef:
@@ -79,12 +81,13 @@ def consumers_of(deployments: Iterable[dict], pods: Iterable[dict]) -> list[Cons
     """Pool-attached deployments and opted-in Pods, each with the Binding it names."""
     found = [
         Consumer(DEPLOYMENT.name, _model.namespace_of(d), _model.name_of(d), _model.deployment_binding(d) or "",
-                 _model.deployment_engine(d), _model.managed_replicas(d), not _takeover_only(d))
+                 _model.deployment_engine(d), _model.managed_replicas(d), not _takeover_only(d),
+                 _model.engine_path(d, is_pod=False))
         for d in deployments if _model.is_pool_attached(d)
     ]
     found += [
         Consumer(POD.name, _model.namespace_of(p), _model.name_of(p), _model.pod_binding(p) or "",
-                 _model.pod_engine(p), 1)
+                 _model.pod_engine(p), 1, engine_path=_model.engine_path(p, is_pod=True))
         for p in pods if _model.opts_in(_model.labels_of(p))
     ]
     return found
@@ -141,7 +144,8 @@ def _judge_binding(binding: dict, consumers: list[Consumer], report: Report) -> 
         verdicts.add(AUTO)
         report.add(DTYPE_AUTO, ref,
                    f"{ref} says auto, which a new Binding may not declare once the upgrade is in: "
-                   "it keeps working, but pin an explicit dtype when you next recreate it.", dtype=dtype)
+                   "it keeps working, but pin an explicit dtype when you next recreate it.", dtype=dtype,
+                   field_path=_model.BINDING_DTYPE_PATH)
     if not dtype:
         verdicts.add(UNKNOWN)
         report.add(DTYPE_UNKNOWN, ref, f"{ref} declares no spec.domain.dtype, so this tool cannot judge it.",
@@ -186,13 +190,15 @@ def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer],
             report.add(DTYPE_REJECTED, ref, _rejected_message(ref, dtype, rejecting, fix),
                        dtype=dtype, engine=engine, engineVersion=_versions(j for _, j in rejecting),
                        suggestion=fix.spelling if fix.kind == _engines.REBIND else None,
-                       fix=fix.text, consumers=[c.ref.to_dict() for c, _ in rejecting])
+                       fix=fix.text, consumers=[c.ref.to_dict() for c, _ in rejecting],
+                       field_path=_model.BINDING_DTYPE_PATH)
         elif unsure:
             verdicts.add(UNKNOWN)
             report.add(DTYPE_UNKNOWN, ref,
                        f"{ref}: {unsure[0][1].reason}; check the {engine} documentation for {dtype!r} "
                        "before upgrading.",
-                       dtype=dtype, engine=engine, engineVersion=_versions(j for _, j in unsure))
+                       dtype=dtype, engine=engine, engineVersion=_versions(j for _, j in unsure),
+                       field_path=_model.BINDING_DTYPE_PATH)
     return verdicts, fix
 
 
@@ -241,7 +247,8 @@ def add_missing_binding(report: Report, consumer: ObjectRef, binding: str, conse
     report.add(BINDING_MISSING, consumer,
                f"{consumer} names {named}, which does not exist in namespace {consumer.namespace}{consequence}: "
                "create it or point the consumer at an existing Binding.",
-               binding=binding or None)
+               binding=binding or None,
+               field_path=_model.POD_BINDING_PATH if consumer.kind == POD.name else _model.DEPLOYMENT_BINDING_PATH)
 
 
 def _unknown_engines(consumers: list[Consumer], report: Report) -> None:
@@ -252,7 +259,7 @@ def _unknown_engines(consumers: list[Consumer], report: Report) -> None:
                        f"{consumer.ref} runs engine {declared!r}, which is neither vLLM nor SGLang, so its dtype "
                        "is not judged." if declared else
                        f"{consumer.ref} declares no engine, so its dtype is not judged.",
-                       engine=declared, binding=consumer.binding or None)
+                       engine=declared, binding=consumer.binding or None, field_path=consumer.engine_path)
 
 
 def _summary(inventory: BindingInventory, system_namespace: str, report: Report) -> dict:

@@ -24,6 +24,9 @@ _EXTENSIONS = (".yaml", ".yml", ".json")
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's C parser when PyYAML has it
 _JSON_START = re.compile(r"\s*[{\[]")
 
+#: How -f identifies an object: (kind, namespace, name); the namespace is "" for a cluster-scoped kind.
+ObjectKey = tuple[str, str, str]
+
 
 class ManifestSource:
     """Objects from files, answering ``Source`` questions the way an API server would."""
@@ -37,7 +40,7 @@ class ManifestSource:
         self.findings: list[Finding] = []
         #: -f arguments that held only a ``kind: List`` with no items: a valid, empty answer.
         self.empty_lists: list[str] = []
-        seen: dict[tuple[str, str, str], tuple[str, dict, Kind]] = {}
+        seen: dict[ObjectKey, tuple[str, dict, Kind]] = {}
         for entry in objects:
             where, obj = entry if isinstance(entry, tuple) else ("", entry)
             kind = kind_for(obj.get("apiVersion"), obj.get("kind"))
@@ -47,16 +50,25 @@ class ManifestSource:
                 # kubectl apply puts an object without a namespace in "default"; so do we.
                 metadata = obj.get("metadata")
                 obj["metadata"] = {**(metadata if isinstance(metadata, dict) else {}), "namespace": "default"}
-            key = (kind.name, _model.namespace_of(obj) if kind.namespaced else "", _model.name_of(obj))
+            key = _key(kind, obj)
             if key in seen:  # one object read twice: the later read wins, as kubectl apply would leave it
                 self._duplicate(key, seen[key][:2], (where, obj))
             seen[key] = (where, obj, kind)
+        #: The file each judged object was read from, last read winning ("-" for stdin): where
+        #: ``_positions`` looks for its lines.
+        self._seen = seen
         for _, obj, kind in seen.values():
             self._by_kind.setdefault(kind, []).append(obj)
         for items in self._by_kind.values():
             items.sort(key=lambda o: (_model.namespace_of(o), _model.name_of(o)))
 
-    def _duplicate(self, key: tuple[str, str, str], first: tuple[str, dict], last: tuple[str, dict]) -> None:
+    def origin(self, kind: str, namespace: Optional[str], name: str) -> Optional[str]:
+        """The -f file the judged copy of an object came from ("-": standard input), or None when
+        no object read has that kind, namespace and name."""
+        found = self._seen.get((kind, namespace or "", name)) or self._seen.get((kind, "", name))
+        return found[0] if found else None
+
+    def _duplicate(self, key: ObjectKey, first: tuple[str, dict], last: tuple[str, dict]) -> None:
         if first[1] == last[1]:
             return  # the same body twice (-f dir/ -f dir/): one object, nothing to say
         kind, namespace, name = key
@@ -100,6 +112,29 @@ class ManifestSource:
         return next((o for o in self.list(kind, namespace) if _model.name_of(o) == name), None)
 
 
+def _key(kind: Kind, obj: dict) -> ObjectKey:
+    return (kind.name, (_model.namespace_of(obj) or "default") if kind.namespaced else "", _model.name_of(obj))
+
+
+def object_key(obj: dict) -> Optional[ObjectKey]:
+    """(kind, namespace, name) as -f identifies an object (a namespaced one without a namespace is
+    in "default"); None for an object of a kind the plugin does not read."""
+    kind = kind_for(obj.get("apiVersion"), obj.get("kind"))
+    return None if kind is None else _key(kind, obj)
+
+
+def manifest_files(path: str) -> Iterator[str]:
+    """The files -f reads for ``path``: the file itself, or a directory's YAML/JSON files in order."""
+    if not os.path.isdir(path):
+        yield path
+        return
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith(_EXTENSIONS):
+                yield os.path.join(root, name)
+
+
 def read_path(path: str, stdin: TextIO) -> Iterator[tuple[str, Optional[dict]]]:
     """(file, object) for every object in a file, a directory (recursively, YAML/JSON files only) or
     ``-``; (file, None) for a ``kind: List`` with no items (an empty answer, not an empty input)."""
@@ -112,14 +147,8 @@ def read_path(path: str, stdin: TextIO) -> Iterator[tuple[str, Optional[dict]]]:
         yield from _located("-", _objects(_parse(content, "standard input")))
         _progress.done()
         return
-    if os.path.isdir(path):
-        for root, dirs, files in os.walk(path):
-            dirs.sort()
-            for name in sorted(files):
-                if name.endswith(_EXTENSIONS):
-                    yield from _read_file(os.path.join(root, name))
-        return
-    yield from _read_file(path)
+    for file in manifest_files(path):
+        yield from _read_file(file)
 
 
 def _located(where: str, objects: Iterator[Optional[dict]]) -> Iterator[tuple[str, Optional[dict]]]:
@@ -129,8 +158,7 @@ def _located(where: str, objects: Iterator[Optional[dict]]) -> Iterator[tuple[st
 def _read_file(path: str) -> Iterator[tuple[str, Optional[dict]]]:
     _progress.note(f"reading {path}")
     try:
-        with open(path, encoding="utf-8") as handle:
-            content = handle.read()
+        content = read_text(path)
     except FileNotFoundError:
         raise ManifestError(f"the manifest {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as error:
@@ -150,6 +178,21 @@ def _parse(content: str, where: str) -> list:
         raise ManifestError(f"cannot parse the manifest {where}{at}: {problem}") from None
 
 
+def read_text(path: str) -> str:
+    """A manifest's text as -f reads it (UTF-8, universal newlines: a CRLF is one line break)."""
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def looks_like_json(content: str) -> bool:
+    """Whether -f tries ``json`` first on this content (see ``_load_documents``)."""
+    return _JSON_START.match(content) is not None
+
+
+#: The YAML loader -f uses: libyaml's when PyYAML has it.
+YAML_LOADER = _Loader
+
+
 def _load_documents(content: str) -> list:
     """The documents of a manifest: JSON read by ``json``, anything else by PyYAML.
 
@@ -157,7 +200,7 @@ def _load_documents(content: str) -> list:
     memory than any YAML loader. Content that only looks like JSON (a YAML flow mapping, or broken
     JSON) goes to PyYAML, which reads every JSON document the same way and words the error.
     """
-    if _JSON_START.match(content):
+    if looks_like_json(content):
         try:
             return [json.loads(content)]
         except ValueError:

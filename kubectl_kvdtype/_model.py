@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from kubectl_kvdtype import _engines
+from kubectl_kvdtype._report import FieldPath
 
 INJECT_LABEL = "kvcache.gpustack.ai/inject"
 BINDING_ANNOTATION = "kvcache.gpustack.ai/binding"
@@ -313,3 +314,78 @@ def _bool_text(value: Any) -> Optional[str]:
     if isinstance(value, bool):
         return "true" if value else "false"
     return text(value)
+
+
+# --- Where a field is (``Finding.field_path``, for -o sarif's lines) ---------------------------
+# The readers above skip entries of the wrong type (a role that is not a mapping, a number in
+# extraArgs), and occurrences count within what they kept; these map back to the object as written.
+
+BINDING_DTYPE_PATH: FieldPath = ("spec", "domain", "dtype")
+DEPLOYMENT_BINDING_PATH: FieldPath = ("spec", "kvCache", "poolRef", "name")
+POD_BINDING_PATH: FieldPath = ("metadata", "annotations", BINDING_ANNOTATION)
+
+
+def index_in(values: Any, item: Any) -> Optional[int]:
+    """The index of ``item`` itself (not an equal one) in the list ``values``."""
+    return next((index for index, value in enumerate(as_list(values)) if value is item), None)
+
+
+def role_path(deployment: dict, role: dict) -> Optional[FieldPath]:
+    """``("spec", "roles", 2)``: where a role from ``roles_of`` is in its deployment."""
+    index = index_in(dig(deployment, "spec", "roles"), role)
+    return None if index is None else ("spec", "roles", index)
+
+
+def role_named(deployment: dict, name: Optional[str]) -> Optional[dict]:
+    return next((role for role in roles_of(deployment) if role_name(role) == name), None)
+
+
+POD_SPEC_PATH: FieldPath = ("spec",)
+
+
+def template_spec_path(workload: dict) -> FieldPath:
+    """Where a workload's Pod spec is (see ``pod_template``): its template's, or a CronJob's job template's."""
+    if isinstance(dig(workload, "spec", "template"), dict):
+        return ("spec", "template", "spec")
+    return ("spec", "jobTemplate", "spec", "template", "spec")
+
+
+def container_path(spec_path: FieldPath, spec: dict, container: Optional[dict]) -> Optional[FieldPath]:
+    """``("spec", "containers", 1)``: where a container of ``spec`` (found at ``spec_path``) is."""
+    index = index_in(spec.get("containers"), container)
+    return None if index is None else spec_path + ("containers", index)
+
+
+def entry_path(owner: Optional[FieldPath], fields: dict, field: str, index: Optional[int]) -> Optional[FieldPath]:
+    """Where the ``index``-th string of an argv field (``extraArgs``, ``args``...) is; the field
+    itself when it is a lone string or the entry cannot be found."""
+    if owner is None:
+        return None
+    strings = [i for i, value in enumerate(as_list(fields.get(field))) if isinstance(value, str)]
+    if index is not None and 0 <= index < len(strings):
+        return owner + (field, strings[index])
+    return owner + (field,)
+
+
+def named(path: Optional[FieldPath]) -> Optional[FieldPath]:
+    """A role's or container's ``name`` field: the line that shows which one (in JSON, the entry's
+    own first line is only its brace)."""
+    return None if path is None else path + ("name",)
+
+
+def occurrence_path(owner: Optional[FieldPath], fields: dict,
+                    occurrence: Optional[_engines.FlagOccurrence]) -> Optional[FieldPath]:
+    """The argv entry holding a flag occurrence, under the role or container at ``owner``."""
+    if occurrence is None or occurrence.field not in ("extraArgs", "command", "args"):
+        return owner
+    return entry_path(owner, fields, occurrence.field, occurrence.index)
+
+
+def engine_path(obj: dict, is_pod: bool) -> Optional[FieldPath]:
+    """Where a consumer declares its engine: ``spec.engine`` (its name), or a Pod's annotation."""
+    if not is_pod:
+        return ("spec", "engine", "name") if isinstance(dig(obj, "spec", "engine"), dict) else ("spec", "engine")
+    for annotation in (ENGINE_ANNOTATION, INJECTED_ANNOTATION):
+        if annotation in annotations_of(obj):
+            return ("metadata", "annotations", annotation)
+    return None

@@ -1,15 +1,18 @@
 """The one place that turns a ``Report`` into text: tables, wide tables, JSON and YAML (and, through
-``_junit``, JUnit XML)."""
+``_junit`` and ``_sarif``, JUnit XML and SARIF)."""
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from kubectl_kvdtype._report import Column, Report
 
-OUTPUTS = ("table", "wide", "json", "yaml", "junit", "patch")
+if TYPE_CHECKING:
+    from kubectl_kvdtype._sarif import Locate
+
+OUTPUTS = ("table", "wide", "json", "yaml", "junit", "sarif", "patch")
 
 _RESET = "\033[0m"
 _COLOURS = {
@@ -25,9 +28,12 @@ _WORD_COLOURS = {
 
 
 def render(report: Report, output: str, *, no_headers: bool = False, all_namespaces: bool = True,
-           color: bool = False, command: str = "") -> str:
-    """The report as the text printed on stdout (the result, and only the result). ``command``
-    names the subcommand that made it (JUnit's testsuite)."""
+           color: bool = False, command: str = "", locate: Optional["Locate"] = None) -> str:
+    """The report as the text printed on stdout (the result, and only the result).
+
+    ``command`` names the subcommand that made it (JUnit's testsuite, SARIF's rules); ``locate``, for
+    ``-o sarif``, says where each finding's object is in the ``-f`` files (``_positions``; None: no file lines).
+    """
     if report.text is not None:
         return report.text
     if output == "json":
@@ -36,6 +42,10 @@ def render(report: Report, output: str, *, no_headers: bool = False, all_namespa
         from kubectl_kvdtype._junit import to_junit  # only this output pays for ElementTree
 
         return to_junit(report, command)
+    if output == "sarif":
+        from kubectl_kvdtype._sarif import to_sarif  # only this output pays for it
+
+        return to_sarif(report, command, locate)
     if output == "patch":  # find-flags --fix: the JSON patches, one per object, for GitOps or kubectl patch
         return json.dumps(report.patches or [], indent=2) + "\n"
     if output == "yaml":

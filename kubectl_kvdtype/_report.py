@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, Union
 from kubectl_kvdtype._codes import ERROR, INFO, WARNING, lookup, severity_of
 from kubectl_kvdtype._status import ExitStatus
 
-__all__ = ["ERROR", "FAIL_ON", "INFO", "WARNING", "Column", "Finding", "ObjectRef", "Report", "fails"]
+__all__ = ["ERROR", "FAIL_ON", "INFO", "WARNING", "Column", "FieldPath", "Finding", "ObjectRef", "Report", "fails"]
 
 #: ``--fail-on``'s choices: the least severity that fails a run (exit 1), default ``error``.
 FAIL_ON = (ERROR, WARNING)
@@ -25,6 +25,11 @@ _FAILING = {ERROR: (ERROR,), WARNING: (ERROR, WARNING)}
 def fails(severity: str, fail_on: str = ERROR) -> bool:
     """Whether a finding of ``severity`` fails the run under ``--fail-on fail_on``: the one rule."""
     return severity in _FAILING[fail_on]
+
+
+#: Where a field is in an object, from its root: keys and list indices, such as
+#: ``("spec", "roles", 0, "extraArgs", 2)``.
+FieldPath = tuple[Union[str, int], ...]
 
 
 @dataclass(frozen=True)
@@ -45,18 +50,25 @@ class ObjectRef:
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing a human should know: ``fields`` are the code's own extra keys in JSON."""
+    """One thing a human should know: ``fields`` are the code's own extra keys in JSON.
+
+    ``field_path`` is the one field of the object the finding is about, when the judgement knows
+    it (a role's ``extraArgs`` entry, a Binding's dtype): ``-o sarif`` points at its line. It is
+    not part of the JSON/YAML report, whose content stays what it was.
+    """
 
     code: str
     severity: str
     object: ObjectRef
     message: str
     fields: dict = field(default_factory=dict)
+    field_path: Optional[FieldPath] = None
 
     @classmethod
-    def of(cls, code: str, obj: ObjectRef, message: str, **fields: Any) -> "Finding":
+    def of(cls, code: str, obj: ObjectRef, message: str, *, field_path: Optional[FieldPath] = None,
+           **fields: Any) -> "Finding":
         """A finding of a registered code, with the severity the registry gives it."""
-        return cls(code, severity_of(code), obj, message, fields)
+        return cls(code, severity_of(code), obj, message, fields, field_path)
 
     def to_dict(self) -> dict:
         return {"code": self.code, "severity": self.severity, "object": self.object.to_dict(),
@@ -124,9 +136,10 @@ class Report:
     #: ``--fail-on``: the least severity that fails the run (set from the command line).
     fail_on: str = ERROR
 
-    def add(self, code: str, obj: ObjectRef, message: str, **fields: Any) -> Finding:
+    def add(self, code: str, obj: ObjectRef, message: str, *, field_path: Optional[FieldPath] = None,
+            **fields: Any) -> Finding:
         """Record a finding; its severity is the registry's (``_codes``), never the caller's."""
-        finding = Finding.of(code, obj, message, **fields)
+        finding = Finding.of(code, obj, message, field_path=field_path, **fields)
         self.findings.append(finding)
         return finding
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from kubectl_kvdtype import _argv, _engines, _model
+from kubectl_kvdtype._report import FieldPath
 
 FLAG = _engines.FLAG
 MODEL_DEPLOYMENT, POD = "ModelDeployment", "Pod"
@@ -69,6 +70,8 @@ class Prediction:
     #: Binding's dtype fails too: a failure the dtype does not cause (an option the engine lacks).
     fails_anyway: bool = False
     argv: tuple[str, ...] = field(default=())
+    #: The role's or target container's name in its object (``Finding.field_path``).
+    field_path: Optional[FieldPath] = None
 
     @property
     def broken(self) -> bool:
@@ -121,7 +124,8 @@ def predict_role(deployment: dict, role: dict, dtypes: dict) -> Prediction:
     prediction = functools.partial(
         Prediction, kind=MODEL_DEPLOYMENT, namespace=namespace, name=_model.name_of(deployment),
         role=_model.role_name(role), container=None, engine=engine.name or engine.declared,
-        engine_version=engine.version, binding=binding, dtype=dtype, replicas=_model.role_replicas(role))
+        engine_version=engine.version, binding=binding, dtype=dtype, replicas=_model.role_replicas(role),
+        field_path=_model.named(_model.role_path(deployment, role)))
     if _model.role_is_takeover(role):
         return prediction(outcome=UNCHANGED,
                           text="unchanged: a take-over role (command set), the operator renders nothing into it")
@@ -168,7 +172,8 @@ def predict_pod(pod: dict, dtypes: dict) -> Prediction:
     prediction = functools.partial(
         Prediction, kind=POD, namespace=namespace, name=_model.name_of(pod), role=None,
         container=_model.text((container or {}).get("name")), engine=engine.name or engine.declared,
-        engine_version=None, binding=binding, dtype=dtype, replicas=1)
+        engine_version=None, binding=binding, dtype=dtype, replicas=1,
+        field_path=_model.named(_model.container_path(_model.POD_SPEC_PATH, _model.pod_spec(pod), container)))
     missing = _missing(binding, namespace, dtypes)
     if missing:
         return prediction(outcome=missing[0], text=missing[1])

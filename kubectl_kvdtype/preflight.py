@@ -117,7 +117,7 @@ def _add_predicted_failures(predictions: list[_upgrade.Prediction], report: Repo
                        f"{ref}{where}: after the upgrade it {prediction.text} (the argv the upgrade renders, read "
                        f"as {' '.join(filter(None, [prediction.engine, prediction.engine_version]))} reads it).",
                        role=prediction.role, container=prediction.container, dtype=prediction.dtype,
-                       error=prediction.error or None, argv=list(prediction.argv))
+                       error=prediction.error or None, argv=list(prediction.argv), field_path=prediction.field_path)
 
 
 # --- The to-do list --------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from kubectl_kvdtype._codes import (
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._flags import parse_duration
 from kubectl_kvdtype._judgement import add_missing_binding, read_setting
-from kubectl_kvdtype._report import Column, ObjectRef, Report
+from kubectl_kvdtype._report import Column, FieldPath, ObjectRef, Report
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, Query, Source, bounded, list_many, unwrap
 from kubectl_kvdtype._status import ClusterError, KvdtypeError, UsageError
 
@@ -255,6 +255,8 @@ class Judged:
     occurrences: list[dict] = field(default_factory=list)
     message: str = ""
     error: Optional[str] = None  # the engine's own error text, for a rejected Pod
+    #: The copy of the flag the verdict is about (the refused one, the one that wins), if any.
+    culprit: Optional[_engines.FlagOccurrence] = None
 
 
 def build_verify_report(inventory: PodInventory, offline: bool = False) -> Report:
@@ -317,9 +319,11 @@ def _deployment(deployment: dict, pods: list[dict], inventory: PodInventory, on:
     roles = {_model.role_name(r): r for r in _model.roles_of(deployment)}
     for role_name, role in roles.items():
         if _model.role_is_takeover(role):
+            path = _model.role_path(deployment, role)
             report.add(ROLE_UNMANAGED, ref,
                        f"{ref} role {role_name} is a take-over role (command set): the operator adds no "
-                       "--kv-cache-dtype to it, so its Pods are not judged.", role=role_name)
+                       "--kv-cache-dtype to it, so its Pods are not judged.", role=role_name,
+                       field_path=path + ("command",) if path else None)
     seen: dict[str, int] = {}
     for pod in pods:
         pod_role = roles.get(_model.text(_model.labels_of(pod).get(_model.REPLICA_COMPONENT_LABEL)) or "")
@@ -366,7 +370,7 @@ def _judge_replica(pod: dict, role: dict, engine: _model.EngineInfo, on: bool, e
             return Judged(MISMATCH, None, effective, occurrences,
                           f"not rolled back yet: the Setting is off, so the operator renders no flag, but "
                           f"this replica still carries the operator's {operator[-1].shown}; it is replaced at "
-                          "the deployment's next reconcile")
+                          "the deployment's next reconcile", culprit=operator[-1])
         return Judged(OK, None, effective, occurrences)
     return _compare(reading, origins, expected, occurrences, "replica")
 
@@ -387,7 +391,8 @@ def _compare(reading: _engines.FlagReading, origins: list[str], expected: Option
         why = ("it has not been replaced since the upgrade yet; the rollout replaces it at the deployment's next "
                "reconcile" if what == "replica" else "the webhook has not injected it; recreate the Pod")
         return Judged(MISSING, expected, None, occurrences,
-                      f"no --kv-cache-dtype in its engine container{unread}, but its Binding says {expected}: {why}")
+                      f"no --kv-cache-dtype in its engine container{unread}, but its Binding says {expected}: {why}",
+                      culprit=found[0] if found else None)
     if reading.state == _engines.UNSURE and effective in (None, expected):
         return Judged(UNKNOWN, expected, effective, occurrences)  # the engine or the value is not in the tables
     last = reading.culprit
@@ -399,7 +404,7 @@ def _compare(reading: _engines.FlagReading, origins: list[str], expected: Option
             return Judged(PENDING, expected, effective, occurrences,
                           f"runs {expected}, but only from the role's own {shown}: it carries no operator "
                           "copy, so the rollout has not replaced it yet; it is replaced at the deployment's next "
-                          "reconcile")
+                          "reconcile", culprit=last)
         return Judged(OK, expected, effective, occurrences)
     operator_copies = [o for o, g in zip(found, origins, strict=True) if g == "operator"]
     if origin == "extraArgs" and any(o.value == expected for o in operator_copies):
@@ -414,7 +419,7 @@ def _compare(reading: _engines.FlagReading, origins: list[str], expected: Option
             detail += "; it carries no operator copy, so the rollout has not replaced it yet"
         elif what == "pod":
             detail += "; recreate the Pod so the webhook appends its Binding's dtype"
-    return Judged(MISMATCH, expected, effective, occurrences, detail)
+    return Judged(MISMATCH, expected, effective, occurrences, detail, culprit=last)
 
 
 def _rejected(reading: _engines.FlagReading, origins: list[str], expected: Optional[str],
@@ -431,10 +436,11 @@ def _rejected(reading: _engines.FlagReading, origins: list[str], expected: Optio
         tail = (f": {source} copy comes first and ends the process, although the later {later[-1].shown} is valid"
                 if later else "")
         fix = "rebind to a dtype its engine accepts (see kubectl kvdtype check)"
-        return Judged(REJECTED, expected, None, occurrences, f"{head}{tail}; it never serves: {fix}", reading.error)
+        return Judged(REJECTED, expected, None, occurrences, f"{head}{tail}; it never serves: {fix}", reading.error,
+                      culprit)
     whose = "the role's extraArgs" if origin == "extraArgs" else "the Pod's template"
     return Judged(REJECTED, expected, None, occurrences,
-                  f"{head}; it never serves: remove the flag from {whose}", reading.error)
+                  f"{head}; it never serves: remove the flag from {whose}", reading.error, culprit)
 
 
 def _injected(pod: dict, bindings: dict, on: bool, report: Report) -> None:
@@ -465,7 +471,7 @@ def _judge_injected(pod: dict, container: dict, on: bool, expected: Optional[str
         if webhook is not None:
             return Judged(MISMATCH, None, effective, occurrences,
                           f"not rolled back yet: the Setting is off, but it still carries the webhook's "
-                          f"{webhook.shown}; recreate the Pod")
+                          f"{webhook.shown}; recreate the Pod", culprit=webhook)
         return Judged(OK, None, effective, occurrences)
     if not any(o.field == "args" for o in found):
         return Judged(MISSING, expected, effective, occurrences,
@@ -489,7 +495,17 @@ def _record(report: Report, pod: dict, deployment: Optional[str], role: str, con
     whose = f"replica of ModelDeployment {deployment}, role {role}" if deployment else "injected Pod"
     report.add(code, ref, f"{ref} ({whose}): {judged.message}.", deployment=deployment,
                role=role, container=name, expected=judged.expected, effective=judged.effective,
-               occurrences=judged.occurrences, **({"error": judged.error} if judged.error else {}))
+               occurrences=judged.occurrences, **({"error": judged.error} if judged.error else {}),
+               field_path=_culprit_path(pod, container, judged, injected=deployment is None))
+
+
+def _culprit_path(pod: dict, container: Optional[dict], judged: Judged, injected: bool) -> Optional[FieldPath]:
+    """The argv entry a verdict is about; else an injected Pod's container's ``args`` when the
+    webhook's copy is missing there, or the container (its name)."""
+    at = _model.container_path(_model.POD_SPEC_PATH, _model.pod_spec(pod), container)
+    if judged.culprit is None:
+        return at + ("args",) if at is not None and injected and judged.verdict == MISSING else _model.named(at)
+    return _model.occurrence_path(at, container or {}, judged.culprit)
 
 
 REPLICA_CODES = {REJECTED: REPLICA_REJECTED, MISSING: REPLICA_MISSING, MISMATCH: REPLICA_MISMATCH,

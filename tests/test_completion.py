@@ -68,7 +68,9 @@ def test_every_flag_of_every_subcommand_is_offered(kube_env):
 
 
 def test_flag_values(kube_env):
-    assert complete(kube_env, "check", "-o", "") == (["table", "wide", "json", "yaml", "junit"], ":4")
+    assert complete(kube_env, "check", "-o", "") == (["table", "wide", "json", "yaml", "junit", "sarif"], ":4")
+    assert complete(kube_env, "preflight", "-o", "s") == (["sarif"], ":4")
+    assert "sarif" not in complete(kube_env, "escape", "status", "-o", "")[0]  # escape has no SARIF form
     assert complete(kube_env, "check", "--output=y") == (["--output=yaml"], ":4")
     from kubectl_kvdtype._cli import COMMANDS
     from kubectl_kvdtype.check import CheckCommand

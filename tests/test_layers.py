@@ -25,10 +25,10 @@ LAYERS: dict[str, str] = {
     # ground: the version, exit codes and their errors, the finding-codes registry, the streams
     "kubectl_kvdtype": "ground", "_status": "ground", "_codes": "ground", "_env": "ground", "_progress": "ground",
     # data: plain objects and rules over them, nothing that reads a cluster
-    "_report": "data", "_render": "data", "_junit": "data", "_flags": "data", "_engines": "data", "_argv": "data",
-    "_engine_records": "data", "_model": "data", "_sources": "data", "_journal": "data",
+    "_report": "data", "_render": "data", "_junit": "data", "_sarif": "data", "_flags": "data", "_engines": "data",
+    "_argv": "data", "_engine_records": "data", "_model": "data", "_sources": "data", "_journal": "data",
     # sources: where the objects come from, and what a subcommand is given
-    "_cluster": "sources", "_manifests": "sources", "_command": "sources",
+    "_cluster": "sources", "_manifests": "sources", "_positions": "sources", "_command": "sources",
     # judgement shared by the subcommands
     "_judgement": "judgement", "_setting": "judgement", "_rebind": "judgement", "_fix": "judgement",
     "_upgrade": "judgement", "_flagged": "judgement", "_restore": "judgement",
@@ -154,3 +154,7 @@ def test_version_and_help_import_no_subcommand_nor_yaml_nor_the_client(args):
 def test_a_run_imports_only_the_subcommand_it_runs():
     modules = _imported_by("find-flags", "-f", str(EXAMPLES), "-o", "json")
     assert modules & SUBCOMMAND_MODULES == {"kubectl_kvdtype.find_flags"}
+    # The position-keeping parse and the SARIF writer are -o sarif's alone.
+    assert {"kubectl_kvdtype._positions", "kubectl_kvdtype._sarif"} & modules == set()
+    assert {"kubectl_kvdtype._positions", "kubectl_kvdtype._sarif"} <= _imported_by(
+        "find-flags", "-f", str(EXAMPLES), "-o", "sarif")

@@ -64,3 +64,9 @@ def test_readme_names_the_supported_range_and_the_release_python():
     assert f"Python {SUPPORTED[0]} to {SUPPORTED[-1]}" in readme
     assert f"built with Python {RELEASE_PYTHON}" in readme
     assert "3.9+" not in readme
+
+
+def test_the_homepage_sarif_logs_name_is_the_projects_url():
+    from kubectl_kvdtype import HOMEPAGE
+
+    assert HOMEPAGE == _metadata()["metadata"]["url"]
