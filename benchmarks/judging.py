@@ -5,7 +5,7 @@
 
 Builds the same objects as benchmarks/bench.py (each deployment with its Binding and two replica
 Pods; a tenth of the Bindings spell bf16, a twentieth of the roles pass the flag themselves),
-slims the Pods as a live LIST does, and times ``verify.build_report`` over them: the first run
+slims the Pods as a live LIST does, and times ``verify.build_verify_report`` over them: the first run
 (every argv reader cache cold, the engine tables loaded) and the median of the runs after it.
 No cluster and no kubectl: this is the judging cost alone.
 """
@@ -25,13 +25,13 @@ from bench import objects  # noqa: E402
 from kubectl_kvdtype import _model, verify  # noqa: E402
 
 
-def inventory(n: int) -> verify.Inventory:
+def inventory(n: int) -> verify.PodInventory:
     found = objects(n)
     by_kind: dict[str, list[dict]] = {}
     for obj in found:
         by_kind.setdefault(obj["kind"], []).append(obj)
     setting = next(o for o in found if o["kind"] == "Setting")
-    return verify.Inventory(by_kind["ModelDeployment"],
+    return verify.PodInventory(by_kind["ModelDeployment"],
                             {(_model.namespace_of(b), _model.name_of(b)): b for b in by_kind["KVCachePoolBinding"]},
                             [_model.slim_pod(p) for p in by_kind["Pod"]], [], setting, None)
 
@@ -45,7 +45,7 @@ def main() -> int:
     times = []
     for _ in range(options.repeat + 1):
         start = time.perf_counter()
-        report = verify.build_report(judged)
+        report = verify.build_verify_report(judged)
         times.append(time.perf_counter() - start)
     verdicts = report.summary["verdicts"]
     print(f"{len(judged.replicas):,} replica Pods judged; verdicts {verdicts}")
