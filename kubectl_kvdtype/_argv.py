@@ -209,6 +209,11 @@ def _build(table: dict, accepts: Optional[Callable[[str], bool]], required: bool
         if entry["action"] == "parsers":
             continue
         _add(groups.get(entry["dest"], parser), entry, accepts, required)
+    # Every parse walks ``_actions`` twice (filling in defaults, then looking for missing required
+    # arguments): hundreds of options, most of a parse's cost. Options are found through
+    # ``_option_string_actions``, and with no defaults (see _add) an option that is neither
+    # positional nor required plays no part in those walks: keep only the ones that do.
+    parser._actions[:] = [a for a in parser._actions if not a.option_strings or a.required]  # shared with groups
     return parser
 
 
