@@ -344,12 +344,12 @@ def _deployment(deployment: dict, pods: list[_Pod], inventory: PodInventory, on:
     seen: dict[str, int] = {}
     for pod, namespace, name, labels in pods:
         role_name = _model.text(labels.get(_model.REPLICA_COMPONENT_LABEL)) or ""
-        role = roles.get(role_name)
-        if role is None:
+        pod_role = roles.get(role_name)
+        if pod_role is None:
             continue  # router Pods share the instance label; only the roles' replicas are judged
         seen[role_name] = seen.get(role_name, 0) + 1
         container = _model.engine_container(pod)
-        judged = verdicts.judge(container, decided_by[role_name], _judge_replica, container, role, engine, on,
+        judged = verdicts.judge(container, decided_by[role_name], _judge_replica, container, pod_role, engine, on,
                                 expected, judgeable)
         _record(report, namespace, name, ref.name, role_name, container, judged, REPLICA_CODES)
     return _pending_replicas(ref, roles, seen)

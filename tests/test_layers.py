@@ -26,7 +26,7 @@ LAYERS: dict[str, str] = {
     "kubectl_kvdtype": "ground", "_status": "ground", "_codes": "ground", "_env": "ground", "_progress": "ground",
     # data: plain objects and rules over them, nothing that reads a cluster
     "_report": "data", "_render": "data", "_flags": "data", "_engines": "data", "_argv": "data", "_engine_records": "data", "_model": "data",
-    "_sources": "data", "_journal": "data",
+    "_sources": "data", "_journal": "data", "_yamlread": "data",
     # sources: where the objects come from, and what a subcommand is given
     "_cluster": "sources", "_manifests": "sources", "_command": "sources",
     # judgement shared by the subcommands
