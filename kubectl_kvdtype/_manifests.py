@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Iterable, Iterator, Optional, TextIO, Union
+from typing import Any, Iterable, Iterator, Optional, TextIO, Union
 
 import yaml
 
@@ -36,24 +36,36 @@ class ManifestSource:
         self.findings: list[Finding] = []
         #: -f arguments that held only a ``kind: List`` with no items: a valid, empty answer.
         self.empty_lists: list[str] = []
-        seen: dict[tuple[str, str, str], tuple[str, dict, Kind]] = {}
+        seen: dict[tuple[str, str, str], tuple[str, dict, Kind, tuple[str, str]]] = {}
+        kinds: dict[tuple[str, str], Optional[Kind]] = {}  # (apiVersion, kind) -> Kind: a dump repeats a few
         for entry in objects:
             where, obj = entry if isinstance(entry, tuple) else ("", entry)
-            kind = kind_for(obj.get("apiVersion"), obj.get("kind"))
+            api_version, kind_name = obj.get("apiVersion"), obj.get("kind")
+            if isinstance(api_version, str) and isinstance(kind_name, str):
+                if (api_version, kind_name) not in kinds:
+                    kinds[(api_version, kind_name)] = kind_for(api_version, kind_name)
+                kind = kinds[(api_version, kind_name)]
+            else:
+                kind = kind_for(api_version, kind_name)
             if kind is None:
                 continue
-            if kind.namespaced and not _model.namespace_of(obj):
+            namespace = _model.namespace_of(obj)
+            if kind.namespaced and not namespace:
                 # kubectl apply puts an object without a namespace in "default"; so do we.
                 metadata = obj.get("metadata")
                 obj["metadata"] = {**(metadata if isinstance(metadata, dict) else {}), "namespace": "default"}
-            key = (kind.name, _model.namespace_of(obj) if kind.namespaced else "", _model.name_of(obj))
+                namespace = "default"
+            name = _model.name_of(obj)
+            key = (kind.name, namespace if kind.namespaced else "", name)
             if key in seen:  # one object read twice: the later read wins, as kubectl apply would leave it
                 self._duplicate(key, seen[key][:2], (where, obj))
-            seen[key] = (where, obj, kind)
-        for _, obj, kind in seen.values():
-            self._by_kind.setdefault(kind, []).append(obj)
-        for items in self._by_kind.values():
-            items.sort(key=lambda o: (_model.namespace_of(o), _model.name_of(o)))
+            seen[key] = (where, obj, kind, (namespace, name))
+        by_kind: dict[Kind, list[tuple[tuple[str, str], dict]]] = {}
+        for _, obj, kind, order in seen.values():
+            by_kind.setdefault(kind, []).append((order, obj))
+        for kind, entries in by_kind.items():
+            entries.sort(key=_first)  # by (namespace, name), read once per object; stable, as before
+            self._by_kind[kind] = [obj for _, obj in entries]
 
     def _duplicate(self, key: tuple[str, str, str], first: tuple[str, dict], last: tuple[str, dict]) -> None:
         if first[1] == last[1]:
@@ -103,6 +115,10 @@ class ManifestSource:
         """Manifests are read, never written: a write asked of them is a usage error, not a crash."""
         raise UsageError(f"cannot patch {kind.name} {name}: objects read with -f/--filename are never written "
                          "(drop -f to write to a cluster)")
+
+
+def _first(entry: tuple) -> Any:
+    return entry[0]
 
 
 def read_path(path: str, stdin: TextIO) -> Iterator[tuple[str, Optional[dict]]]:
