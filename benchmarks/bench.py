@@ -360,8 +360,8 @@ def main() -> int:
     rows = []
     for size in sizes:
         rows += bench_size(size, options.repeat, plugin_dir, options.server)
-    print(f"\n| ModelDeployments | ours | time (median) | CPU (median) | the guide's | time (median) | ratio "
-          f"| peak RSS ours / guide | HTTP requests (LIST) |")
+    print("\n| ModelDeployments | ours | time (median) | CPU (median) | the guide's | time (median) | ratio "
+          "| peak RSS ours / guide | HTTP requests (LIST) |")
     print("|---:|---|---:|---:|---|---:|---:|---:|---:|")
     for r in rows:
         guide = r["guide"].replace("|", "\\|")
