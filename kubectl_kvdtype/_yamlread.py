@@ -94,6 +94,7 @@ class _Reader:
         """
         next_event = self._next_event
         scalar = self._scalar
+        plain = self._plain
         resolved_first = self._resolved_first or ()
         every_first = self._resolved_first is None
         stack: list[tuple[Any, Any, bool]] = []
@@ -108,7 +109,7 @@ class _Reader:
                 if event.tag is None and event.anchor is None:
                     value = event.value
                     if event.implicit[0] and (every_first or not value or value[0] in resolved_first):
-                        value = scalar(event)
+                        value = plain[value] if value in plain else scalar(event)
                 else:
                     value = scalar(event)
             elif kind is MappingStartEvent or kind is SequenceStartEvent:
