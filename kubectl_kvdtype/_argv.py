@@ -217,6 +217,11 @@ def _build(table: dict, accepts: Optional[Callable[[str], bool]], required: bool
         if entry["action"] == "parsers":
             continue
         _add(groups.get(entry["dest"], parser), entry, accepts, required)
+    # Every parse walks ``_actions`` twice (filling in defaults, then looking for missing required
+    # arguments): hundreds of options, most of a parse's cost. Options are found through
+    # ``_option_string_actions``, and with no defaults (see _add) an option that is neither
+    # positional nor required plays no part in those walks: keep only the ones that do.
+    parser._actions[:] = [a for a in parser._actions if not a.option_strings or a.required]  # shared with groups
     return parser
 
 
@@ -295,7 +300,8 @@ def _flexible_rewrite(args: list[str], table: str, required: bool = True) -> lis
     ``required`` False: the model may come from the image's entrypoint, so its absence from the
     first position is not held against the argv."""
     if args and args[0] == "serve":
-        index = next((i for i, a in enumerate(args) if re.match(r"^--model(=.+|$)", a)), None)
+        index = next((i for i, a in enumerate(args) if a.startswith("--model") and re.match(r"^--model(=.+|$)", a)),
+                     None)
         if index is not None:
             if args[index] == "--model":
                 if index + 1 >= len(args):
@@ -314,8 +320,10 @@ def _flexible_rewrite(args: list[str], table: str, required: bool = True) -> lis
         if arg.startswith("--help="):
             processed.append("--help")
         elif arg.startswith("--"):
-            if "=" in arg:
-                key, value = arg.split("=", 1)
+            key, has_value, value = arg.partition("=")
+            if "_" not in key:  # nothing to rewrite (most options)
+                processed.append(arg)
+            elif has_value:
                 processed.append(f"{_DASHES.sub(_dashed, key, count=1)}={value}")
             else:
                 processed.append(_DASHES.sub(_dashed, arg, count=1))
@@ -469,6 +477,8 @@ def expand_kubernetes(tokens: Sequence[str], env: object) -> tuple[list[str], li
     set by ``valueFrom``, or not defined in ``env`` (it may come from ``envFrom``; else the
     kubelet leaves the text as written), is unknown.
     """
+    if not any("$" in token for token in tokens):
+        return list(tokens), []  # nothing to expand (most argvs): env is not even read
     values: dict[str, Optional[str]] = {}
     unknown: list[str] = []
     for item in env if isinstance(env, list) else []:

@@ -234,7 +234,7 @@ def _joined(fields: Sequence[tuple[str, object]]) -> tuple[list[str], list[tuple
     for name, values in fields:
         spans.append((name, len(argv)))
         if isinstance(values, list):
-            argv.extend(t for t in values if isinstance(t, str))
+            argv += [t for t in values if isinstance(t, str)]
     return argv, spans
 
 

@@ -214,11 +214,17 @@ def target_container(pod_like: dict, spec: dict) -> Optional[dict]:
 
 
 def engine_container(pod: dict) -> Optional[dict]:
-    """A replica's engine container: ``main``, else the first."""
-    containers = containers_of(pod_spec(pod))
-    return next((c for c in containers if c.get("name") == ENGINE_CONTAINER), None) or (
-        containers[0] if containers else None
-    )
+    """A replica's engine container: ``main``, else the first (one pass: it runs for every replica)."""
+    spec = pod.get("spec")
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    first = None
+    for container in containers if isinstance(containers, list) else ():
+        if isinstance(container, dict):
+            if container.get("name") == ENGINE_CONTAINER:
+                return container
+            if first is None:
+                first = container
+    return first
 
 
 def argv_of(container: dict, field: str) -> list[str]:
@@ -267,22 +273,31 @@ def slim_pod(pod: dict) -> dict:
     container's ``env`` is kept only when its argv refers to a variable (``$(VAR)``, a shell's
     ``$VAR``), the only way it can change what the engine reads.
     """
+    # Plain loops, no comprehensions: this runs for every listed Pod, page by page.
     metadata = pod.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = {}
+    slim_metadata = {}
+    if isinstance(metadata, dict):
+        for key in _POD_METADATA:
+            if key in metadata:
+                slim_metadata[key] = metadata[key]
     spec = pod_spec(pod)
-    containers = spec.get("containers")
+    if "containers" not in spec:
+        return {"metadata": slim_metadata, "spec": {}}
+    containers = spec["containers"]
     if isinstance(containers, list):
         containers = [_slim_container(c) if isinstance(c, dict) else c for c in containers]
-    return {
-        "metadata": {k: metadata[k] for k in ("name", "namespace", "labels", "annotations", "ownerReferences")
-                     if k in metadata},
-        "spec": {"containers": containers} if "containers" in spec else {},
-    }
+    return {"metadata": slim_metadata, "spec": {"containers": containers}}
+
+
+_POD_METADATA = ("name", "namespace", "labels", "annotations", "ownerReferences")
+_CONTAINER_KEPT = ("name", "command", "args")
 
 
 def _slim_container(container: dict) -> dict:
-    slim = {k: container[k] for k in ("name", "command", "args") if k in container}
+    slim = {}
+    for key in _CONTAINER_KEPT:
+        if key in container:
+            slim[key] = container[key]
     if "env" in container and any("$" in t for f in ("command", "args") for t in argv_of(container, f)):
         slim["env"] = container["env"]
     return slim

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._codes import (
@@ -269,17 +269,19 @@ def build_verify_report(inventory: PodInventory, offline: bool = False) -> Repor
         if not offline or inventory.setting:
             report.warnings.append(f"{why}; judging as if it is on (its default)")
     on = setting_on is not False
-    pods_by_deployment: dict[tuple[str, str], list[dict]] = {}
+    pods_by_deployment: dict[tuple[str, str], list[_Pod]] = {}
     for pod in inventory.replicas:
-        key = (_model.namespace_of(pod), _model.text(_model.labels_of(pod).get(_model.REPLICA_INSTANCE_LABEL)) or "")
-        pods_by_deployment.setdefault(key, []).append(pod)
+        namespace, name, labels = _identity(pod)
+        key = (namespace, _model.text(labels.get(_model.REPLICA_INSTANCE_LABEL)) or "")
+        pods_by_deployment.setdefault(key, []).append((pod, namespace, name, labels))
     pending: list[dict] = []
+    verdicts = _Verdicts()
     for deployment in inventory.deployments:
         key = (_model.namespace_of(deployment), _model.name_of(deployment))
-        pending += _deployment(deployment, pods_by_deployment.get(key, []), inventory, on, report)
+        pending += _deployment(deployment, pods_by_deployment.get(key, []), inventory, on, report, verdicts)
     for pod in inventory.injected:
-        _injected(pod, inventory.bindings, on, report)
-    report.items.sort(key=lambda item: (item["namespace"] or "", item["name"]))
+        _injected(pod, inventory.bindings, on, report, verdicts)
+    report.items.sort(key=_item_order)
     report.judged = [ObjectRef(POD.name, item["namespace"], item["name"]) for item in report.items]
     report.summary = {**_summary(report, inventory, setting_on), "pending": pending}
     report.headline = _headline(report)
@@ -305,7 +307,26 @@ def _expected(namespace: str, binding: str, bindings: dict, ref: ObjectRef, on: 
     return True, dtype if on else None
 
 
-def _deployment(deployment: dict, pods: list[dict], inventory: PodInventory, on: bool, report: Report) -> list[dict]:
+#: A replica Pod and what judging reads of its metadata: (Pod, namespace, name, labels).
+_Pod = tuple[dict, str, str, dict]
+
+
+def _identity(pod: dict) -> tuple[str, str, dict]:
+    """(namespace, name, labels) of a Pod, its metadata read once (judging reads them for every Pod)."""
+    metadata = pod.get("metadata")
+    if not isinstance(metadata, dict):
+        return "", "", {}
+    labels = metadata.get("labels")
+    return (_model.text(metadata.get("namespace")) or "", _model.text(metadata.get("name")) or "",
+            labels if isinstance(labels, dict) else {})
+
+
+def _item_order(item: dict) -> tuple[str, str]:
+    return item["namespace"] or "", item["name"]
+
+
+def _deployment(deployment: dict, pods: list[_Pod], inventory: PodInventory, on: bool, report: Report,
+                verdicts: "_Verdicts") -> list[dict]:
     """Judge a deployment's replica Pods; return its roles still short of Pods."""
     ref = ObjectRef(DEPLOYMENT.name, _model.namespace_of(deployment), _model.name_of(deployment))
     if not _model.is_pool_attached(deployment):
@@ -324,16 +345,62 @@ def _deployment(deployment: dict, pods: list[dict], inventory: PodInventory, on:
                        f"{ref} role {role_name} is a take-over role (command set): the operator adds no "
                        "--kv-cache-dtype to it, so its Pods are not judged.", role=role_name,
                        field_path=path + ("command",) if path else None)
+    if not judgeable:
+        expected = None
+    # Besides a replica's own argv, what its verdict depends on: the same for every replica of a role.
+    decided_by = {name: ("replica", engine.name, engine.declared, engine.version, tuple(_model.role_extra_args(role)),
+                         _model.role_is_takeover(role), on, expected, judgeable) for name, role in roles.items()}
     seen: dict[str, int] = {}
-    for pod in pods:
-        pod_role = roles.get(_model.text(_model.labels_of(pod).get(_model.REPLICA_COMPONENT_LABEL)) or "")
+    for pod, namespace, name, labels in pods:
+        role_name = _model.text(labels.get(_model.REPLICA_COMPONENT_LABEL)) or ""
+        pod_role = roles.get(role_name)
         if pod_role is None:
             continue  # router Pods share the instance label; only the roles' replicas are judged
-        seen[_model.role_name(pod_role)] = seen.get(_model.role_name(pod_role), 0) + 1
-        judged = _judge_replica(pod, pod_role, engine, on, expected if judgeable else None, judgeable)
-        _record(report, pod, ref.name, _model.role_name(pod_role), _model.engine_container(pod), judged,
-                REPLICA_CODES)
+        seen[role_name] = seen.get(role_name, 0) + 1
+        container = _model.engine_container(pod)
+        judged = verdicts.judge(container, decided_by[role_name], _judge_replica, container, pod_role, engine, on,
+                                expected, judgeable)
+        _record(report, pod, namespace, name, ref.name, role_name, container, judged, REPLICA_CODES)
     return _pending_replicas(ref, roles, seen)
+
+
+class _Verdicts:
+    """Verdicts already reached in this report, by everything that decides them.
+
+    A verdict depends only on the engine container's argv (``command``, ``args``, and ``env`` when
+    the argv refers to a variable) and on what the Pod is judged against (engine, version, the
+    role's ``extraArgs``, the Setting, the expected dtype), none of it on the Pod's name: the
+    replicas of a deployment, and often of many deployments, share all of it, so each argv is
+    read and judged once per report instead of once per Pod.
+    """
+
+    def __init__(self) -> None:
+        self._reached: dict[tuple, Judged] = {}
+
+    def judge(self, container: Optional[dict], decided_by: tuple, judge: Callable[..., Judged], *args: Any) -> Judged:
+        """``judge(*args)``, or the verdict it gave for the same argv and ``decided_by``."""
+        key = _argv_key(container)
+        if key is None:
+            return judge(*args)
+        key += decided_by
+        try:
+            judged = self._reached.get(key)
+        except TypeError:  # an argv entry that is not a string (a list, a mapping): judged as it is
+            return judge(*args)
+        if judged is None:
+            judged = self._reached[key] = judge(*args)
+        return judged
+
+
+def _argv_key(container: Optional[dict]) -> Optional[tuple]:
+    """A container's ``command`` and ``args`` as a key; None when they refer to ``env`` (not memoized)."""
+    if container is None:
+        return (), ()
+    command, args = container.get("command"), container.get("args")
+    key = (tuple(command) if isinstance(command, list) else (), tuple(args) if isinstance(args, list) else ())
+    if container.get("env") and any(isinstance(t, str) and "$" in t for t in key[0] + key[1]):
+        return None
+    return key
 
 
 def _pending_replicas(ref: ObjectRef, roles: dict[str, dict], seen: dict[str, int]) -> list[dict]:
@@ -350,9 +417,9 @@ def _pending_replicas(ref: ObjectRef, roles: dict[str, dict], seen: dict[str, in
     ]
 
 
-def _judge_replica(pod: dict, role: dict, engine: _model.EngineInfo, on: bool, expected: Optional[str],
-                   judgeable: bool) -> Judged:
-    reading = _model.container_reading(_model.engine_container(pod) or {}, engine)
+def _judge_replica(container: Optional[dict], role: dict, engine: _model.EngineInfo, on: bool,
+                   expected: Optional[str], judgeable: bool) -> Judged:
+    reading = _model.container_reading(container or {}, engine)
     found = list(reading.occurrences)
     own = len(_engines.find_dtype_flags(_model.role_extra_args(role), engine.name, engine.version))
     origins = ["operator"] * max(len(found) - own, 0) + ["extraArgs"] * min(own, len(found))
@@ -443,7 +510,7 @@ def _rejected(reading: _engines.FlagReading, origins: list[str], expected: Optio
                   f"{head}; it never serves: remove the flag from {whose}", reading.error, culprit)
 
 
-def _injected(pod: dict, bindings: dict, on: bool, report: Report) -> None:
+def _injected(pod: dict, bindings: dict, on: bool, report: Report, verdicts: _Verdicts) -> None:
     ref = ObjectRef(POD.name, _model.namespace_of(pod), _model.name_of(pod))
     judgeable, expected = _expected(ref.namespace or "", _model.pod_binding(pod) or "", bindings, ref, on, report)
     container = _model.target_container(pod, _model.pod_spec(pod))
@@ -452,12 +519,17 @@ def _injected(pod: dict, bindings: dict, on: bool, report: Report) -> None:
                         "no target container (several containers and no kvcache.gpustack.ai/container "
                         "annotation naming one of them), so the webhook cannot inject it")
     else:
-        judged = _judge_injected(pod, container, on, expected, judgeable)
-    _record(report, pod, None, INJECTED, container, judged, POD_CODES)
+        engine = _model.pod_engine(pod)
+        injected = _model.INJECTED_ANNOTATION in _model.annotations_of(pod)  # where the webhook's copy is
+        judged = verdicts.judge(container, (INJECTED, engine.name, engine.declared, engine.version, injected, on,
+                                            expected, judgeable),
+                                _judge_injected, pod, container, engine, on, expected, judgeable)
+    _record(report, pod, ref.namespace or "", ref.name, None, INJECTED, container, judged, POD_CODES)
 
 
-def _judge_injected(pod: dict, container: dict, on: bool, expected: Optional[str], judgeable: bool) -> Judged:
-    reading = _model.container_reading(container, _model.pod_engine(pod))
+def _judge_injected(pod: dict, container: dict, engine: _model.EngineInfo, on: bool, expected: Optional[str],
+                    judgeable: bool) -> Judged:
+    reading = _model.container_reading(container, engine)
     found = list(reading.occurrences)
     webhook = _model.webhook_copy(pod, found)
     origins = ["webhook" if o is webhook else "pod" for o in found]
@@ -480,23 +552,28 @@ def _judge_injected(pod: dict, container: dict, on: bool, expected: Optional[str
     return _compare(reading, origins, expected, occurrences, "pod")
 
 
-def _record(report: Report, pod: dict, deployment: Optional[str], role: str, container: Optional[dict],
-            judged: Judged, codes: dict[str, str]) -> None:
-    ref = ObjectRef(POD.name, _model.namespace_of(pod), _model.name_of(pod))
+def _record(report: Report, pod_object: dict, namespace: str, pod: str, deployment: Optional[str], role: str,
+            container: Optional[dict], judged: Judged, codes: dict[str, str]) -> None:
+    """One item per judged Pod, and its finding; ``pod_object`` is read only for a finding's field
+    (the SARIF line), so a Pod with no finding costs nothing more.
+
+    A verdict may be shared by many Pods (_Verdicts): each Pod's item gets its own occurrences."""
+    occurrences = [dict(o) for o in judged.occurrences]
     name = _model.text((container or {}).get("name"))
     report.items.append({
-        "namespace": ref.namespace, "name": ref.name, "deployment": deployment, "role": role, "container": name,
-        "expected": judged.expected, "effective": judged.effective, "occurrences": judged.occurrences,
+        "namespace": namespace, "name": pod, "deployment": deployment, "role": role, "container": name,
+        "expected": judged.expected, "effective": judged.effective, "occurrences": occurrences,
         "verdict": judged.verdict,
     })
     code = codes.get(judged.verdict)
     if code is None:
         return
+    ref = ObjectRef(POD.name, namespace, pod)
     whose = f"replica of ModelDeployment {deployment}, role {role}" if deployment else "injected Pod"
     report.add(code, ref, f"{ref} ({whose}): {judged.message}.", deployment=deployment,
                role=role, container=name, expected=judged.expected, effective=judged.effective,
-               occurrences=judged.occurrences, **({"error": judged.error} if judged.error else {}),
-               field_path=_culprit_path(pod, container, judged, injected=deployment is None))
+               occurrences=occurrences, **({"error": judged.error} if judged.error else {}),
+               field_path=_culprit_path(pod_object, container, judged, injected=deployment is None))
 
 
 def _culprit_path(pod: dict, container: Optional[dict], judged: Judged, injected: bool) -> Optional[FieldPath]:

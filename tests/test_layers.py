@@ -27,6 +27,7 @@ LAYERS: dict[str, str] = {
     # data: plain objects and rules over them, nothing that reads a cluster
     "_report": "data", "_render": "data", "_junit": "data", "_sarif": "data", "_flags": "data", "_engines": "data",
     "_argv": "data", "_engine_records": "data", "_model": "data", "_sources": "data", "_journal": "data",
+    "_yamlread": "data",
     # sources: where the objects come from, and what a subcommand is given
     "_cluster": "sources", "_manifests": "sources", "_positions": "sources", "_command": "sources",
     # judgement shared by the subcommands
