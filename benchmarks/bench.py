@@ -349,6 +349,18 @@ def machine() -> str:
             f"{platform.system()} {platform.release()}")
 
 
+def compile_package() -> None:
+    """Write the plugin's bytecode before timing it, as pip does on a real install.
+
+    An editable install leaves the package as source; with PYTHONDONTWRITEBYTECODE set (some CI
+    images and sandboxes set it) every timed run would compile the plugin's modules again, about
+    0.1-0.2 s that no installed plugin pays. compileall writes the .pyc files whatever that
+    variable says; a run then only reads them."""
+    import compileall
+
+    compileall.compile_dir(str(ROOT / "kubectl_kvdtype"), quiet=1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", nargs="+", default=["100", "1000", "10000"],
@@ -363,6 +375,7 @@ def main() -> int:
     parser.add_argument("--startup-repeat", type=int, default=20)
     options = parser.parse_args()
     sizes = [int(s) for arg in options.sizes for s in arg.split(",") if s]
+    compile_package()
     print(f"# machine: {machine()}", flush=True)
     plugin_dir = str(Path(sys.executable).parent)  # the venv's kubectl-kvdtype, found by kubectl
     rows = []
