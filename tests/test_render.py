@@ -83,6 +83,15 @@ def test_yaml_is_the_same_document():
     assert yaml.safe_load(render(report, "yaml")) == report.to_dict()
 
 
+def test_yaml_writes_shared_values_out_never_as_anchors():
+    shared = [{"field": "command", "index": 3, "value": "bf16"}]
+    report = Report(kind="VerifyReport")
+    report.items = [{"name": "a", "occurrences": shared}, {"name": "b", "occurrences": shared}]
+    text = render(report, "yaml")
+    assert "&" not in text and "*" not in text
+    assert yaml.safe_load(text) == json.loads(render(report, "json"))
+
+
 def test_yaml_prints_manifests_as_a_stream_when_a_report_has_them():
     report = _report()
     report.manifests = [{"kind": "KVCachePoolBinding", "metadata": {"name": "a"}},

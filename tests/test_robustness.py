@@ -416,14 +416,7 @@ echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential"
                                stdout=slave, stderr=slave)
     os.close(slave)
     seen = b""
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
+    seen += _read_to_end(master)
     process.wait(timeout=60)
     os.close(master)
     assert process.returncode == 1, seen  # findings: the run completed with the plugin's token
@@ -484,6 +477,19 @@ def test_a_wait_says_what_it_waits_for_between_its_requests():
         _progress.done()
         assert _progress.current() == "waiting until ModelDeployment team-a/x is gone"  # between polls
     assert _progress.current() == ""
+
+
+def _read_to_end(master: int) -> bytes:
+    """Everything left on a pseudo-terminal's master side, until the child closes the terminal."""
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
+            return seen
+        if not chunk:
+            return seen
+        seen += chunk
 
 
 def _run_on_pty(args, env) -> tuple[int, bytes, str]:
@@ -550,14 +556,7 @@ def test_progress_never_draws_over_a_question_nor_under_a_line(cluster, fake):
     unanswered = seen[asked:]
     os.write(master, b"n\n")
     process.wait(timeout=30)
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
+    seen += _read_to_end(master)
     os.close(master)
     assert process.returncode == 3
     assert b"listing modeldeployments.worker.gpustack.ai in all namespaces (" in seen  # it was drawn ...
