@@ -342,6 +342,10 @@ class ClusterSource:
             self._headers.add(name, value)
         self._versions: dict[str, Optional[str]] = {}
         self._discovery = threading.Lock()  # one discovery per group, even from parallel LISTs
+        # One credential refresh at a time: parallel LISTs would each run an expired token's exec
+        # plugin; and once it has failed, the others say so rather than run it again.
+        self._credentials = threading.Lock()
+        self._credentials_failed: Optional[KvdtypeError] = None
         self._discovery_errors: dict[str, KvdtypeError] = {}  # met once, not again per waiting LIST
         self.request_count = 0
 
@@ -504,8 +508,15 @@ class ClusterSource:
 
     def _auth_headers(self) -> dict:
         # auth_settings() runs the client's refresh hook, which re-runs exec plugins when due.
-        with _exec_bounded(self._timeout):
-            settings = self._configuration.auth_settings().get("BearerToken")
+        with self._credentials:
+            if self._credentials_failed is not None:
+                raise self._credentials_failed
+            try:
+                with _exec_bounded(self._timeout):
+                    settings = self._configuration.auth_settings().get("BearerToken")
+            except KvdtypeError as failure:
+                self._credentials_failed = failure
+                raise
         return {"Authorization": settings["value"]} if settings and settings.get("value") else {}
 
     def _send(self, method: str, url: str, headers: HTTPHeaderDict, body: Any, clock: "_Clock") -> Any:
