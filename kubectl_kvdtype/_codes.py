@@ -18,8 +18,6 @@ WARNING = "warning"
 INFO = "info"
 
 CHECK, FIND_FLAGS, VERIFY, ESCAPE, PREFLIGHT = "check", "find-flags", "verify", "escape", "preflight"
-#: The subcommands whose report is a judgement, one finding per problem (-o sarif takes these).
-JUDGING = (CHECK, FIND_FLAGS, VERIFY, PREFLIGHT)
 
 # check
 DTYPE_REJECTED = "dtype-rejected"

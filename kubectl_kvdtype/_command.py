@@ -41,9 +41,8 @@ class Context:
     def writable_source(self) -> WritableSource:
         """``source`` for a write: only the live cluster is a ``WritableSource``. Subcommands that write
         refuse ``-f`` with their own message before they get here; manifests are never written."""
-        if self._source is None:
-            self._source = self._open_source()
-        if self._writable is None:
+        opened = self.source  # opens it if no read came first; only the live cluster sets ``_writable``
+        if self._writable is None or opened is not self._writable:
             raise UsageError("objects read with -f/--filename are never written (drop -f to write to a cluster)")
         return self._writable
 

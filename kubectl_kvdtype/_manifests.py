@@ -59,7 +59,7 @@ class ManifestSource:
                 obj["metadata"] = {**(metadata if isinstance(metadata, dict) else {}), "namespace": "default"}
                 namespace = "default"
             name = _model.name_of(obj)
-            key = (kind.name, namespace if kind.namespaced else "", name)
+            key = _key(kind, namespace, name)
             if key in seen:  # one object read twice: the later read wins, as kubectl apply would leave it
                 self._duplicate(key, seen[key][:2], (where, obj))
             seen[key] = (where, obj, kind, (namespace, name))
@@ -123,15 +123,15 @@ class ManifestSource:
         return next((o for o in self.list(kind, namespace) if _model.name_of(o) == name), None)
 
 
-def _key(kind: Kind, obj: dict) -> ObjectKey:
-    return (kind.name, (_model.namespace_of(obj) or "default") if kind.namespaced else "", _model.name_of(obj))
+def _key(kind: Kind, namespace: str, name: str) -> ObjectKey:
+    return (kind.name, namespace if kind.namespaced else "", name)
 
 
 def object_key(obj: dict) -> Optional[ObjectKey]:
     """(kind, namespace, name) as -f identifies an object (a namespaced one without a namespace is
     in "default"); None for an object of a kind the plugin does not read."""
     kind = kind_for(obj.get("apiVersion"), obj.get("kind"))
-    return None if kind is None else _key(kind, obj)
+    return None if kind is None else _key(kind, _model.namespace_of(obj) or "default", _model.name_of(obj))
 
 
 def manifest_files(path: str) -> Iterator[str]:

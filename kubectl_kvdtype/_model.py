@@ -298,9 +298,15 @@ def _slim_container(container: dict) -> dict:
     for key in _CONTAINER_KEPT:
         if key in container:
             slim[key] = container[key]
-    if "env" in container and any("$" in t for f in ("command", "args") for t in argv_of(container, f)):
+    if refers_to_env(container):
         slim["env"] = container["env"]
     return slim
+
+
+def refers_to_env(container: dict) -> bool:
+    """Whether the container's ``env`` can change its argv: it has one, and the argv names a
+    variable (``$(VAR)`` for the kubelet, ``$VAR`` for a shell)."""
+    return bool(container.get("env")) and any("$" in t for f in ("command", "args") for t in argv_of(container, f))
 
 
 def controller_of(obj: dict) -> Optional[dict]:

@@ -164,7 +164,7 @@ class Report:
         return [f for f in self.findings if fails(f.severity, self.fail_on)]
 
     def exit_status(self, exit_zero: bool = False) -> ExitStatus:
-        if not exit_zero and any(fails(f.severity, self.fail_on) for f in self.findings):
+        if not exit_zero and self.failing():
             return ExitStatus.FINDINGS
         return ExitStatus.OK
 

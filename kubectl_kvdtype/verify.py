@@ -398,7 +398,7 @@ def _argv_key(container: Optional[dict]) -> Optional[tuple]:
         return (), ()
     command, args = container.get("command"), container.get("args")
     key = (tuple(command) if isinstance(command, list) else (), tuple(args) if isinstance(args, list) else ())
-    if container.get("env") and any(isinstance(t, str) and "$" in t for t in key[0] + key[1]):
+    if _model.refers_to_env(container):
         return None
     return key
 

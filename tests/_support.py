@@ -16,6 +16,8 @@ from conftest import kubectl_path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+#: The subcommands that judge objects (``--fail-on``, ``-o junit``, ``-o sarif``), as a user names them.
+JUDGING = ("check", "find-flags", "verify", "preflight")
 PLUGIN = str(Path(sys.executable).parent / "kubectl-kvdtype")
 SETTING = "model-deployment-kv-cache-dtype-owned"
 SYSTEM = "gpustack-system"

@@ -19,11 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _support import EXAMPLES, SETTING, SYSTEM, in_process, kvdtype, seed
+from _support import EXAMPLES, JUDGING, SETTING, SYSTEM, in_process, kvdtype, seed
 from kubectl_kvdtype._junit import safe, to_junit
 from kubectl_kvdtype._report import ERROR, WARNING, ObjectRef, Report
 
-JUDGING = ("check", "find-flags", "verify", "preflight")
 #: What each subcommand is run on: -A on a cluster; offline, the examples in scope.
 SCOPE = {"check": ["-A"], "find-flags": ["-A"], "verify": ["-A"], "preflight": ["-A"]}
 

@@ -16,14 +16,13 @@ import pytest
 import yaml
 
 from _sarif_check import SCHEMA_AVAILABLE, assert_valid_sarif, schema_errors
-from _support import EXAMPLES, ROOT, assert_one_clean_line, documents, in_process, kvdtype
+from _support import EXAMPLES, JUDGING, ROOT, assert_one_clean_line, documents, in_process, kvdtype
 from conftest import kubectl_path
 from kubectl_kvdtype import HOMEPAGE, __version__
 from kubectl_kvdtype._codes import BY_CODE, codes_of
 from kubectl_kvdtype._report import Finding, ObjectRef, Report
 from kubectl_kvdtype._sarif import SCHEMA_URI, Place, to_sarif
 
-JUDGING = ("check", "find-flags", "verify", "preflight")
 #: Codes whose findings are about one field in the examples: their result points at its line.
 FIELD_CODES = {"dtype-rejected", "dtype-auto", "binding-missing", "engine-unknown", "role-flag", "pod-flag",
                "role-unmanaged", "predicted-failure", "replica-dtype-mismatch", "pod-missing-flag",
