@@ -432,13 +432,9 @@ class JsonScanner:
                 raise ValueError(f"':' expected at offset {index}")
             value, index = self._value(self._skip(index + 1))
             pairs.append((key_node, value))
-            index = self._skip(index)
-            if self._text.startswith(",", index):
-                index = self._skip(index + 1)
-            elif self._text.startswith("}", index):
-                return MappingNode(_MAP, pairs, first, self._mark(index + 1), flow_style=True), index + 1
-            else:
-                raise ValueError(f"',' or '}}' expected at offset {index}")
+            index, closed = self._next_item(index, "}")
+            if closed:
+                return MappingNode(_MAP, pairs, first, self._mark(index), flow_style=True), index
 
     def _array(self, start: int) -> tuple[Node, int]:
         items: list[Node] = []
@@ -449,10 +445,16 @@ class JsonScanner:
         while True:
             value, index = self._value(index)
             items.append(value)
-            index = self._skip(index)
-            if self._text.startswith(",", index):
-                index = self._skip(index + 1)
-            elif self._text.startswith("]", index):
-                return SequenceNode(_SEQ, items, first, self._mark(index + 1), flow_style=True), index + 1
-            else:
-                raise ValueError(f"',' or ']' expected at offset {index}")
+            index, closed = self._next_item(index, "]")
+            if closed:
+                return SequenceNode(_SEQ, items, first, self._mark(index), flow_style=True), index
+
+    def _next_item(self, index: int, close: str) -> tuple[int, bool]:
+        """After an item of an object or array: (where the next item starts, False) after a comma,
+        or (just past ``close``, True) at the end."""
+        index = self._skip(index)
+        if self._text.startswith(",", index):
+            return self._skip(index + 1), False
+        if self._text.startswith(close, index):
+            return index + 1, True
+        raise ValueError(f"',' or '{close}' expected at offset {index}")
