@@ -70,7 +70,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         from kubectl_kvdtype._complete import complete
 
         return complete(argv[1:], env)
-    ticker = _progress.Ticker(env.stderr).start() if env.stderr_isatty else None
+    ticker = _progress.Ticker(env.stderr, _progress.delay(env.environ)).start() if env.stderr_isatty else None
     options: Optional[argparse.Namespace] = None
     try:
         options = parse(argv)

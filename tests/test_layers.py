@@ -17,6 +17,8 @@ import pytest
 
 from _support import EXAMPLES, ROOT
 
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
+
 PACKAGE = ROOT / "kubectl_kvdtype"
 
 #: Lowest first. The name of each layer says what its modules are for.

@@ -137,6 +137,11 @@ class FaultsMixin:
         with self._lock:
             return self._silence is not None and self._silence.fallen
 
+    def faults_pending(self) -> int:
+        """How many ``fail``/``delay`` rules still apply to a future request (not used up)."""
+        with self._lock:
+            return sum(1 for rule in self._rules if rule.times is None or rule.times > 0)
+
     def clear_faults(self) -> None:
         with self._lock:
             self._rules.clear()
