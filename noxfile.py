@@ -36,10 +36,10 @@ RELEASE_PYTHON = "3.11"
 WHOLE_SUITE = (RELEASE_PYTHON, SUPPORTED[-1])
 #: What the other Pythons run: the fast tier and the end-to-end tests that depend on the Python.
 VERSION_SENSITIVE = "not e2e or version_sensitive"
-#: pytest-xdist workers per session. The end-to-end tests mostly wait (on kubectl, the plugin and
-#: the fake server in other processes), so more workers than the 2 cores shorten a run; see
-#: docs/development.md, "CI", for what was measured.
-WORKERS = "4"
+#: pytest-xdist workers per session: one per core. The binary's build (one worker, see below) takes
+#: as long as the rest of the suite on the other core; more workers than cores made the deadline
+#: tests' margins thinner on a loaded machine for no shorter run (docs/development.md, "CI").
+WORKERS = "auto"
 # With --dist loadgroup, tests go to any free worker except those of one xdist_group, which share
 # one: tests/test_release.py's, whose session fixtures build the binary once.
 #: Where pyenv keeps its interpreters; they are not all on PATH (only the global one's shims work).
