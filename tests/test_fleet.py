@@ -264,3 +264,47 @@ def test_sigterm_stops_every_context_and_says_which_finished(fleet):
     message = _error_line(err)
     assert message.startswith("terminated (SIGTERM): 1 of 2 context(s) finished (prod-clean); "
                               "not finished: prod-silent"), message
+
+
+#: An exec credential plugin printing the token it is given, already expired: the client runs it
+#: again before every request, so each context refreshes its token again and again, side by side.
+_EXPIRED_TOKEN_PLUGIN = """#!/bin/sh
+echo "$1" >> "$0.runs"
+echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+       "status": {"token": "'"$1"'", "expirationTimestamp": "2000-01-01T00:00:00Z"}}'
+"""
+
+
+def test_exec_plugins_and_their_refreshes_keep_each_context_its_own_token(fleet):
+    plugin = fleet.tmp_path / "cred-plugin"
+    plugin.write_text(_EXPIRED_TOKEN_PLUGIN)
+    plugin.chmod(0o755)
+    config = json.loads(fleet.kubeconfig.read_text())
+    for user in config["users"]:
+        token = user["user"].pop("token")
+        user["user"]["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+                                "args": [token], "interactiveMode": "Never"}
+    fleet.kubeconfig.write_text(json.dumps(config))
+    fleet.fakes["prod-silent"].clear_faults()
+    named = ["prod-findings", "prod-clean", "prod-silent"]
+    fleet.clear_logs()
+    result = fleet.run("check", "-A", "--contexts", ",".join(named), "-o", "json")
+    assert result.returncode == 1, result.stderr
+    assert [e["exitStatus"] for e in json.loads(result.stdout)["contexts"]] == [1, 0, 1]
+    runs = (fleet.tmp_path / "cred-plugin.runs").read_text().split()
+    for name in named:
+        requests = fleet.fakes[name].requests
+        assert requests and {r.headers.get("Authorization") for r in requests} == {f"Bearer token-of-{name}"}
+        assert runs.count(f"token-of-{name}") > 1  # refreshed, not only loaded
+
+
+def test_sarif_past_githubs_20_runs_keeps_every_run_and_warns(fleet):
+    config = json.loads(fleet.kubeconfig.read_text())
+    names = [f"edge-{n:02d}" for n in range(21)]
+    config["contexts"] += [{"name": n, "context": {"cluster": "prod-down", "user": "admin-prod-clean"}} for n in names]
+    fleet.kubeconfig.write_text(json.dumps(config))
+    result = fleet.run("check", "--contexts", "edge-*", "-o", "sarif")
+    assert result.returncode == 3
+    runs = json.loads(result.stdout)["runs"]
+    assert [run["automationDetails"]["id"] for run in runs] == [f"kvdtype/{n}/" for n in names]
+    assert "GitHub code scanning rejects a file of more than 20" in result.stderr

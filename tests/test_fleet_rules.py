@@ -128,3 +128,12 @@ def test_contexts_complete_the_name_after_the_last_comma(tmp_path: Path):
     out = io.StringIO()
     complete(["--kubeconfig", str(kubeconfig), "check", "--contexts", "prod-a,p"], Environment(stdout=out, environ={}))
     assert out.getvalue().splitlines() == ["prod-a,prod-b", ":4"]
+
+
+def test_todo_commands_name_the_context_quoted_for_the_shell():
+    from kubectl_kvdtype.preflight import in_context
+
+    command = "kubectl get pod p -n ns -o yaml > p.yaml  && kubectl kvdtype check -n ns -o wide"
+    assert in_context(command, "prod-eu") == ("kubectl --context prod-eu get pod p -n ns -o yaml > p.yaml  && "
+                                              "kubectl kvdtype --context prod-eu check -n ns -o wide")
+    assert in_context("kubectl edit md x", "eu; rm -rf ~") == "kubectl --context 'eu; rm -rf ~' edit md x"
