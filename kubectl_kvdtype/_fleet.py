@@ -28,7 +28,8 @@ import io
 import signal
 import threading
 import time
-from typing import Any, Callable, Optional, TextIO, cast
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional, TextIO, cast
 
 from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._env import Environment
@@ -106,13 +107,11 @@ class _Terminated(KeyboardInterrupt):
 Describe = Callable[[Exception, Environment], str]
 
 
-def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_error: Describe,
-        names: Optional[list[str]] = None) -> FleetReport:
+def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_error: Describe) -> FleetReport:
     """Every selected context judged, at most ``--parallel`` at once; the fleet's report."""
-    if names is None:
-        from kubectl_kvdtype._cluster import context_names  # imports the client: a live run
+    from kubectl_kvdtype._cluster import context_names  # imports the client: a live run
 
-        names = select(options, context_names(options.kubeconfig, dict(env.environ)))
+    names = select(options, context_names(options.kubeconfig, dict(env.environ)))
     started = time.monotonic()  # verify --wait: one deadline for the whole fleet
     members: list[Optional[FleetMember]] = [None] * len(names)
     pending = list(range(len(names)))
@@ -155,8 +154,10 @@ def _one(name: str, options: argparse.Namespace, env: Environment, judge: Judge,
         report = judge(context)
     except KvdtypeError as error:
         return FleetMember(name, error.status, error=error.message)
-    except Exception as error:  # noqa: BLE001 - a bug in one context: said in its row, the others go on
-        return FleetMember(name, ExitStatus.INCOMPLETE, error=internal_error(error, env))
+    except BaseException as error:  # noqa: BLE001 - a bug in one context: its row says it, the others go on
+        # (BaseException too: a worker that ended without its row would leave the fleet waiting.)
+        bug = error if isinstance(error, Exception) else RuntimeError(repr(error))
+        return FleetMember(name, ExitStatus.INCOMPLETE, error=internal_error(bug, env))
     return FleetMember(name, report.exit_status(options.exit_zero), report=report)
 
 
@@ -196,17 +197,17 @@ def _interrupted(names: list[str], members: list[Optional[FleetMember]],
     return error
 
 
-class _sigterm_interrupts:  # noqa: N801 - used as a context manager, read as a phrase
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
     """While inside, SIGTERM (a CI cancel, ``timeout``) raises ``_Terminated`` in the main thread."""
-
-    def __enter__(self) -> None:
-        self._previous: Any = None
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, _raise_terminated)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
