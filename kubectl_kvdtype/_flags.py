@@ -158,8 +158,8 @@ def add_judging_flags(parser: argparse.ArgumentParser) -> None:
 
 
 #: Contexts judged at once by --contexts/--all-contexts unless --parallel says otherwise: each one
-#: waits on its cluster most of its time, and a 10,000-deployment context holds ~160 MB while it is
-#: judged, so four keep both cores busy within ~0.7 GB (docs/reference.md, "Fleets").
+#: waits on its cluster most of its time, and a 10,000-deployment context holds up to ~200 MB while
+#: it is judged, so four keep two cores busy within ~0.8 GB (docs/reference.md, "Fleets").
 DEFAULT_PARALLEL = 4
 
 
