@@ -308,3 +308,42 @@ def test_sarif_past_githubs_20_runs_keeps_every_run_and_warns(fleet):
     runs = json.loads(result.stdout)["runs"]
     assert [run["automationDetails"]["id"] for run in runs] == [f"kvdtype/{n}/" for n in names]
     assert "GitHub code scanning rejects a file of more than 20" in result.stderr
+
+
+#: An exec plugin that logs when it starts and ends, taking a moment in between (a login).
+_SLOW_LOGIN_PLUGIN = """#!/bin/sh
+echo "start $1" >> "$0.log"
+sleep 0.3
+echo "end $1" >> "$0.log"
+echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": "'"$1"'"}}'
+"""
+
+
+def test_exec_plugins_given_the_terminal_run_one_at_a_time(fleet):
+    import pty
+
+    plugin = fleet.tmp_path / "login-plugin"
+    plugin.write_text(_SLOW_LOGIN_PLUGIN)
+    plugin.chmod(0o755)
+    config = json.loads(fleet.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"]["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+                                "args": [user["user"].pop("token")], "interactiveMode": "IfAvailable"}
+    fleet.kubeconfig.write_text(json.dumps(config))
+    fleet.fakes["prod-silent"].clear_faults()
+    named = ["prod-findings", "prod-clean", "prod-silent"]
+    controller, terminal = pty.openpty()  # stdout a terminal: the client hands it to the plugin
+    try:
+        process = subprocess.run([kubectl_path(), "kvdtype", "check", "-A", "--contexts", ",".join(named)],
+                                 env=fleet.env, cwd=fleet.workdir, stdout=terminal, stderr=subprocess.PIPE,
+                                 stdin=subprocess.DEVNULL, text=True, timeout=60)
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert process.returncode == 1, process.stderr
+    log = (fleet.tmp_path / "login-plugin.log").read_text().split("\n")[:-1]
+    assert sorted(line.split()[1] for line in log if line.startswith("start")) == sorted(
+        f"token-of-{n}" for n in named)
+    assert [line.split()[0] for line in log] == ["start", "end"] * len(named)  # never two at once
+    for name in named:
+        assert {r.headers.get("Authorization") for r in fleet.fakes[name].requests} == {f"Bearer token-of-{name}"}
