@@ -266,6 +266,21 @@ def test_sigterm_stops_every_context_and_says_which_finished(fleet):
                               "not finished: prod-silent"), message
 
 
+def _tokens_from_exec_plugin(fleet: Fleet, name: str, script: str, interactive_mode: str) -> list[str]:
+    """Every kubeconfig user's token comes from the exec plugin ``script`` (given the token as its
+    argument); prod-silent answers. The three answering contexts, to run."""
+    plugin = fleet.tmp_path / name
+    plugin.write_text(script)
+    plugin.chmod(0o755)
+    config = json.loads(fleet.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"]["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+                                "args": [user["user"].pop("token")], "interactiveMode": interactive_mode}
+    fleet.kubeconfig.write_text(json.dumps(config))
+    fleet.fakes["prod-silent"].clear_faults()
+    return ["prod-findings", "prod-clean", "prod-silent"]
+
+
 #: An exec credential plugin printing the token it is given, already expired: the client runs it
 #: again before every request, so each context refreshes its token again and again, side by side.
 _EXPIRED_TOKEN_PLUGIN = """#!/bin/sh
@@ -276,17 +291,7 @@ echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential"
 
 
 def test_exec_plugins_and_their_refreshes_keep_each_context_its_own_token(fleet):
-    plugin = fleet.tmp_path / "cred-plugin"
-    plugin.write_text(_EXPIRED_TOKEN_PLUGIN)
-    plugin.chmod(0o755)
-    config = json.loads(fleet.kubeconfig.read_text())
-    for user in config["users"]:
-        token = user["user"].pop("token")
-        user["user"]["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
-                                "args": [token], "interactiveMode": "Never"}
-    fleet.kubeconfig.write_text(json.dumps(config))
-    fleet.fakes["prod-silent"].clear_faults()
-    named = ["prod-findings", "prod-clean", "prod-silent"]
+    named = _tokens_from_exec_plugin(fleet, "cred-plugin", _EXPIRED_TOKEN_PLUGIN, "Never")
     fleet.clear_logs()
     result = fleet.run("check", "-A", "--contexts", ",".join(named), "-o", "json")
     assert result.returncode == 1, result.stderr
@@ -322,16 +327,7 @@ echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential"
 def test_exec_plugins_given_the_terminal_run_one_at_a_time(fleet):
     import pty
 
-    plugin = fleet.tmp_path / "login-plugin"
-    plugin.write_text(_SLOW_LOGIN_PLUGIN)
-    plugin.chmod(0o755)
-    config = json.loads(fleet.kubeconfig.read_text())
-    for user in config["users"]:
-        user["user"]["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
-                                "args": [user["user"].pop("token")], "interactiveMode": "IfAvailable"}
-    fleet.kubeconfig.write_text(json.dumps(config))
-    fleet.fakes["prod-silent"].clear_faults()
-    named = ["prod-findings", "prod-clean", "prod-silent"]
+    named = _tokens_from_exec_plugin(fleet, "login-plugin", _SLOW_LOGIN_PLUGIN, "IfAvailable")
     controller, terminal = pty.openpty()  # stdout a terminal: the client hands it to the plugin
     try:
         process = subprocess.run([kubectl_path(), "kvdtype", "check", "-A", "--contexts", ",".join(named)],
