@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterator, Optional, TextIO, cast
 
 from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._env import Environment
+from kubectl_kvdtype._render import to_json
 from kubectl_kvdtype._report import FleetMember, FleetReport, Report
 from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError
 
@@ -124,6 +125,8 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
                     return
                 index = pending.pop(0)
             member = _one(names[index], options, env, judge, internal_error, started)
+            if options.output == "json":
+                member.encode(to_json)  # its objects go now, not when the whole fleet is printed
             with finished:
                 members[index] = member
                 finished.notify_all()

@@ -63,7 +63,7 @@ def render_fleet(fleet: FleetReport, output: str, *, no_headers: bool = False, a
     """A fleet run (``FleetReport``) as the text printed on stdout: one document for json, yaml,
     junit and sarif; tables with a CONTEXT column first, a line per context, then the fleet's."""
     if output == "json":
-        return _fleet_json(fleet.to_dict())
+        return _fleet_json(fleet)
     if output == "yaml":
         import yaml
 
@@ -80,13 +80,23 @@ def render_fleet(fleet: FleetReport, output: str, *, no_headers: bool = False, a
                          color=color)
 
 
-def _fleet_json(document: dict) -> str:
-    """Indented, or, past ``PRETTY_JSON_ENTRIES`` items and findings, each context's entry on one line."""
-    entries = sum(len(entry.get("report", {}).get(key) or []) for entry in document["contexts"]
-                  for key in ("items", "findings"))
-    if entries <= PRETTY_JSON_ENTRIES:
-        return json.dumps(document, indent=2) + "\n"
-    return to_json(document)
+def _fleet_json(fleet: FleetReport) -> str:
+    """Indented, or, past ``PRETTY_JSON_ENTRIES`` items and findings, each context's entry on one
+    line; a report kept as its JSON text (``FleetMember.encode``) is written as that text."""
+    document = fleet.to_dict()
+    if not any(member.encoded is not None for member in fleet.members):
+        entries = sum(len(entry.get("report", {}).get(key) or []) for entry in document["contexts"]
+                      for key in ("items", "findings"))
+        return json.dumps(document, indent=2) + "\n" if entries <= PRETTY_JSON_ENTRIES else to_json(document)
+    contexts = []
+    for member, entry in zip(fleet.members, document["contexts"], strict=True):
+        fields = [f"{json.dumps(key)}: {json.dumps(value)}" for key, value in entry.items() if key != "report"]
+        if member.encoded is not None:  # JSON text holds no raw line break: re-indenting it is safe
+            fields.append('"report": ' + member.encoded.rstrip("\n").replace("\n", "\n      "))
+        contexts.append("    {\n      " + ",\n      ".join(fields) + "\n    }")
+    head = "".join(f"  {json.dumps(key)}: {json.dumps(document[key])},\n" for key in ("kind", "command"))
+    summary = json.dumps(document["summary"], indent=2).replace("\n", "\n  ")
+    return "{\n" + head + '  "contexts": [\n' + ",\n".join(contexts) + f'\n  ],\n  "summary": {summary}\n}}\n'
 
 
 def _fleet_tables(fleet: FleetReport, *, wide: bool, no_headers: bool, all_namespaces: bool, color: bool) -> str:

@@ -211,6 +211,10 @@ class FleetMember:
     status: ExitStatus
     report: Optional[Report] = None
     error: Optional[str] = None
+    #: The report as its ``-o json`` text, once ``encode`` has let the report's objects go.
+    encoded: Optional[str] = None
+    _failing: bool = False
+    _counts: dict = field(default_factory=dict)
 
     @property
     def checked(self) -> bool:
@@ -219,12 +223,30 @@ class FleetMember:
     @property
     def failing(self) -> bool:
         """Whether its findings fail the run (``--exit-zero`` aside)."""
+        if self.encoded is not None:
+            return self._failing
         return self.report is not None and bool(self.report.failing())
 
+    def counts(self) -> dict:
+        return self._counts if self.encoded is not None else self.report.counts() if self.report else {}
+
+    def encode(self, to_text: Callable[[dict], str]) -> None:
+        """Keep the report only as its JSON text (``-o json``, where nothing else is printed): the
+        fleet is printed once every context is done, and a finished 10,000-deployment report holds
+        ~80 MB of objects, its text a fraction. Its warnings and summary line stay."""
+        report = self.report
+        if report is None:
+            return
+        self._failing, self._counts = bool(report.failing()), report.counts()
+        self.encoded = to_text(report.to_dict())
+        self.report = Report(kind=report.kind, warnings=report.warnings, headline=report.headline,
+                             empty_message=report.empty_message, fail_on=report.fail_on)
+
     def to_dict(self) -> dict:
+        """Its entry of the FleetReport; an encoded report is None here (``_render`` writes its text)."""
         entry: dict = {"context": self.context, "exitStatus": int(self.status)}
         if self.report is not None:
-            entry["report"] = self.report.to_dict()
+            entry["report"] = None if self.encoded is not None else self.report.to_dict()
         else:
             entry["error"] = {"message": self.error or "", "exitStatus": int(self.status)}
         return entry
@@ -258,9 +280,8 @@ class FleetReport:
     def counts(self) -> dict:
         totals = {"errors": 0, "warnings": 0, "info": 0, "ignored": 0}
         for member in self.members:
-            if member.report is not None:
-                for key, value in member.report.counts().items():
-                    totals[key] += value
+            for key, value in member.counts().items():
+                totals[key] += value
         return totals
 
     def summary(self) -> dict:

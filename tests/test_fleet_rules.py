@@ -137,3 +137,21 @@ def test_todo_commands_name_the_context_quoted_for_the_shell():
     assert in_context(command, "prod-eu") == ("kubectl --context prod-eu get pod p -n ns -o yaml > p.yaml  && "
                                               "kubectl kvdtype --context prod-eu check -n ns -o wide")
     assert in_context("kubectl edit md x", "eu; rm -rf ~") == "kubectl --context 'eu; rm -rf ~' edit md x"
+
+
+def test_a_report_kept_as_its_json_text_gives_the_same_fleet_document():
+    from kubectl_kvdtype._render import render_fleet, to_json
+
+    def fleet() -> FleetReport:
+        return FleetReport("check", [_member("a", ERROR), _member("b"), _member("c", error="unreachable")])
+
+    plain, encoded = fleet(), fleet()
+    for member in encoded.members:
+        member.encode(to_json)
+    assert [m.encoded is not None for m in encoded.members] == [True, True, False]
+    assert encoded.members[0].report is not None and encoded.members[0].report.findings == []  # objects let go
+    assert (encoded.exit_status(), encoded.counts()) == (plain.exit_status(), plain.counts())
+    document = json.loads(render_fleet(encoded, "json"))
+    assert document == json.loads(render_fleet(plain, "json"))
+    assert document["contexts"][0]["report"] == json.loads(to_json(plain.members[0].report.to_dict()))
+    assert document["summary"]["failing"] == ["a"]
