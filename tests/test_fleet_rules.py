@@ -16,6 +16,8 @@ from kubectl_kvdtype._fleet import REFUSED, select
 from kubectl_kvdtype._report import ERROR, Finding, FleetMember, FleetReport, ObjectRef, Report
 from kubectl_kvdtype._status import ExitStatus
 
+pytestmark = pytest.mark.version_sensitive  # argparse and completion (test_tiers.py)
+
 REFUSED_SPELLINGS = {"context": ["--context", "x"], "cluster": ["--cluster", "x"], "user": ["--user", "x"],
                      "server": ["--server", "https://x"], "token": ["--token", "s3cret"],
                      "certificate_authority": ["--certificate-authority", "ca.pem"],
