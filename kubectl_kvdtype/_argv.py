@@ -265,6 +265,8 @@ def _parser(engine: str, table: str, version_text: str, validity: Optional[Valid
         recorded_here = _engines.parse_version(version_text) == _engines.parse_version(table)
 
         def accepts(value: str) -> bool:
+            if recorded_here:  # the recording wins at a recorded version
+                return value in listed
             verdict = validity(engine, version_text or None, value)
             if verdict is None:  # a spelling the judge does not know: the recorded parser's list
                 return value in listed or (not recorded_here and value != "")
