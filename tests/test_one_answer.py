@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _support import EXAMPLES, codes, documents, kvdtype, report, seed
+from _support import codes, kvdtype, report, seed
 from kubectl_kvdtype import _engines, _judgement, _model, _upgrade, preflight, verify
 from kubectl_kvdtype._flagged import FlagInventory, build_find_flags_report
 from test_verdicts import SETTING_ON, binding, deployment
@@ -35,7 +35,8 @@ def test_team_b_turboquant_check_and_preflight_agree(cluster):
     checked, flighted, _, _ = _check_and_preflight(cluster)
     turbo = next(item for item in checked["items"] if item["name"] == "turbo")
     assert turbo["verdict"] == "rejected"  # vLLM 0.29.0's recorded parser has turboquant_4bit_nc, not this
-    assert ("dtype-rejected", "team-b/turbo") in codes(checked) and ("dtype-unknown", "team-b/turbo") not in codes(checked)
+    assert ("dtype-rejected", "team-b/turbo") in codes(checked)
+    assert ("dtype-unknown", "team-b/turbo") not in codes(checked)
     assert _outcomes(flighted)["qwen3-turbo"] == "fails"
     assert ("dtype-rejected", "team-b/turbo") in codes(flighted)
 
@@ -60,7 +61,8 @@ def test_lookalike_spellings_are_rejected_by_check_as_by_preflight(fake, kube_en
 
 
 def test_a_release_candidate_is_judged_before_its_release_by_both(fake, kube_env):
-    seed(fake, [SETTING_ON, binding("rc", "legacy", "bf16"), deployment("rc", "candidate", "legacy", "vLLM", "0.33.0rc1")])
+    seed(fake, [SETTING_ON, binding("rc", "legacy", "bf16"),
+                deployment("rc", "candidate", "legacy", "vLLM", "0.33.0rc1")])
     checked, flighted, _, _ = _check_and_preflight(kube_env)
     rejected = [f for f in checked["findings"] if f["code"] == "dtype-rejected"]
     assert len(rejected) == 1 and "exits at argument parsing" in rejected[0]["message"]
