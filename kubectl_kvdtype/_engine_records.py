@@ -1,9 +1,11 @@
 """The engines as data: one record per engine, and what each accepts as ``--kv-cache-dtype``.
 
 The lower half of the engine knowledge (docs/engines.md, "Which spellings each engine accepts"):
-versions, spellings by version, equivalent spellings, the judgement of one spelling and the fix
-for a refused one. The recorded parsers (``_argv``) and the argv reader (``_engines``, which
-re-exports everything here) stand on it; nothing here reads an argv.
+the one version parser, the hand-kept spellings by version, equivalent spellings, the judgement of
+one spelling by those windows and the order in which fixes are sought. The recorded parsers
+(``_argv``) and the argv reader (``_engines``, which re-exports everything here) stand on it;
+``_engines.judge`` puts a recorded parser's choices before these windows, and ``_engines.remedy``
+seeks fixes with the one verdict every subcommand asks. Nothing here reads an argv.
 """
 
 

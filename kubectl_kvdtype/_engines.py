@@ -6,8 +6,11 @@ each engine reads the flag"). Each engine is one
 which version, which spellings mean the same, its recorded parser table, how the operator and a
 container start it); nothing here branches on an engine's name. What an engine makes of an argv
 is decided by its own parser rebuilt from the recorded tables (``_argv``); this module locates the
-copies of the flag and turns the parser's answer into a judgement. The rest of the package asks
-questions; only this module answers them.
+copies of the flag and turns the parser's answer into a judgement (:func:`read_flag`, the one
+question every subcommand asks; :func:`renders` is ``check``'s case of it). At a recorded version
+the recorded choices decide a spelling; the hand-kept windows only where none cover the version
+(:func:`basis`, :func:`judge`). The rest of the package asks questions; only this module answers
+them.
 """
 
 from __future__ import annotations
