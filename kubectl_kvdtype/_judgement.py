@@ -9,6 +9,7 @@ the same way. A layer below the subcommands, so that none of them imports anothe
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Iterable, Optional
 
@@ -204,10 +205,12 @@ def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer],
     return verdicts, fix
 
 
-def consumer_verdict(engine: str, version: object, dtype: str) -> _engines.Judgement:
+@functools.lru_cache(maxsize=4096)
+def consumer_verdict(engine: str, version: Optional[str], dtype: str) -> _engines.Judgement:
     """check's verdict on one consumer: what it does with the argv the upgrade renders for it
     (``_engines.renders``: the operator's command with the Binding's dtype, never the role's own
-    ``extraArgs``), in the words of the spelling's judgement."""
+    ``extraArgs``), in the words of the spelling's judgement. Memoized: a cluster has few distinct
+    (engine, version, dtype) triples and many consumers."""
     reading = _engines.renders(engine, version, dtype)
     judged = _engines.judge(engine, version, dtype)
     if reading.state == _engines.FAILED:

@@ -102,7 +102,8 @@ def test_an_unknown_dtype_is_taken_with_force_and_warned_about(cluster, fake, tm
     result = kvdtype(cluster, tmp_path, "chat", "-n", "team-a", "--dtype", "turboquant_k8v4",
                      "--force-unknown-dtype", "-o", "json")
     assert result.returncode == 0, result.stderr
-    assert [f["code"] for f in json.loads(result.stdout)["findings"]] == ["dtype-unknown"]
+    # (and setting-stays-off: team-a's legacy bf16 would still break vLLM once the Setting is back on)
+    assert [f["code"] for f in json.loads(result.stdout)["findings"]] == ["dtype-unknown", "setting-stays-off"]
     assert "Warning: dtype-unknown: " in result.stderr  # -o json still says it on stderr
 
 
