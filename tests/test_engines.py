@@ -85,6 +85,20 @@ def test_unreadable_version_falls_back_to_the_reference():
     result = judge(VLLM, "latest", "bf16")
     assert result.version_is_reference and result.version == "0.29.0"
     assert "reference version" in result.reason
+    assert result.note == "vLLM version 'latest' is unreadable: judged at the reference version 0.29.0"
+    assert judge(VLLM, None, "bf16").note == ""  # no version at all: the reference, as the label says
+
+
+@pytest.mark.parametrize("engine, version, note", [
+    (VLLM, "0.29.0", ""), (VLLM, "0.29.0-cu124", ""), (SGLANG, "v0.5.23", ""),
+    (VLLM, "0.34.0", "vLLM 0.34.0 is newer than the newest recorded release, 0.33.0: judged as 0.33.0"),
+    (SGLANG, "0.5.24", "SGLang 0.5.24 is newer than the newest recorded release, 0.5.23: judged as 0.5.23"),
+    (VLLM, "0.33.0rc1", "vLLM 0.33.0rc1 is between the recorded releases 0.29.0 and 0.33.0: judged as 0.29.0"),
+    (VLLM, "0.11.0", "vLLM 0.11.0 is older than the oldest recorded release, 0.18.0: judged as 0.18.0"),
+])
+def test_the_basis_names_the_recorded_parser_that_stands_in(engine, version, note):
+    found = _engines.basis(engine, version).note
+    assert found.startswith(note) and bool(found) == bool(note)
 
 
 def test_vllm_033_fails_at_engine_start_not_parsing():

@@ -80,7 +80,7 @@ def test_a_version_newer_than_every_recording_is_named_in_every_format(fake, kub
     seed(fake, [SETTING_ON, binding("new", "chat", "bfloat16"),
                 deployment("new", "vl", "chat", "vLLM", NEWER["vLLM"][0]),
                 deployment("new", "sg", "chat", "SGLang", NEWER["SGLang"][0])])
-    for subcommand in ("check", "preflight"):
+    for subcommand in ("check", "preflight", "verify"):
         result = kvdtype(kube_env, subcommand, "-A", "-o", output)
         assert result.returncode == 0, result.stderr
         text = " ".join(result.stdout.split())  # the table wraps nothing, but keep it layout-blind
