@@ -129,6 +129,10 @@ class Engine:
     argv_rewrite: str = ""  # the engine's own argv rewriting before argparse ("flexible": vLLM's)
     late_validation_from: Optional[str] = None  # from this version the parser checks no choices
 
+    def command(self, model: str) -> list[str]:
+        """The operator's base command for ``model``: what precedes its own arguments."""
+        return [word.replace("{model}", model) for word in self.base_command]
+
     def validates_late(self, at: Version) -> bool:
         return self.late_validation_from is not None and at >= _v(self.late_validation_from)
 

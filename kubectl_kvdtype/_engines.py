@@ -456,7 +456,7 @@ def read_role(extra_args: Sequence[str], engine: Optional[str], version: object,
 
     Occurrences are located in the fields ``operator`` and ``extraArgs``.
     """
-    base = [word.replace("{model}", model) for word in record(engine).base_command] if engine in _BY_NAME else []
+    base = record(engine).command(model) if engine in _BY_NAME else []
     fields: list[tuple[str, object]] = [("base", base)]
     if operator_dtype is not None:
         fields.append(("operator", [FLAG, operator_dtype]))

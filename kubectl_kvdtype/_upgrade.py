@@ -103,8 +103,7 @@ def rendered_role_argv(deployment: dict, role: dict, dtype: str) -> list[str]:
     from the engine's record; none for an engine this tool does not know)."""
     engine = _model.deployment_engine(deployment).name
     model = _model.text(_model.dig(deployment, "spec", "model", "name")) or ""
-    words = _engines.record(engine).base_command if engine is not None else ()
-    base = [word.replace("{model}", model) for word in words]
+    base = _engines.record(engine).command(model) if engine is not None else []
     extra = _model.role_extra_args(role)
     tail = []
     for option, value in zip(HOST_PORT[::2], HOST_PORT[1::2], strict=True):
