@@ -149,6 +149,27 @@ def consumers(draw) -> list[tuple[str, Optional[str], str, str]]:
     return found
 
 
+@st.composite
+def injected(draw) -> list[tuple[str, str]]:
+    """(engine, dtype) per injected Pod, each on a Binding of its own (Pods declare no version)."""
+    return draw(st.lists(st.tuples(st.sampled_from(sorted(VERSIONS)), st.sampled_from(DTYPES)), max_size=2))
+
+
+def _injected_pod(index: int, engine: str, dtype: str) -> dict:
+    """A Pod the webhook injected: its engine's command, the webhook's copy of the flag last in ``args``."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"p{index}", "namespace": "gen", "labels": {_model.INJECT_LABEL: "true"},
+                         "annotations": {_model.BINDING_ANNOTATION: f"pb{index}", _model.ENGINE_ANNOTATION: engine,
+                                         _model.INJECTED_ANNOTATION: f'{{"binding": "pb{index}"}}'}},
+            "spec": {"containers": [{"name": "main", "command": _engines.record(engine).command("Qwen/Qwen3-8B"),
+                                     "args": ["--kv-cache-dtype", dtype]}]}}
+
+
+#: The same mapping for an injected Pod: check's verdict -> (preflight's outcome, verify's verdict).
+POD_MAPPING = {"ok": ("starts", "ok"), "rejected at parsing": ("fails", "rejected"),
+               "rejected at start": ("fails", "rejected"), "unknown": ("unsure", "unknown")}
+
+
 def _replica(dep: dict, argv: list[str]) -> dict:
     name = _model.name_of(dep)
     return {"apiVersion": "v1", "kind": "Pod",
@@ -167,24 +188,26 @@ def _check_verdict(checked, name: str) -> str:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(consumers())
-def test_check_preflight_verify_and_find_flags_give_one_answer(generated):
+@given(consumers(), injected())
+def test_check_preflight_verify_and_find_flags_give_one_answer(generated, generated_pods):
     bindings, deployments, replicas = [], [], []
+    pods = [_injected_pod(index, engine, dtype) for index, (engine, dtype) in enumerate(generated_pods)]
+    bindings += [binding("gen", f"pb{index}", dtype) for index, (_, dtype) in enumerate(generated_pods)]
     for index, (engine, version, dtype, extra) in enumerate(generated):
         bindings.append(binding("gen", f"b{index}", dtype))
         dep = deployment("gen", f"d{index}", f"b{index}", engine, version, EXTRAS[extra] or None)
         deployments.append(dep)
         replicas.append(_replica(dep, _upgrade.rendered_role_argv(dep, _model.roles_of(dep)[0], dtype)))
-    flags = FlagInventory(deployments, bindings, [])
-    check_inventory = _judgement.BindingInventory(bindings, _judgement.consumers_of(deployments, []), deployments,
+    flags = FlagInventory(deployments, bindings, pods)
+    check_inventory = _judgement.BindingInventory(bindings, _judgement.consumers_of(deployments, pods), deployments,
                                                   SETTING_ON, None)
     checked = _judgement.build_check_report(check_inventory, "gpustack-system")
     flighted = preflight.build_report(check_inventory, flags, "gpustack-system")
     verified = verify.build_verify_report(verify.PodInventory(
-        deployments, {("gen", _model.name_of(b)): b for b in bindings}, replicas, [], SETTING_ON, None))
+        deployments, {("gen", _model.name_of(b)): b for b in bindings}, replicas, pods, SETTING_ON, None))
     found = build_find_flags_report(flags)
     outcomes = {row["name"]: row for row in flighted.sections[0].rows}
-    verdicts = {item["deployment"]: item["verdict"] for item in verified.items}
+    verdicts = {item["deployment"] or item["name"]: item["verdict"] for item in verified.items}
     flagged = {f.object.name: f.message for f in found.findings if f.code == "role-flag"}
     for index, (engine, version, dtype, extra) in enumerate(generated):
         name, case = f"d{index}", (engine, version, dtype, extra)
@@ -198,3 +221,7 @@ def test_check_preflight_verify_and_find_flags_give_one_answer(generated):
         # one note names the recorded parser that stood in, wherever the version is not recorded
         note = _engines.basis(engine, version).note
         assert (note in outcomes[name]["prediction"]) if note else True, case
+    for index, (engine, dtype) in enumerate(generated_pods):
+        name, said = f"p{index}", _check_verdict(checked, f"pb{index}")
+        assert (outcomes[name]["outcome"], verdicts[name]) == POD_MAPPING[said], (engine, dtype, said, outcomes[name])
+        assert name not in {f.object.name for f in found.findings}  # the webhook's own copy is no finding
