@@ -18,7 +18,7 @@ nothing here branches on an engine's name.
 
 Public API: :func:`read_container`, :func:`read_engine_args`, :func:`expand_kubernetes`,
 :func:`engine_arguments`, :func:`table_version`, :func:`option_matches`,
-:func:`shortest_flag_prefix`, and the :class:`Reading` they return.
+:func:`shortest_flag_prefix`, :func:`recorded_choices`, and the :class:`Reading` they return.
 """
 
 from __future__ import annotations
@@ -72,15 +72,9 @@ def _tables() -> dict:
     return json.loads(raw)
 
 
-def _version_key(text: object) -> Optional[tuple[int, ...]]:
-    match = re.match(r"^\s*[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?", str(text)) if isinstance(text, (str, int, float)) \
-        else None
-    return tuple(int(p or 0) for p in match.groups()) if match else None
-
-
-def _recorded_key(version: str) -> tuple[int, ...]:
-    """The key of a recorded version: the tables hold released versions only, so it always reads."""
-    key = _version_key(version)
+def _recorded_key(version: str) -> _engines.Version:
+    """A recorded version, parsed: the tables hold released versions only, so it always reads."""
+    key = _engines.parse_version(version)
     if key is None:  # pragma: no cover - a broken engine_options.json
         raise RuntimeError(f"kubectl_kvdtype/data/engine_options.json records an unreadable version {version!r}")
     return key
@@ -93,6 +87,12 @@ def recorded_versions(engine: str) -> list[str]:
 
 def _recorded(engine: str, table: str) -> dict:
     return _tables()["tables"][_engines.record(engine).table][table]
+
+
+def recorded_choices(engine: str, table: str) -> Optional[tuple[str, ...]]:
+    """The choices of ``--kv-cache-dtype`` in one recorded table; None when its parser checks none."""
+    choices = next((e.get("choices") for e in _recorded(engine, table)["actions"] if e["dest"] == _DEST), None)
+    return None if choices is None else tuple(choices)
 
 
 def table_version(engine: str, version: object) -> str:
@@ -108,7 +108,7 @@ def _table_version(engine: str, version: object) -> str:
 
     ...unless unreadable, which means the operator's reference version: the caller passes that)."""
     recorded = recorded_versions(engine)
-    wanted = _version_key(version)
+    wanted = _engines.parse_version(version)
     if wanted is None:
         return recorded[0]
     chosen = recorded[0]
@@ -262,14 +262,16 @@ def _parser(engine: str, table: str, version_text: str, validity: Optional[Valid
     if validity is not None:
         # At a recorded version its parser's list is the truth; between recordings a spelling
         # neither list knows may be new, so it passes here and the caller calls it unknown.
-        recorded_here = _version_key(version_text) == _version_key(table)
+        recorded_here = _engines.parse_version(version_text) == _engines.parse_version(table)
 
         def accepts(value: str) -> bool:
+            if recorded_here:  # the recording wins at a recorded version
+                return value in listed
             verdict = validity(engine, version_text or None, value)
-            if verdict is None:  # a spelling the judge does not know: the recorded parser's list
-                return value in recorded_choices or (not recorded_here and value != "")
+            if verdict is None:  # between recordings, a spelling the judge does not know may be new
+                return value != ""
             return verdict
-        recorded_choices = next((e.get("choices") or [] for e in recorded["actions"] if e["dest"] == _DEST), [])
+        listed = recorded_choices(engine, table) or ()
     serve = _build(recorded, accepts, required)
     if "top" not in recorded:
         return serve, serve
@@ -333,7 +335,7 @@ def _flexible_rewrite(args: list[str], table: str, required: bool = True) -> lis
             processed.append("--optimization-level")
         else:
             processed.append(arg)
-    return _vllm_dotted(processed, human_readable=_recorded_key(table) >= (0, 29, 0))
+    return _vllm_dotted(processed, human_readable=_recorded_key(table) >= _recorded_key("0.29.0"))
 
 
 def _dashed(match: re.Match) -> str:

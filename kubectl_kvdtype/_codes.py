@@ -26,6 +26,7 @@ DTYPE_UNKNOWN = "dtype-unknown"
 BINDING_UNUSED = "binding-unused"
 BINDING_MISSING = "binding-missing"
 ENGINE_UNKNOWN = "engine-unknown"
+VERSION_UNRECORDED = "engine-version-unrecorded"
 # find-flags
 ROLE_FLAG = "role-flag"
 POD_FLAG = "pod-flag"
@@ -85,6 +86,9 @@ CODES: tuple[Code, ...] = (
          (CHECK, VERIFY)),
     Code(ENGINE_UNKNOWN, WARNING, "a consumer's engine is neither vLLM nor SGLang, so its dtype is not judged",
          (CHECK,)),
+    Code(VERSION_UNRECORDED, INFO, "a consumer's engine version is no recorded release (or is unreadable): it is "
+                                   "judged with the recorded parser named, the value by the hand-kept spelling table",
+         (CHECK, VERIFY)),
     Code(ROLE_FLAG, ERROR, "a role of a pool-attached ModelDeployment passes --kv-cache-dtype in its extraArgs",
          (FIND_FLAGS,)),
     Code(POD_FLAG, ERROR, "an injected Pod or an opted-in workload template passes --kv-cache-dtype itself",

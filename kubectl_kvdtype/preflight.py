@@ -23,7 +23,8 @@ from kubectl_kvdtype._report import ERROR, GO, NO_GO, WARNING, Column, Finding, 
 REBIND, UPGRADE_ENGINE, SPLIT, CREATE_BINDING, REMOVE_FLAG, INVESTIGATE, LOOK = (
     "rebind", "upgrade-engine", "split-binding", "fix-binding-ref", "remove-flag", "investigate", "look")
 #: Warning codes worth a look, in the order listed; any other warning follows them.
-_WARNING_ORDER = (_codes.DTYPE_AUTO, _codes.DTYPE_UNKNOWN, _codes.ENGINE_UNKNOWN, _codes.DUPLICATE_OBJECT)
+_WARNING_ORDER = (_codes.DTYPE_AUTO, _codes.DTYPE_UNKNOWN, _codes.ENGINE_UNKNOWN, _codes.DUPLICATE_OBJECT,
+                  _codes.VERSION_UNRECORDED)
 
 
 class PreflightCommand(Command):
@@ -154,7 +155,7 @@ def _todo(findings: list[Finding], consumers: list[_judgement.Consumer]) -> list
               PREDICTED_FAILURE}
     other_errors = [f for f in findings if f.severity == ERROR and f.code not in listed]
     items += [_todo_item(INVESTIGATE, f, None, f.message) for f in other_errors]
-    warnings = [f for f in findings if f.severity == WARNING]
+    warnings = [f for f in findings if f.severity == WARNING or f.code == _codes.VERSION_UNRECORDED]
     rank = {code: i for i, code in enumerate(_WARNING_ORDER)}
     warnings.sort(key=lambda f: rank.get(f.code, len(rank)))
     items += [_todo_item(LOOK, f, _look_command(f), f.message) for f in warnings]
@@ -208,7 +209,7 @@ def _split_plan(dtype: str, attached: list[_judgement.Consumer]) -> str:
     for engine, group in by_engine.items():
         pairs = [(engine, c.engine.version) for c in group]
         names = ", ".join(f"{c.kind} {c.name}" for c in group)
-        if all(_engines.judge(e, v, dtype).verdict == _engines.ACCEPTED for e, v in pairs):
+        if all(_judgement.consumer_verdict(e, v, dtype).verdict == _engines.ACCEPTED for e, v in pairs):
             parts.append(f"{engine}: {names}: can stay")
         else:
             parts.append(f"{engine}: {names}: {_engines.remedy(dtype, pairs).text}")
@@ -271,7 +272,7 @@ def _look_command(finding: Finding) -> Optional[str]:
     ref = finding.object
     if finding.code in (_codes.DTYPE_AUTO, _codes.DTYPE_UNKNOWN):
         return f"kubectl kvdtype check -n {ref.namespace} -o wide"
-    if finding.code == _codes.ENGINE_UNKNOWN:
+    if finding.code in (_codes.ENGINE_UNKNOWN, _codes.VERSION_UNRECORDED):
         return f"kubectl get {'modeldeployment' if ref.kind == 'ModelDeployment' else 'pod'} {ref.name} " \
                f"-n {ref.namespace} -o yaml"
     return None

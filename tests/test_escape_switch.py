@@ -131,9 +131,11 @@ def test_on_warns_about_the_bindings_an_engine_rejects(cluster, fake):
     result = kvdtype(cluster, "escape", "on", "--dry-run=client", "-o", "json")
     assert result.returncode == 0, result.stderr
     item = report(result)["items"][0]
-    assert set(item["rejectedBindings"]) == {"team-a/legacy", "team-b/half", "team-b/mixed"}  # as check says
+    # as check says (turbo's turboquant_4bit: vLLM 0.29.0's recorded parser refuses it, issue 27)
+    assert set(item["rejectedBindings"]) == {"team-a/legacy", "team-b/half", "team-b/mixed", "team-b/turbo"}
     refused = kvdtype(cluster, "escape", "on")  # the preview, shown before the question, says it
-    assert "WARNING: an engine rejects the dtype of team-a/legacy, team-b/half, team-b/mixed" in refused.stderr
+    assert "WARNING: an engine rejects the dtype of team-a/legacy, team-b/half, team-b/mixed, team-b/turbo" \
+        in refused.stderr
     assert refused.returncode == 2 and setting_spec(fake) == "false"
 
 
