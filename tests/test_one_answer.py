@@ -19,6 +19,8 @@ from kubectl_kvdtype import _engines, _judgement, _model, _upgrade, preflight, v
 from kubectl_kvdtype._flagged import FlagInventory, build_find_flags_report
 from test_verdicts import SETTING_ON, binding, deployment
 
+pytestmark = pytest.mark.version_sensitive  # the argv reader (test_tiers.py)
+
 LOOKALIKES = ["BFLOAT16", "bflo\u0430t16", "bfloat16 ", "bfloat16\u200b"]  # the third: a Cyrillic a
 
 
