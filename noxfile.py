@@ -4,7 +4,7 @@ tests"; .ci/run runs it).
 `lint`: ruff and mypy, as pinned in the `test` extra and configured in pyproject.toml. `tests`: one
 session per supported minor version, each in its own venv under .nox/ with the `test` extra.
 The session on the release Python (the one .github/workflows/release.yml builds the binary with)
-also installs the `build` extra, so the man page and the onefile binary are built and tested there,
+also installs the `build` extra, so the man page and the binary are built and tested there,
 once, rather than on every version: they are artifacts of that one Python.
 """
 
