@@ -246,8 +246,7 @@ def bench_size(n: int, repeat: int, plugin_dir: str, mode: str) -> list[dict]:
         print(f"\n## {n:,} ModelDeployments ({n:,} Bindings, {2 * n:,} Pods; server: {mode}, "
               f"seeded in {seeded:.1f} s)", flush=True)
         guide = {
-            "check": ("Step 1 Bindings listing only",
-                      [kubectl, "get", "kvcachepoolbindings", "-A", "-o", f"custom-columns={STEP1_COLUMNS}"]),
+            "check": ("Step 1 Bindings listing only", step1_listing(kubectl)),
             "find-flags": ("Step 2 get -o json | jq",
                            ["bash", "-c", f"{kubectl} get modeldeployments -A -o json | jq -r '{STEP2_JQ}'"]),
             "verify": ("Verification over every replica at once",
@@ -283,11 +282,20 @@ def bench_size(n: int, repeat: int, plugin_dir: str, mode: str) -> list[dict]:
     return rows
 
 
+def step1_listing(kubectl: str) -> list[str]:
+    """The guide's Step 1: every Binding's dtype."""
+    return [kubectl, "get", "kvcachepoolbindings", "-A", "-o", f"custom-columns={STEP1_COLUMNS}"]
+
+
+def step1_job(kubectl: str) -> list[str]:
+    """Step 1's listing plus the deployments' Bindings and engines it says to compare with."""
+    return ["bash", "-c", f"{kubectl} get kvcachepoolbindings -A -o custom-columns={STEP1_COLUMNS} && "
+                          f"{kubectl} get modeldeployments -A -o custom-columns={STEP1_ENGINE_COLUMNS}"]
+
+
 def _step1_whole_job(kubectl: str, env: dict, repeat: int, ours: dict) -> dict:
     """Step 1's listing plus the deployments' Bindings and engines it says to compare with."""
-    pipeline = ["bash", "-c", f"{kubectl} get kvcachepoolbindings -A -o custom-columns={STEP1_COLUMNS} && "
-                              f"{kubectl} get modeldeployments -A -o custom-columns={STEP1_ENGINE_COLUMNS}"]
-    theirs = measure(pipeline, env, repeat)
+    theirs = measure(step1_job(kubectl), env, repeat)
     return {**ours, "guide": "Step 1 Bindings + deployments listings", "theirs": median(theirs),
             "guide_rss": max(r.rss_mb for r in theirs)}
 
@@ -368,14 +376,14 @@ def installed(archive: Path, n: int, repeat: int) -> None:
         print(f"\ninstalled / venv --version: {median(frozen) / median(venv):.2f}x (interleaved, median of {repeat})")
         path = os.pathsep.join([str(link.parent), "/usr/local/bin", "/usr/bin", "/bin"])
         ours = [kubectl, "kvdtype", "check", "-A", "-o", "json"]
-        guide = [kubectl, "get", "kvcachepoolbindings", "-A", "-o", f"custom-columns={STEP1_COLUMNS}"]
-        plugin, listing = interleaved(ours, guide, dict(env, PATH=path), repeat)
-        print(f"\n| {n:,} ModelDeployments | median | CPU (median) |")
-        print("|---|---:|---:|")
-        print(f"| `kubectl kvdtype check -A` (installed) | {median(plugin):.2f} s | {median_cpu(plugin):.2f} s |")
-        print(f"| the guide's Step 1 Bindings listing | {median(listing):.2f} s | {median_cpu(listing):.2f} s |")
-        print(f"\ninstalled check -A / guide's listing: {median(plugin) / median(listing):.2f}x "
-              f"(interleaved, median of {repeat}; exit {plugin[-1].status})")
+        print(f"\n| {n:,} ModelDeployments, interleaved, median of {repeat} | installed `check -A` | CPU "
+              "| the guide's | CPU | ratio |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for label, guide in (("Step 1 Bindings listing", step1_listing),
+                             ("Step 1 Bindings + deployments listings", step1_job)):
+            plugin, listing = interleaved(ours, guide(kubectl), dict(env, PATH=path), repeat)
+            print(f"| {label} | {median(plugin):.2f} s | {median_cpu(plugin):.2f} s | {median(listing):.2f} s | "
+                  f"{median_cpu(listing):.2f} s | {median(plugin) / median(listing):.2f}x |")
         import_profile([sys.executable, "-X", "importtime", "-m", "kubectl_kvdtype", "check", "-A", "-o", "json"],
                        env)
 
