@@ -382,6 +382,31 @@ def test_the_archive_dereferences_the_links_pyinstaller_made(tmp_path):
     assert names == sorted(names) and names.index("_internal") < names.index("_internal/libssl.so")
 
 
+@pytest.mark.parametrize("os_, arch", build_binary.PLATFORMS)
+def test_krew_installs_the_archives_layout_on_every_platform(tmp_path, os_, arch):
+    """Each platform's manifest entry installs an archive of the release layout (a stand-in of the
+    one-folder build, as scripts/build-binary writes it): the executable with _internal beside it
+    and the LICENSE, bin linked to the executable."""
+    from kubectl_kvdtype import __version__
+
+    folder = tmp_path / "kubectl-kvdtype"
+    (folder / "_internal" / "kubectl_kvdtype").mkdir(parents=True)
+    (folder / "kubectl-kvdtype").write_text(FAKE_BINARY.format(version=__version__))
+    (folder / "kubectl-kvdtype").chmod(0o755)
+    (folder / "_internal" / "kubectl_kvdtype" / "__init__.pyc").write_bytes(b"stand-in")
+    extras = {name: (ROOT / ("man" if name.endswith(".1") else "") / name, mode)
+              for name, mode in build_binary.ARCHIVE_EXTRAS.items()}
+    archive = tmp_path / build_binary.archive_name(__version__, os_, arch)
+    build_binary.write_archive(archive, folder, extras, 315532800)
+    manifest = tmp_path / "plugin.yaml"
+    manifest.write_text(build_binary.render_manifest(__version__, {(os_, arch): _sha256(archive)}))
+    link = krew_install(manifest, archive, tmp_path / "root", os_, arch)
+    installed = link.resolve().parent
+    assert sorted(p.name for p in installed.iterdir()) == sorted(build_binary.INSTALLED)
+    assert link.resolve() == installed / "kubectl-kvdtype" and os.access(link, os.X_OK)
+    assert (installed / "_internal" / "kubectl_kvdtype" / "__init__.pyc").read_bytes() == b"stand-in"
+
+
 # --- The binary ----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
