@@ -251,19 +251,32 @@ def _tolerant_streams() -> None:
             pass
 
 
+#: The loader search paths a PyInstaller bootloader may point at its own libraries (Linux, AIX,
+#: macOS), each saved as NAME_ORIG when the user had set it.
+_LOADER_PATHS = ("LD_LIBRARY_PATH", "LIBPATH", "DYLD_LIBRARY_PATH")
+
+
 def _restore_frozen_environment() -> None:
     """In the PyInstaller binary, give child processes (exec credential plugins such as aws,
-    gke-gcloud-auth-plugin, kubelogin) the user's environment: the bootloader prepended its
-    unpack directory to LD_LIBRARY_PATH (saving the user's value in LD_LIBRARY_PATH_ORIG) and set
-    its own _PYI_* variables. This process is not affected: its libraries are loaded already."""
+    gke-gcloud-auth-plugin, kubelogin) the user's environment: the bootloader (onefile and
+    one-folder alike) may prepend its library directory (the onefile's unpack directory, the
+    one-folder's _internal) to the loader's search path, saving the user's value in NAME_ORIG, and
+    sets its own _PYI_* variables. A search path without NAME_ORIG keeps the user's entries, only
+    the bundle's are dropped, so a bootloader that leaves one alone changes nothing. This process is
+    not affected: its libraries are loaded already."""
     if not getattr(sys, "frozen", False):
         return
-    if sys.platform.startswith(("linux", "aix")):
-        name = "LIBPATH" if sys.platform.startswith("aix") else "LD_LIBRARY_PATH"
+    bundle = os.path.realpath(getattr(sys, "_MEIPASS", os.path.dirname(sys.executable)))
+    for name in _LOADER_PATHS:
         original = os.environ.pop(name + "_ORIG", None)
         if original is not None:
             os.environ[name] = original
-        else:
-            os.environ.pop(name, None)
+        elif name in os.environ:
+            kept = [entry for entry in os.environ[name].split(os.pathsep)
+                    if entry and os.path.realpath(entry) != bundle]
+            if kept:
+                os.environ[name] = os.pathsep.join(kept)
+            else:
+                del os.environ[name]
     for name in [n for n in os.environ if n.startswith("_PYI_") or n == "_MEIPASS2"]:
         del os.environ[name]

@@ -271,8 +271,10 @@ class ServerMixin:
         return self._route(method, path, query, handler.headers.get("Content-Type") or "", raw)
 
     def _check_auth(self, header: Optional[str], client_cert: Optional[str]) -> None:
-        """The bearer token, a verified client certificate, or a user of ``passwords``."""
-        if self.token is None or header == f"Bearer {self.token}" or client_cert:
+        """The bearer token, a verified client certificate, or a user of ``passwords``. The scheme
+        is case-insensitive, as the apiserver's: the client's in-cluster loader sends "bearer"."""
+        scheme, _, credential = (header or "").partition(" ")
+        if self.token is None or (scheme.lower() == "bearer" and credential == self.token) or client_cert:
             return
         if header and header.startswith("Basic ") and self.passwords:
             try:
