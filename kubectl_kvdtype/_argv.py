@@ -210,16 +210,37 @@ def option_matches(engine: str, table: str, name: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=16)
 def shortest_flag_prefix(engine: str) -> int:
     """The length of the shortest abbreviation of the flag some recorded version of ``engine`` reads."""
+    stored = _shipped_prefix(engine)
+    if stored is None:
+        return _prefix_in(engine, _distinct_tables(engine))
+    extra = {v for data in _EXTRA.values() for v in data["versions"].get(_engines.record(engine).table, [])}
+    return min(stored, _prefix_in(engine, sorted(extra)))
+
+
+def _prefix_in(engine: str, tables: Iterable[str]) -> int:
     shortest = len(FLAG)
-    for table in recorded_versions(engine):
+    for table in tables:
         if not _recorded(engine, table)["allow_abbrev"]:
             continue
-        options = _long_options(engine, table)
+        near = [o for o in _long_options(engine, table) if o.startswith(FLAG[:3])]
         for length in range(len("--") + 1, len(FLAG)):
-            if [o for o in options if o.startswith(FLAG[:length])] == [FLAG]:
+            near = [o for o in near if o.startswith(FLAG[:length])]
+            if near == [FLAG]:
                 shortest = min(shortest, length)
                 break
     return shortest
+
+
+def _shipped_prefix(engine: str) -> Optional[int]:
+    """What scripts/engine-tables stored for the shipped tables (so that the first find-flags
+    decodes no table it does not judge with); None in data written before it did."""
+    return _tables().get("shortest_flag_prefix", {}).get(_engines.record(engine).table)
+
+
+def _distinct_tables(engine: str) -> list[str]:
+    """One recorded version per stored table (releases with an unchanged table share it)."""
+    same = _tables().get("same", {}).get(_engines.record(engine).table, {})
+    return [v for v in recorded_versions(engine) if v not in same]
 
 
 _table_version_cached = functools.lru_cache(maxsize=256)(_table_version)

@@ -119,6 +119,8 @@ def test_every_release_since_the_first_recorded_is_and_unchanged_tables_are_stor
         assert all(aliases[v] in stored for v in aliases)
         texts = [json.dumps(_argv._recorded(engine, v), sort_keys=True) for v in stored]
         assert len(set(texts)) == len(texts)  # no two stored tables are the same
+        # The shortest abbreviation stored beside the tables is the one the tables give.
+        assert _argv._shipped_prefix(engine) == _argv._prefix_in(engine, _argv._distinct_tables(engine))
     size = (Path(_argv.__file__).parent / "data" / "engine_options.json").stat().st_size
     assert size < 2_000_000
 
