@@ -76,6 +76,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
     options: Optional[argparse.Namespace] = None
     try:
         options = parse(argv)
+        _extra_engine_tables(env)
         if _fleet.requested(options):
             return _run_fleet(options, env, ticker)
         context = Context(options=options, env=env)
@@ -151,6 +152,21 @@ def _run_fleet(options: argparse.Namespace, env: Environment, ticker: Optional[_
     _write(env, render_fleet(fleet, options.output, no_headers=options.no_headers,
                              all_namespaces=options.all_namespaces, color=env.color))
     return int(fleet.exit_status())
+#: Names an extra recorded engine table file (scripts/engine-tables --only ENGINE==VERSION --out FILE).
+ENGINE_TABLES_VARIABLE = "KUBECTL_KVDTYPE_ENGINE_TABLES"
+
+
+def _extra_engine_tables(env: Environment) -> None:
+    """Add the engine tables $KUBECTL_KVDTYPE_ENGINE_TABLES names (an engine release newer than the data)."""
+    path = env.environ.get(ENGINE_TABLES_VARIABLE, "")
+    if not path:
+        return
+    from kubectl_kvdtype import _argv
+
+    try:
+        _argv.add_tables(path)
+    except ValueError as error:
+        raise UsageError(f"{ENGINE_TABLES_VARIABLE}: {error}") from None
 
 
 def _locator(context: Context, report: Report) -> Optional[Callable[[Finding], Optional[Place]]]:

@@ -53,6 +53,7 @@ FIX_CONFLICT = "fix-conflict"
 RESTORE_CONFLICT = "restore-conflict"
 # preflight (which also reports every code of check and find-flags)
 PREDICTED_FAILURE = "predicted-failure"
+PREDICTED_DEPENDS = "predicted-depends"
 # every subcommand that reads manifests (-f)
 DUPLICATE_OBJECT = "duplicate-object"
 
@@ -125,6 +126,9 @@ CODES: tuple[Code, ...] = (
                                   "was written there", (ESCAPE,)),
     Code(PREDICTED_FAILURE, ERROR, "preflight's dry run of the upgrade: a replica will fail to start, and no check "
                                    "or find-flags error covers it", (PREFLIGHT,)),
+    Code(PREDICTED_DEPENDS, WARNING, "preflight's dry run of the upgrade: what a replica starts with depends on a "
+                                     "variable the object does not set (a shell line's ${V:-w}, envFrom, valueFrom)",
+         (PREFLIGHT,)),
     Code(DUPLICATE_OBJECT, WARNING, "-f read the same object twice with different bodies; the one read last is "
                                     "judged", _ALL),
 )

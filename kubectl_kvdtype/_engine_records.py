@@ -128,6 +128,9 @@ class Engine:
     parser_words: tuple[str, ...] = ()  # what the recorded top-level parser needs before the engine's own args
     argv_rewrite: str = ""  # the engine's own argv rewriting before argparse ("flexible": vLLM's)
     late_validation_from: Optional[str] = None  # from this version the parser checks no choices
+    #: Entry points by the invocation words that start them (the recorded tables' names for them);
+    #: the first is the one an argv without such words (or with other invocation words) reaches.
+    entry_points: tuple[tuple[tuple[str, ...], str], ...] = ()
 
     def command(self, model: str) -> list[str]:
         """The operator's base command for ``model``: what precedes its own arguments."""
@@ -161,6 +164,7 @@ VLLM_ENGINE = Engine(
     parser_words=("serve",),
     argv_rewrite="flexible",
     late_validation_from="0.33.0",
+    entry_points=((("vllm", "serve"), "vllm serve"), (("-m", "vllm.entrypoints.openai.api_server"), "api_server")),
 )
 
 SGLANG_ENGINE = Engine(
@@ -181,6 +185,7 @@ SGLANG_ENGINE = Engine(
     table="SGLang",
     base_command=("python3", "-m", "sglang.launch_server", "--model-path", "{model}", "--enable-metrics"),
     invocations=(("-m", "sglang.launch_server"), ("-m", "sglang.serve"), ("sglang", "serve")),
+    entry_points=((("-m", "sglang.launch_server"), "launch_server"), (("sglang", "serve"), "sglang serve")),
 )
 
 RECORDS: tuple[Engine, ...] = (VLLM_ENGINE, SGLANG_ENGINE)

@@ -14,7 +14,7 @@ import shlex
 from typing import Iterable, Optional
 
 from kubectl_kvdtype import _codes, _engines, _judgement, _model, _upgrade
-from kubectl_kvdtype._codes import PREDICTED_FAILURE
+from kubectl_kvdtype._codes import PREDICTED_DEPENDS, PREDICTED_FAILURE
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._flagged import FlagInventory, build_find_flags_report
 from kubectl_kvdtype._report import ERROR, GO, NO_GO, WARNING, Column, Finding, ObjectRef, Report, Section, fails
@@ -119,7 +119,8 @@ def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: 
 # --- Predictions the other judgements do not explain ---------------------------------------
 
 def _add_predicted_failures(predictions: list[_upgrade.Prediction], report: Report) -> None:
-    """A replica the dry run sees failing because of the upgrade, which no error finding names."""
+    """A replica the dry run sees failing because of the upgrade, which no error finding names; one
+    whose value depends on a variable the object does not set (a warning: a look item)."""
     covered = set()
     for finding in report.findings:
         if finding.severity == ERROR:
@@ -128,7 +129,13 @@ def _add_predicted_failures(predictions: list[_upgrade.Prediction], report: Repo
                 covered.add((consumer.get("kind"), consumer.get("namespace"), consumer.get("name")))
     for prediction in predictions:
         key = (prediction.kind, prediction.namespace, prediction.name)
-        if prediction.broken and not prediction.fails_anyway and key not in covered:
+        if prediction.outcome == _upgrade.UNSURE and "depends on" in prediction.text:
+            ref = ObjectRef(prediction.kind, prediction.namespace, prediction.name)
+            where = f" role {prediction.role}" if prediction.role else ""
+            report.add(PREDICTED_DEPENDS, ref, f"{ref}{where}: after the upgrade it is {prediction.text}: what it "
+                       "starts with is set outside the object.", role=prediction.role, container=prediction.container,
+                       dtype=prediction.dtype, argv=list(prediction.argv), field_path=prediction.field_path)
+        elif prediction.broken and not prediction.fails_anyway and key not in covered:
             ref = ObjectRef(prediction.kind, prediction.namespace, prediction.name)
             where = f" role {prediction.role}" if prediction.role else ""
             report.add(PREDICTED_FAILURE, ref,
