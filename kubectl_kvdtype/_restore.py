@@ -16,7 +16,7 @@ import yaml
 from kubectl_kvdtype import _model
 from kubectl_kvdtype._codes import RESTORE_BREAKS, WARNING
 from kubectl_kvdtype._command import Context
-from kubectl_kvdtype._journal import JOURNAL
+from kubectl_kvdtype._journal import JOURNAL, Journal
 from kubectl_kvdtype._judgement import BindingInventory, build_check_report, consumers_of, read_setting
 from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._setting import OFF, blockers_of
@@ -41,6 +41,8 @@ def restore(context: Context) -> Report:
     directory = Path(options.directory)
     from kubectl_kvdtype import _fix  # a find-flags --fix backup is reverted by patches, not re-created
 
+    if (directory / JOURNAL).exists():
+        Journal.read(directory)  # one that cannot be read is said (exit 3), never restored from half
     if _fix.is_fix_backup(directory):
         return _fix.restore_fix(context)
     saved = read_backups(directory)
