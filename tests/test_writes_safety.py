@@ -353,3 +353,16 @@ def test_a_fix_backup_dir_given_to_another_fix_is_named_as_a_fix_journal(fake, k
     assert again.returncode == 3
     assert "already holds the journal of a find-flags --fix" in again.stderr
     assert os.path.isdir(directory)
+
+
+def test_default_backup_names_differ_within_one_second():
+    """A rerun in the same second gets its own directory (both a rebind's and a fix's)."""
+    import datetime
+
+    from kubectl_kvdtype._journal import default_directory, fix_directory
+
+    moment = datetime.datetime(2026, 12, 1, 12, 0, 0, 1000, tzinfo=datetime.timezone.utc)
+    later = moment + datetime.timedelta(milliseconds=5)
+    assert default_directory("team-a", "legacy", moment) != default_directory("team-a", "legacy", later)
+    assert fix_directory(moment) != fix_directory(later)
+    assert str(default_directory("team-a", "legacy", moment)).startswith("kvdtype-backup-team-a-legacy-20261201T1200")
