@@ -21,7 +21,7 @@ from kubectl_kvdtype._judgement import BindingInventory, build_check_report, con
 from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._setting import OFF, blockers_of
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, SETTING, Kind
-from kubectl_kvdtype._status import ApiError, Conflict, KvdtypeError, UsageError
+from kubectl_kvdtype._status import ApiError, Conflict, Interrupted, KvdtypeError, UsageError, interrupted_status
 
 _KINDS = {k.name: k for k in (BINDING, DEPLOYMENT, SETTING)}
 _ORDER = {BINDING.name: 0, DEPLOYMENT.name: 1, SETTING.name: 2}
@@ -160,10 +160,15 @@ def _create_all(context: Context, missing: list[tuple[Kind, dict, dict]], dry_ru
         except Conflict:
             item.update(state="exists", detail="created meanwhile by someone else: left alone")
         except KvdtypeError as error:
-            so_far = "; ".join(done) or "nothing"
-            raise KvdtypeError(f"cannot create {item['object']}: {error.message}. Created so far: {so_far}; "
-                               "run the same command again to carry on (what exists is left alone)") from None
+            raise KvdtypeError(_stopped_at(item, error.message, done)) from None
+        except KeyboardInterrupt as signal:  # Ctrl-C, SIGTERM, SIGHUP: the create may have been carried out
+            raise Interrupted(_stopped_at(item, "interrupted", done), interrupted_status(signal)) from None
         done.append(item["object"])
+
+
+def _stopped_at(item: dict, why: str, done: list[str]) -> str:
+    return (f"cannot create {item['object']}: {why}. Created so far: {'; '.join(done) or 'nothing'}; run the same "
+            "command again to carry on (what exists is left alone)")
 
 
 def _headline(mode: str, missing: int, saved: int, terminating: int, directory: Path) -> str:

@@ -197,6 +197,25 @@ def test_escape_off_wait_says_the_write_is_done_on_sigterm_and_sighup(cluster, f
         assert fake.get("settings", SYSTEM, SETTING)["spec"]["value"] == "false"
 
 
+def test_restore_interrupted_mid_create_says_so_and_the_rerun_carries_on(cluster, fake, tmp_path):
+    fake.fail(500, method="POST", path=r"/modeldeployments$", times=1)
+    assert run(cluster, tmp_path, "escape", "rebind", *REBIND, "--apply").returncode == 3
+    assert fake.get("modeldeployments", "team-a", "qwen-legacy") is None  # only in the backup now
+    (directory,) = backup_dirs(tmp_path)
+    held = fake.hold("POST", r"/modeldeployments$")
+    process = start(cluster, tmp_path, "escape", "restore", str(directory), "--apply", "--yes")
+    held.wait_arrived()
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 143, stderr
+    assert "cannot create ModelDeployment team-a/qwen-legacy: interrupted" in stderr
+    assert "run the same command again to carry on" in stderr
+    held.release()
+    again = run(cluster, tmp_path, "escape", "restore", str(directory), "--apply", "--yes")
+    assert again.returncode == 0, again.stderr
+    assert fake.get("modeldeployments", "team-a", "qwen-legacy") is not None
+
+
 # --- 3. the fix journal records each PATCH before it is sent ---------------------------------------------
 
 FIX_NS = "team-c"
