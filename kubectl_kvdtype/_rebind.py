@@ -577,8 +577,12 @@ def _failure(plan: Plan, journal: Optional[Journal], index: int, step: Step, why
     if journal is None:
         return f"dry run: step {index} ({step.label()}) failed: {why}; nothing was changed"
     finished = [s.label() for s in plan.steps if s.id in journal.done]
+    only_saved = [s for s in plan.steps if s.action == "delete" and s.id in journal.done and s.kind == step.kind
+                  and s.name == step.name and step.action == "create"]
+    said = (f" Until then {step.kind} {step.namespace}/{step.name} may exist only in the backup."
+            if only_saved else "")
     return (f"step {index} of {len(plan.steps)} ({step.label()}) failed: {why}. Done so far: "
-            f"{'; '.join(finished) or 'nothing'}. The originals and the journal are in {journal.directory}/: "
+            f"{'; '.join(finished) or 'nothing'}.{said} The originals and the journal are in {journal.directory}/: "
             f"run the same command again (with --apply) to resume from step {index}, or put back what it deleted "
             f"with kubectl kvdtype escape restore {journal.directory}")
 
