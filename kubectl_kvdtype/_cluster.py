@@ -397,8 +397,12 @@ class ClusterSource:
                             content_type="application/json-patch+json",
                             verb="patch", kind=kind, namespace=namespace)
 
-    def delete(self, kind: Kind, namespace: Optional[str], name: str, dry_run: bool = False) -> dict:
-        return self.request("DELETE", self.path(kind, namespace, name), query=_dry(dry_run),
+    def delete(self, kind: Kind, namespace: Optional[str], name: str, dry_run: bool = False,
+               preconditions: Optional[dict] = None) -> dict:
+        """``preconditions`` (``uid``, ``resourceVersion``): the server deletes only that object in
+        that version, else answers 409, so an edit made since it was read is never lost."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions} if preconditions else None
+        return self.request("DELETE", self.path(kind, namespace, name), query=_dry(dry_run), body=body,
                             verb="delete", kind=kind, namespace=namespace)
 
     def post(self, path: str, body: dict) -> dict:

@@ -19,6 +19,8 @@ Public API::
         fake.fail(status, method=None, path=None, times=1, retry_after=None, delay=0.0,
                   message=None, reason=None)    # path: regex searched in the URL path
         fake.delay(seconds, method=None, path=None, times=1)   # times=None: every match
+        fake.hold(method=None, path=None, times=1) -> Hold   # hold matches until .release()
+                                                # (.arrived / .wait_arrived(): one is waiting)
         fake.fall_silent(after=0, method=None, path=None)   # answer `after` matches, then nothing
         fake.silent                             # whether fall_silent has taken effect
         fake.clear_faults()                     # drop fail/delay/deny rules, end a silence
@@ -78,7 +80,7 @@ import socket
 import threading
 from typing import Any, Callable, Iterable, Optional
 
-from .faults import EXPIRED_MESSAGE, FaultsMixin, HangingServer, _Deny, _Rule, _Silence
+from .faults import EXPIRED_MESSAGE, FaultsMixin, HangingServer, Hold, _Deny, _Rule, _Silence
 from .resources import (
     ALL_VERBS,
     BUILTIN_GROUPS,
@@ -122,7 +124,7 @@ from .wire import (
 )
 
 __all__ = [
-    "FakeKube", "HangingServer", "RequestRecord", "ApiError", "ResourceType", "RESOURCE_TYPES",
+    "FakeKube", "HangingServer", "Hold", "RequestRecord", "ApiError", "ResourceType", "RESOURCE_TYPES",
     "find_type", "not_found", "conflict", "bad_request", "label_matcher", "field_matcher",
     "Matcher", "merge_patch", "json_patch", "ssar_from_protobuf", "JSON", "Key", "ALL_VERBS",
     "READ_VERBS", "MERGE_PATCH", "JSON_PATCH", "STRATEGIC_PATCH", "APPLY_PATCH", "PROTOBUF",
@@ -156,6 +158,7 @@ class FakeKube(ServerMixin, VerbsMixin, FaultsMixin, StoreMixin):
         #: examines each object once, however many pages it takes (tests assert this, not time).
         self.examined = 0
         self._rules: list[_Rule] = []
+        self._holds: list[Hold] = []
         self._denies: list[_Deny] = []
         self._admission: list[Callable[[str, Optional[JSON], Optional[JSON]], Optional[str]]] = []
         self._expire = 0

@@ -56,6 +56,26 @@ class _Rule:
         return ApiError(code, message, self.reason, details, headers=headers)
 
 
+class Hold:
+    """``fake.hold(...)``: matching requests wait, received but unanswered, until ``release``.
+
+    ``arrived`` is set once the first one is waiting, so that a test acts while a client is
+    reliably mid-request; after ``release`` each is served as usual (the write applies, as a real
+    server applies a request whose client has gone)."""
+
+    def __init__(self, method: Optional[str], path: Optional[str], times: Optional[int]) -> None:
+        self.rule = _Rule(None, method, re.compile(path) if path else None, times)
+        self.arrived = threading.Event()
+        self.released = threading.Event()
+
+    def release(self) -> None:
+        self.released.set()
+
+    def wait_arrived(self, timeout: float = 30) -> None:
+        if not self.arrived.wait(timeout):
+            raise AssertionError(f"no request matching the hold arrived within {timeout}s")
+
+
 @dataclass
 class _Silence:
     """``fall_silent``: matching requests still to answer, then no answer to anything."""
@@ -124,6 +144,14 @@ class FaultsMixin:
             self._rules.append(_Rule(None, method, re.compile(path) if path else None,
                                      times, seconds))
 
+    def hold(self, method: Optional[str] = None, path: Optional[str] = None, times: Optional[int] = 1) -> Hold:
+        """Hold the next ``times`` (None = all) matching requests until the returned ``Hold`` is
+        released (or ``clear_faults``/``stop``); see ``Hold``."""
+        hold = Hold(method, path, times)
+        with self._lock:
+            self._holds.append(hold)
+        return hold
+
     def fall_silent(self, after: int = 0, method: Optional[str] = None, path: Optional[str] = None) -> None:
         """Answer the next ``after`` requests matching ``method``/``path`` as usual (others too,
         meanwhile), then answer no request at all, of any path, until ``clear_faults`` or ``stop``:
@@ -147,6 +175,9 @@ class FaultsMixin:
 
     def clear_faults(self) -> None:
         with self._lock:
+            for hold in self._holds:
+                hold.release()
+            self._holds.clear()
             self._rules.clear()
             self._denies.clear()
             self._expire = 0
@@ -188,7 +219,18 @@ class FaultsMixin:
                 return
         silence.released.wait()
 
+    def _wait_if_held(self, method: str, path: str) -> None:
+        with self._lock:
+            hold = next((h for h in self._holds if h.rule.matches(method, path)), None)
+            if hold is None:
+                return
+            if hold.rule.times is not None:
+                hold.rule.times -= 1
+        hold.arrived.set()
+        hold.released.wait(60)  # never a thread held past the test
+
     def _apply_rules(self, method: str, path: str) -> None:
+        self._wait_if_held(method, path)
         failing, pause = None, 0.0
         with self._lock:
             for rule in self._rules:

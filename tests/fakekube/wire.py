@@ -40,7 +40,8 @@ def _split_api_version(api_version: str) -> tuple[str, str]:
 
 
 def _spec_part(obj: JSON) -> JSON:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+    # apiVersion is only the version served: a real server bumps generation for spec changes alone.
+    return {k: v for k, v in obj.items() if k not in ("apiVersion", "metadata", "status")}
 
 
 # ----------------------------------------------------------------------------- requests / answers
