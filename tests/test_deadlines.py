@@ -1,0 +1,181 @@
+"""Deadlines that hold, and never GO on a half answer (issue 29).
+
+Every case runs through the real kubectl against the fake API server, with short configured
+values (``--request-timeout 1s``, a body dribbled at 0.1 s per byte), never the 30 s default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from _support import EXAMPLES, PLUGIN, assert_one_clean_line, kvdtype
+
+BINDINGS = r"/kvcachepoolbindings$"
+BINDINGS_LIST = "list kvcachepoolbindings.worker.gpustack.ai in all namespaces"
+#: On the code before issue 29 these runs go on for minutes (or for ever): a case that fails
+#: there ends at this subprocess timeout instead of hanging the suite.
+GIVE_UP = 30
+
+
+def _one_line_exit_3(env: dict, *args: str) -> str:
+    """``kubectl kvdtype ARGS`` (1 s per request) that must end in exit 3 and one line: its stderr."""
+    result = kvdtype(env, *args, "--request-timeout", "1s", timeout=GIVE_UP)
+    assert result.returncode == 3, result.stderr
+    assert_one_clean_line(result.stderr)
+    return result.stderr
+
+
+def _binding_lists(fake) -> int:
+    """How many LISTs of Bindings the fake was sent."""
+    return len([r for r in fake.requests if r.path.endswith("/kvcachepoolbindings")])
+
+
+# --- The request timeout bounds the whole request --------------------------------------------
+
+def test_a_body_dribbled_a_byte_at_a_time_is_cut_at_the_request_timeout(cluster, fake):
+    fake.dribble(0.1, path=BINDINGS, times=None)
+    stderr = _one_line_exit_3(cluster, "check", "-A")
+    assert f"{BINDINGS_LIST}: the cluster at {fake.url} did not answer within 1s" in stderr
+
+
+def test_a_retry_after_past_the_request_timeout_is_not_waited_for(cluster, fake):
+    fake.fail(429, path=BINDINGS, times=None, retry_after=100000)
+    stderr = _one_line_exit_3(cluster, "check", "-A")
+    assert f"{BINDINGS_LIST}: the cluster at {fake.url} did not answer within 1s" in stderr
+    # urllib3 did not retry on its own: the plugin saw the one 429 and gave up at once.
+    assert _binding_lists(fake) == 1
+
+
+def test_a_short_retry_after_is_still_retried_within_the_timeout(cluster, fake):
+    fake.fail(429, path=BINDINGS, times=1, retry_after=0)
+    result = kvdtype(cluster, "check", "-A", "--request-timeout", "2s", "-o", "json", timeout=GIVE_UP)
+    assert result.returncode in (0, 1), result.stderr
+    assert json.loads(result.stdout)["kind"] == "CheckReport"
+
+
+# --- Paging ends ------------------------------------------------------------------------------
+
+def test_a_continue_token_answered_twice_ends_the_list(cluster, fake):
+    fake.loop_continue(resource="kvcachepoolbindings")
+    stderr = _one_line_exit_3(cluster, "check", "-A")
+    assert (f"error: {BINDINGS_LIST}: the API server answered a continue token it had answered before, "
+            "so the list would never end") in stderr
+    assert _binding_lists(fake) == 2
+
+
+def test_a_list_that_never_ends_stops_at_the_page_budget(cluster, fake):
+    from kubectl_kvdtype._cluster import MAX_PAGES, PAGE_SIZE  # imports the client: this is e2e anyway
+
+    assert MAX_PAGES * PAGE_SIZE >= 100_000  # a 100,000-Pod cluster fits
+    fake.loop_continue(fresh=True, resource="kvcachepoolbindings")
+    env = dict(cluster, KUBECTL_KVDTYPE_MAX_PAGES="40")
+    stderr = _one_line_exit_3(env, "check", "-A")
+    assert (f"error: {BINDINGS_LIST}: still not complete after 40 pages of {PAGE_SIZE}, the most one LIST may take "
+            "(set KUBECTL_KVDTYPE_MAX_PAGES for more)") in stderr
+    assert _binding_lists(fake) == 40
+
+
+# --- A LIST answer that is not a List of the kind asked for -----------------------------------
+
+@pytest.mark.parametrize("body, said", [({}, "no kind, no list of items"), (None, "no kind, no list of items"),
+                                        ([], "no kind, no list of items"),
+                                        ({"kind": "PodList", "apiVersion": "v1", "items": []}, "kind 'PodList'"),
+                                        ({"kind": "KVCachePoolBindingList", "items": None},
+                                         "kind 'KVCachePoolBindingList', no list of items")])
+def test_a_list_answer_that_is_not_a_list_of_the_kind_is_exit_3(cluster, fake, body, said):
+    fake.answer(body, path=BINDINGS, times=None)
+    stderr = _one_line_exit_3(cluster, "check", "-A")
+    assert (f"error: {BINDINGS_LIST}: the API server's answer is not a KVCachePoolBindingList ({said})"
+            in stderr), stderr
+
+
+# --- A result that could not be written -------------------------------------------------------
+
+def _through_kubectl(env: dict, *args: str, stdin=None, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
+    """``kubectl kvdtype ARGS`` with the streams given (the plugin inherits them from kubectl)."""
+    from conftest import kubectl_path
+
+    return subprocess.run([kubectl_path(), "kvdtype", *args], env=env, stdin=stdin, stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=GIVE_UP)
+
+
+def test_a_broken_pipe_is_exit_3_and_quiet(cluster):
+    """``preflight -A | true`` on a NO-GO cluster: the reader is gone before the result is written."""
+    assert kvdtype(cluster, "preflight", "-A").returncode == 1  # NO-GO, so exit 0 would be a lie
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        result = _through_kubectl(cluster, "preflight", "-A", stdout=writer)
+    finally:
+        os.close(writer)
+    assert result.returncode == 3, result.stderr
+    assert result.stderr == ""
+
+
+def test_a_closed_stdout_is_exit_3_in_one_line(cluster):
+    """The plugin run directly (``kubectl-kvdtype preflight -A >&-``): kubectl, a Go program, starts
+    its plugin with /dev/null in place of a closed stdout, so through kubectl this case never arises."""
+    result = subprocess.run(f"'{PLUGIN}' preflight -A >&-", shell=True, env=cluster, capture_output=True,
+                            text=True, timeout=GIVE_UP)
+    assert result.returncode == 3, result.stderr
+    assert_one_clean_line(result.stderr)
+    assert result.stderr.strip() == "error: cannot write the result to standard output: it is closed"
+
+
+def test_a_full_disk_is_exit_3_in_one_line(cluster):
+    with open("/dev/full", "w") as full:
+        result = _through_kubectl(cluster, "preflight", "-A", stdout=full)
+    assert result.returncode == 3
+    assert result.stderr.strip() == "error: cannot write the result to standard output: No space left on device"
+
+
+# --- Bounded input ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_f_refuses_a_character_device(kube_env, device):
+    result = kvdtype(kube_env, "check", "-f", device, timeout=GIVE_UP)
+    assert result.returncode == 3, result.stderr
+    assert_one_clean_line(result.stderr)
+    assert result.stderr.strip() == (f"error: {device} is a character device, not a manifest file: -f reads files, "
+                                     "directories and pipes")
+
+
+def test_f_refuses_a_character_device_on_standard_input(kube_env):
+    with open("/dev/zero") as zero:
+        result = _through_kubectl(kube_env, "check", "-f", "-", stdin=zero)
+    assert result.returncode == 3, result.stderr
+    assert "error: standard input is a character device, not a manifest file" in result.stderr
+
+
+def test_f_stops_reading_an_endless_stream_at_its_limit(kube_env):
+    """``cat /dev/urandom | kubectl kvdtype check -f -``, with the limit set to 1 MiB."""
+    env = dict(kube_env, KUBECTL_KVDTYPE_MAX_FILE_MB="1")
+    endless = subprocess.Popen(["cat", "/dev/zero"], stdout=subprocess.PIPE)
+    try:
+        result = _through_kubectl(env, "check", "-f", "-", stdin=endless.stdout)
+    finally:
+        endless.kill()
+        endless.wait()
+        endless.stdout.close()
+    assert result.returncode == 3, result.stderr
+    assert_one_clean_line(result.stderr)
+    assert result.stderr.strip() == ("error: standard input holds more than 1 MiB, the most -f reads of one input "
+                                     "(set KUBECTL_KVDTYPE_MAX_FILE_MB to read bigger ones)")
+
+
+def test_f_reads_a_file_up_to_its_limit_and_the_override_raises_it(kube_env, tmp_path):
+    from kubectl_kvdtype._manifests import MAX_FILE_MB
+
+    assert MAX_FILE_MB >= 8 * 60  # far above a 10,000-deployment JSON dump (about 60 MB)
+    big = tmp_path / "big.yaml"
+    big.write_text((EXAMPLES / "team-a.yaml").read_text() + "\n" + "#" * (2 << 20) + "\n")
+    refused = kvdtype(dict(kube_env, KUBECTL_KVDTYPE_MAX_FILE_MB="1"), "check", "-f", str(big))
+    assert refused.returncode == 3
+    assert f"error: {big} holds more than 1 MiB" in refused.stderr
+    read = kvdtype(dict(kube_env, KUBECTL_KVDTYPE_MAX_FILE_MB="3"), "check", "-f", str(big), "-o", "json")
+    assert read.returncode in (0, 1), read.stderr
+    assert json.loads(read.stdout)["items"]
