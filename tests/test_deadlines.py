@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from xml.etree import ElementTree
 
 import pytest
+import yaml
 
-from _support import EXAMPLES, PLUGIN, assert_one_clean_line, kvdtype
+from _support import EXAMPLES, PLUGIN, assert_one_clean_line, documents, in_process, kvdtype, report, seed
 
 BINDINGS = r"/kvcachepoolbindings$"
 BINDINGS_LIST = "list kvcachepoolbindings.worker.gpustack.ai in all namespaces"
@@ -179,3 +181,106 @@ def test_f_reads_a_file_up_to_its_limit_and_the_override_raises_it(kube_env, tmp
     read = kvdtype(dict(kube_env, KUBECTL_KVDTYPE_MAX_FILE_MB="3"), "check", "-f", str(big), "-o", "json")
     assert read.returncode in (0, 1), read.stderr
     assert json.loads(read.stdout)["items"]
+
+
+# --- A kind that cannot be read ---------------------------------------------------------------
+
+def _only_a_flagged_deployment_template(fake) -> None:
+    """The cluster's one flagged object is a Deployment's Pod template (team-c's vllm-batch)."""
+    seed(fake, [obj for obj in documents(EXAMPLES / "team-c.yaml")
+                if obj["kind"] == "Deployment" and obj["metadata"]["name"] == "vllm-batch"])
+
+
+def test_preflight_without_deployments_is_go_incomplete_never_a_clean_go(fake, kube_env):
+    _only_a_flagged_deployment_template(fake)
+    assert kvdtype(kube_env, "preflight", "-A").returncode == 1  # readable: NO-GO on its pod-flag
+    fake.deny("list", "deployments", group="apps")
+    text = kvdtype(kube_env, "preflight", "-A", timeout=GIVE_UP)
+    assert text.returncode == 0, text.stderr
+    assert "GO (incomplete: deployments.apps not examined): no error finding; 1 warning(s)" in text.stdout
+    assert "GO: no error or warning finding" not in text.stdout
+    assert "kind-not-examined" not in text.stderr  # the stderr line stays a plain warning
+    document = report(kvdtype(kube_env, "preflight", "-A", "-o", "json"))
+    assert document["summary"]["verdict"] == "GO" and document["summary"]["incomplete"] == ["deployments.apps"]
+    (finding,) = document["findings"]
+    assert (finding["code"], finding["severity"], finding["resource"]) == (
+        "kind-not-examined", "warning", "deployments.apps")
+    assert "you may not list deployments.apps in all namespaces (403 Forbidden)" in finding["message"]
+    strict = kvdtype(kube_env, "preflight", "-A", "--fail-on", "warning")
+    assert strict.returncode == 1 and "NO-GO (incomplete: deployments.apps not examined)" in strict.stdout
+
+
+@pytest.mark.parametrize("output", ["yaml", "junit", "sarif"])
+def test_a_kind_not_examined_is_a_warning_finding_in_every_format(fake, kube_env, output):
+    _only_a_flagged_deployment_template(fake)
+    fake.deny("list", "deployments", group="apps")
+    result = kvdtype(kube_env, "find-flags", "-A", "-o", output, timeout=GIVE_UP)
+    assert result.returncode == 0, result.stderr
+    if output == "yaml":
+        (finding,) = yaml.safe_load(result.stdout)["findings"]
+        assert finding["code"] == "kind-not-examined"
+    elif output == "junit":
+        case = ElementTree.fromstring(result.stdout).find(".//testcase[@name='*']")
+        assert case is not None and case.get("classname") == "Deployment"
+        assert "warning kind-not-examined: deployments.apps not examined" in case.findtext("system-out")
+    else:
+        (found,) = json.loads(result.stdout)["runs"][0]["results"]
+        assert (found["ruleId"], found["level"]) == ("kind-not-examined", "warning")
+
+
+@pytest.mark.parametrize("args", [["check"], ["verify"], ["find-flags"], ["preflight"]])
+def test_a_kind_a_verdict_needs_that_cannot_be_read_is_exit_3(cluster, fake, args):
+    fake.deny("list", "modeldeployments")
+    stderr = _one_line_exit_3(cluster, *args, "-A")
+    assert "you may not list modeldeployments.worker.gpustack.ai in all namespaces (403 Forbidden)" in stderr
+
+
+# --- An argv too long to read -----------------------------------------------------------------
+
+def _long_role(entries: int) -> list[dict]:
+    """A ModelDeployment whose role passes the flag and ``entries`` more extraArgs, and its Binding."""
+    return [{"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
+             "metadata": {"name": "b", "namespace": "team-x"},
+             "spec": {"poolRef": {"name": "p"}, "domain": {"name": "d", "dtype": "fp8"}}},
+            {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+             "metadata": {"name": "tenant-long", "namespace": "team-x"},
+             "spec": {"engine": {"name": "vLLM", "version": "0.29.0"}, "kvCache": {"poolRef": {"name": "b"}},
+                      "roles": [{"name": "server",
+                                 "extraArgs": ["--kv-cache-dtype", "fp8"] + [f"--x{i}" for i in range(entries)]}]}}]
+
+
+def test_an_argv_longer_than_the_limit_is_unknown_with_a_warning_not_parsed(fake, kube_env):
+    """One tenant's role with 32,000 extraArgs (argparse took a minute over it) cannot stall preflight."""
+    from kubectl_kvdtype._argv import MAX_ARGV_TOKENS
+
+    seed(fake, _long_role(32_000))
+    result = kvdtype(kube_env, "preflight", "-n", "team-x", "-o", "json", timeout=GIVE_UP)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert [f["code"] for f in document["findings"]] == ["argv-too-long"]
+    (finding,) = document["findings"]
+    assert finding["severity"] == "warning" and finding["role"] == "server"
+    assert f"an argv of 32002 entries, more than the {MAX_ARGV_TOKENS} this tool reads" in finding["message"]
+    (prediction,) = document["predictions"]
+    assert prediction["outcome"] == "unsure"
+
+
+def test_an_argv_at_the_limit_is_still_read(fake, kube_env):
+    from kubectl_kvdtype._argv import MAX_ARGV_TOKENS
+
+    seed(fake, _long_role(MAX_ARGV_TOKENS - 2))
+    result = kvdtype(kube_env, "find-flags", "-n", "team-x", "-o", "json", timeout=GIVE_UP)
+    assert result.returncode == 1, result.stderr
+    assert [f["code"] for f in json.loads(result.stdout)["findings"]] == ["role-flag"]
+
+
+# --- The flag's documented maximum --------------------------------------------------------------
+
+@pytest.mark.version_sensitive
+@pytest.mark.parametrize("value, status", [("3601s", 2), ("2h", 2), ("1h", 1), ("0", 1)])
+def test_request_timeout_has_a_maximum(value, status):
+    code, out, err = in_process(["check", "-f", str(EXAMPLES), "--request-timeout", value])
+    assert code == status, err
+    if status == 2:
+        assert err.strip() == (f"error: argument --request-timeout: {value!r} is longer than the most a request may "
+                               "take (3600s; 0 waits without limit) (see 'kubectl kvdtype check --help')")
