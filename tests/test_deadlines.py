@@ -235,6 +235,20 @@ def test_a_kind_a_verdict_needs_that_cannot_be_read_is_exit_3(cluster, fake, arg
     assert "you may not list modeldeployments.worker.gpustack.ai in all namespaces (403 Forbidden)" in stderr
 
 
+@pytest.mark.parametrize("args", [["check"], ["verify"], ["preflight"]])
+def test_a_404_on_a_served_group_is_exit_3(cluster, fake, args):
+    fake.fail(404, method="GET", path=r"/modeldeployments$", times=None)
+    stderr = _one_line_exit_3(cluster, *args, "-A")
+    assert "modeldeployments.worker.gpustack.ai not found" in stderr
+
+
+def test_verify_on_an_empty_answer_for_bindings_is_exit_3_not_go(cluster, fake):
+    """``200 {}`` for the Binding LIST read as no Bindings would tell every consumer its Binding is missing."""
+    fake.answer({}, path=BINDINGS, times=None)
+    stderr = _one_line_exit_3(cluster, "verify", "-A")
+    assert f"error: {BINDINGS_LIST}: the API server's answer is not a KVCachePoolBindingList" in stderr
+
+
 # --- An argv too long to read -----------------------------------------------------------------
 
 def _long_role(entries: int) -> list[dict]:
