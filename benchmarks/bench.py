@@ -29,7 +29,9 @@ plugin), and the HTTP requests the plugin made (all, and paged LIST calls). Then
 --offline-size deployments (a `kind: List`, as kubectl get -o json/yaml writes) judged with
 `check -f` as JSON and as YAML, each with -o json and -o sarif. Then start-up:
 `kubectl-kvdtype --version` from the venv and from the onefile binary (--binary, default
-dist/kubectl-kvdtype, when it exists), next to `python3 -c pass`. Figures are whole-process wall
+dist/kubectl-kvdtype, when it exists), next to `python3 -c pass`. And a fleet (--fleet, default 20
+clusters of 100 deployments, each its own server): one `check -A --all-contexts` run against one
+single `check -A --context C` run per cluster, one after another. Figures are whole-process wall
 times, noisy on a shared machine, and for the plugin its CPU time (user + system), the steadier figure.
 """
 
@@ -297,6 +299,41 @@ def _verification_loop(n: int, kubectl: str, env: dict, ours: dict, sample: int 
             "guide_rss": max(r.rss_mb for r in runs)}
 
 
+def fleet(clusters: int, size: int, repeat: int, plugin_dir: str) -> list[tuple[str, Run, list[Run]]]:
+    """`clusters` API servers of `size` deployments each, one kubeconfig naming them all: one fleet
+    run (`check -A --all-contexts`) against one single run per context, one after another, for
+    `check -A -o json`; (label, a run, the runs measured)."""
+    kubectl = kubectl_path()
+    servers = [BenchApiServer(objects(size)) for _ in range(clusters)]
+    with tempfile.TemporaryDirectory() as home:
+        config: dict = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": []}
+        for number, server in enumerate(servers):
+            server.__enter__()
+            one = json.loads(server.write_kubeconfig(Path(home) / f"{number}.json").read_text())
+            name = f"bench-{number:02d}"
+            config["clusters"].append({"name": name, "cluster": one["clusters"][0]["cluster"]})
+            config["users"].append({"name": name, "user": one["users"][0]["user"]})
+            config["contexts"].append({"name": name, "context": {"cluster": name, "user": name}})
+        kubeconfig = Path(home) / "kubeconfig"
+        kubeconfig.write_text(json.dumps(config), encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECTL_KUBERC")}
+        env.update(KUBECONFIG=str(kubeconfig), HOME=home, NO_COLOR="1",
+                   PATH=os.pathsep.join([plugin_dir, env.get("PATH", "")]))
+        names = " ".join(c["name"] for c in config["contexts"])
+        one_by_one = ["bash", "-c", f"for c in {names}; do {kubectl} kvdtype check -A --context $c -o json; done"]
+        results = []
+        try:
+            for label, argv in ((f"one fleet run: check -A --all-contexts ({clusters} x {size:,})",
+                                 [kubectl, "kvdtype", "check", "-A", "--all-contexts", "-o", "json"]),
+                                (f"{clusters} single runs, one after another", one_by_one)):
+                runs = measure(argv, env, repeat)
+                results.append((label, runs[-1], runs))
+        finally:
+            for server in servers:
+                server.__exit__(None, None, None)
+    return results
+
+
 def startup(binary: Optional[str], repeat: int) -> list[tuple[str, float]]:
     python3 = shutil.which("python3") or sys.executable
     interpreter = os.path.realpath(sys.executable)  # the venv's interpreter itself, no launcher
@@ -371,6 +408,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per command (the median is shown)")
     parser.add_argument("--offline-size", type=int, default=10000,
                         help="deployments in the dump judged offline (0: skip)")
+    parser.add_argument("--fleet", type=int, nargs=2, default=[20, 100], metavar=("CLUSTERS", "DEPLOYMENTS"),
+                        help="a fleet run over CLUSTERS API servers of DEPLOYMENTS each, against as many single "
+                             "runs one after another (CLUSTERS 0: skip)")
     parser.add_argument("--binary", default=str(ROOT / "dist" / "kubectl-kvdtype"), help="the onefile binary")
     parser.add_argument("--startup-repeat", type=int, default=20)
     options = parser.parse_args()
@@ -396,6 +436,14 @@ def main() -> int:
         for label, seconds, cpu, rss, status, size in offline(options.offline_size, options.repeat):
             print(f"| `{label}` | {seconds:.2f} s | {cpu:.2f} s | {rss:.0f} MB | {status} | {size:.1f} MB |",
                   flush=True)
+    clusters, size = options.fleet
+    if clusters:
+        print(f"\n| fleet of {clusters} clusters x {size:,} ModelDeployments | time (median) | CPU (median) | "
+              "peak RSS | exit |")
+        print("|---|---:|---:|---:|---:|")
+        for label, last, runs in fleet(clusters, size, options.repeat, plugin_dir):
+            print(f"| {label} | {median(runs):.2f} s | {median_cpu(runs):.2f} s | "
+                  f"{max(r.rss_mb for r in runs):.0f} MB | {last.status} |", flush=True)
     print("\n| start-up | median |")
     print("|---|---:|")
     results = startup(options.binary, options.startup_repeat)

@@ -13,12 +13,12 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from kubectl_kvdtype import _codes, _progress
+from kubectl_kvdtype import _codes, _fleet, _progress
 from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._env import Environment
 from kubectl_kvdtype._flags import APPENDED, DEFAULTS, normalize_booleans, redact, secrets_in
 from kubectl_kvdtype._registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
-from kubectl_kvdtype._render import render
+from kubectl_kvdtype._render import render, render_fleet
 from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError
 
 if TYPE_CHECKING:
@@ -61,6 +61,8 @@ def _validate(options: argparse.Namespace) -> None:
                          f"{', '.join(judging())}")
     if options.all_namespaces and options.namespace:
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
+    if _fleet.requested(options):
+        _fleet.validate(options)
 
 
 def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
@@ -70,19 +72,19 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         from kubectl_kvdtype._complete import complete
 
         return complete(argv[1:], env)
-    ticker = _progress.Ticker(env.stderr).start() if env.stderr_isatty else None
+    ticker = _progress.Ticker(env.stderr, _progress.delay(env.environ)).start() if env.stderr_isatty else None
     options: Optional[argparse.Namespace] = None
     try:
         options = parse(argv)
+        if _fleet.requested(options):
+            return _run_fleet(options, env, ticker)
         context = Context(options=options, env=env)
-        report = options.handler.run(context)
+        report = judge(context)
         if ticker:
             ticker.stop()
-        context.annotate(report)
         if report.text is not None:  # a text result (completion): verbatim, and no cluster asked
             _write(env, render(report, options.output))
             return int(ExitStatus.OK)
-        report.ignore(set(options.ignore))
         locate = _locator(context, report) if options.output == "sarif" else None
         for warning in report.warnings:
             env.warn(warning)
@@ -107,14 +109,48 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         return _fail(env, f"cannot write the result to standard output: {error.reason}", ExitStatus.INCOMPLETE,
                      ticker, argv)
     except Exception as error:  # noqa: BLE001 - a bug: say so in one line, exit "could not complete"
-        if env.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
-            traceback.print_exc(file=env.stderr)
-        what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        return _fail(env, f"internal error: {what}; please report it with {DEBUG_VARIABLE}=1 output",
-                     ExitStatus.INCOMPLETE, ticker, argv)
+        return _fail(env, internal_error(error, env), ExitStatus.INCOMPLETE, ticker, argv)
     finally:
         if ticker:
             ticker.stop()
+
+
+def judge(context: Context) -> Report:
+    """Run the subcommand on ``context``: its report, annotated, the --ignore'd findings dropped
+    (what a fleet run does for each of its contexts too)."""
+    report = context.options.handler.run(context)
+    context.annotate(report)
+    if report.text is None:
+        report.ignore(set(context.options.ignore))
+    return report
+
+
+def internal_error(error: Exception, env: Environment) -> str:
+    """A bug, in one line (its traceback too with the debug variable set)."""
+    if env.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+        traceback.print_exc(file=env.stderr)
+    what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return f"internal error: {what}; please report it with {DEBUG_VARIABLE}=1 output"
+
+
+def _run_fleet(options: argparse.Namespace, env: Environment, ticker: Optional[_progress.Ticker]) -> int:
+    """--contexts/--all-contexts: every context judged, one document for the fleet (``_fleet``)."""
+    fleet = _fleet.run(options, env, judge, internal_error)
+    if ticker:
+        ticker.stop()
+    for member in fleet.members:
+        for warning in member.report.warnings if member.report else []:
+            env.warn(f"[{member.context}] {warning}")
+        if member.report is not None and not member.report.items and options.output in ("table", "wide"):
+            print(f"[{member.context}] {member.report.empty_message}", file=env.stderr)
+    from kubectl_kvdtype._sarif import GITHUB_MAX_RUNS
+
+    if options.output == "sarif" and len(fleet.members) > GITHUB_MAX_RUNS:
+        env.warn(f"this SARIF log has {len(fleet.members)} runs, one per context: GitHub code scanning rejects a "
+                 f"file of more than {GITHUB_MAX_RUNS}, so upload the fleet in parts (--contexts 'prod-*'...)")
+    _write(env, render_fleet(fleet, options.output, no_headers=options.no_headers,
+                             all_namespaces=options.all_namespaces, color=env.color))
+    return int(fleet.exit_status())
 
 
 def _locator(context: Context, report: Report) -> Optional[Callable[[Finding], Optional[Place]]]:

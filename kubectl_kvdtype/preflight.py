@@ -9,15 +9,15 @@ while any error finding remains (warnings too with ``--fail-on warning``).
 
 from __future__ import annotations
 
+import re
+import shlex
 from typing import Iterable, Optional
 
 from kubectl_kvdtype import _codes, _engines, _judgement, _model, _upgrade
 from kubectl_kvdtype._codes import PREDICTED_FAILURE
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._flagged import FlagInventory, build_find_flags_report
-from kubectl_kvdtype._report import ERROR, WARNING, Column, Finding, ObjectRef, Report, Section, fails
-
-GO, NO_GO = "GO", "NO-GO"
+from kubectl_kvdtype._report import ERROR, GO, NO_GO, WARNING, Column, Finding, ObjectRef, Report, Section, fails
 
 #: To-do actions, in the order they are listed.
 REBIND, UPGRADE_ENGINE, SPLIT, CREATE_BINDING, REMOVE_FLAG, INVESTIGATE, LOOK = (
@@ -49,10 +49,27 @@ class PreflightCommand(Command):
         check_inventory = _judgement.BindingInventory(
             flags_inventory.bindings, _judgement.consumers_of(flags_inventory.deployments, flags_inventory.pods),
             flags_inventory.deployments, setting, setting_error)
-        return build_report(check_inventory, flags_inventory, context.system_namespace, offline=context.offline,
-                            ignore=set(self.option(context, "ignore", [])),
-                            fail_on=self.option(context, "fail_on", "error"),
-                            source_findings=getattr(context.source, "findings", []))
+        report = build_report(check_inventory, flags_inventory, context.system_namespace, offline=context.offline,
+                              ignore=set(self.option(context, "ignore", [])),
+                              fail_on=self.option(context, "fail_on", "error"),
+                              source_findings=getattr(context.source, "findings", []))
+        named = self.option(context, "context")
+        if named:  # the to-do list's commands must reach the cluster judged, not the current context
+            for item in report.items:
+                if item["command"]:
+                    item["command"] = in_context(item["command"], named)
+        return report
+
+
+#: Where a command names kubectl (or the plugin): its --context goes right after.
+_KUBECTL = re.compile(r"\bkubectl(?: kvdtype)?(?= )")
+
+
+def in_context(command: str, context_name: str) -> str:
+    """``command`` with ``--context NAME`` after each kubectl (and ``kubectl kvdtype``) it runs;
+    the name quoted for the shell, as it comes from the kubeconfig."""
+    flag = f" --context {shlex.quote(context_name)}"
+    return _KUBECTL.sub(lambda match: match.group() + flag, command)
 
 
 def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: FlagInventory, system_namespace: str,

@@ -168,7 +168,7 @@ def _poll(context: Context, name: Optional[str]) -> Report:
 
 def _wait(context: Context, name: Optional[str], wait: float, interval: float) -> Report:
     """Poll (one read of the inventory per poll) until every judged Pod passes or time is up."""
-    deadline = time.monotonic() + wait
+    deadline = context.started + wait  # from the run's start (one deadline for a whole fleet)
     polls, report, skipped = 0, None, []
     try:
         while True:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from xml.etree import ElementTree
 
 import pytest
 import yaml
 
-from _support import EXAMPLES, PLUGIN, assert_one_clean_line, documents, in_process, kvdtype, report, seed
+from _support import EXAMPLES, PLUGIN, ROOT, assert_one_clean_line, documents, in_process, kvdtype, report, seed
 
 BINDINGS = r"/kvcachepoolbindings$"
 BINDINGS_LIST = "list kvcachepoolbindings.worker.gpustack.ai in all namespaces"
@@ -251,6 +252,14 @@ def test_verify_on_an_empty_answer_for_bindings_is_exit_3_not_go(cluster, fake):
 
 # --- An argv too long to read -----------------------------------------------------------------
 
+def _documented_argv_limit() -> int:
+    """The longest argv read, as docs/reference.md's Limits table states it (the tests hold the code to it)."""
+    text = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    found = re.search(r"^\| one argv read [^|]*\| (\d+) entries \|", text, flags=re.M)
+    assert found, "docs/reference.md's Limits table has no argv row"
+    return int(found.group(1))
+
+
 def _long_role(entries: int) -> list[dict]:
     """A ModelDeployment whose role passes the flag and ``entries`` more extraArgs, and its Binding."""
     return [{"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
@@ -265,8 +274,6 @@ def _long_role(entries: int) -> list[dict]:
 
 def test_an_argv_longer_than_the_limit_is_unknown_with_a_warning_not_parsed(fake, kube_env):
     """One tenant's role with 32,000 extraArgs (argparse took a minute over it) cannot stall preflight."""
-    from kubectl_kvdtype._argv import MAX_ARGV_TOKENS
-
     seed(fake, _long_role(32_000))
     result = kvdtype(kube_env, "preflight", "-n", "team-x", "-o", "json", timeout=GIVE_UP)
     assert result.returncode == 0, result.stderr
@@ -274,15 +281,13 @@ def test_an_argv_longer_than_the_limit_is_unknown_with_a_warning_not_parsed(fake
     assert [f["code"] for f in document["findings"]] == ["argv-too-long"]
     (finding,) = document["findings"]
     assert finding["severity"] == "warning" and finding["role"] == "server"
-    assert f"an argv of 32002 entries, more than the {MAX_ARGV_TOKENS} this tool reads" in finding["message"]
+    assert f"an argv of 32002 entries, more than the {_documented_argv_limit()} this tool reads" in finding["message"]
     (prediction,) = document["predictions"]
     assert prediction["outcome"] == "unsure"
 
 
 def test_an_argv_at_the_limit_is_still_read(fake, kube_env):
-    from kubectl_kvdtype._argv import MAX_ARGV_TOKENS
-
-    seed(fake, _long_role(MAX_ARGV_TOKENS - 2))
+    seed(fake, _long_role(_documented_argv_limit() - 2))
     result = kvdtype(kube_env, "find-flags", "-n", "team-x", "-o", "json", timeout=GIVE_UP)
     assert result.returncode == 1, result.stderr
     assert [f["code"] for f in json.loads(result.stdout)["findings"]] == ["role-flag"]

@@ -16,6 +16,8 @@ import pytest
 
 from kubectl_kvdtype import _argv
 
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
+
 CORPUS = json.loads((Path(__file__).parent / "data" / "engine_corpus.json").read_text(encoding="utf-8"))
 CASES = [(engine, version) for engine, data in CORPUS["engines"].items() for version in data["outcomes"]]
 

@@ -8,6 +8,8 @@ import pytest
 from kubectl_kvdtype import _engines
 from kubectl_kvdtype._engines import ACCEPTED, REJECTED, SGLANG, UNKNOWN, VLLM, judge, parse_version, suggest
 
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
+
 # The reference-version table, row by row: (value, vLLM 0.29.0, SGLang 0.5.18).
 TABLE = [
     ("bfloat16", ACCEPTED, ACCEPTED), ("fp8_e4m3", ACCEPTED, ACCEPTED), ("fp8_e5m2", ACCEPTED, ACCEPTED),

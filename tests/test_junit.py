@@ -23,6 +23,8 @@ from _support import EXAMPLES, JUDGING, SETTING, SYSTEM, in_process, kvdtype, se
 from kubectl_kvdtype._junit import safe, to_junit
 from kubectl_kvdtype._report import ERROR, WARNING, ObjectRef, Report
 
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
+
 #: What each subcommand is run on: -A on a cluster; offline, the examples in scope.
 SCOPE = {"check": ["-A"], "find-flags": ["-A"], "verify": ["-A"], "preflight": ["-A"]}
 

@@ -24,6 +24,12 @@ import yaml
 from _support import EXAMPLES, ROOT, documents, seed
 from conftest import kubectl_path
 
+pytestmark = [
+    pytest.mark.version_sensitive,  # the man page (test_tiers.py)
+    pytest.mark.xdist_group("release"),  # one worker builds the binary once (noxfile.py)
+    pytest.mark.timeout(1200),  # the first test that asks for the binary waits for its build
+]
+
 BUILD = ROOT / "scripts" / "build-binary"
 MANIFEST = ROOT / "plugin.yaml"
 #: The <os, arch> pairs krew runs on (krew's allPlatforms, plus the arm64 ones it gained since).

@@ -30,6 +30,8 @@ from kubectl_kvdtype._engines import (
     remedy,
 )
 
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
+
 # --- The reader ----------------------------------------------------------------------------
 
 # (case, argv, engine, version, state, value, words of the engine's error, stage)
