@@ -108,9 +108,9 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         return int(signalled.status)
     except KeyboardInterrupt:
         return _fail(env, "interrupted", ExitStatus.INTERRUPTED, ticker, argv)
-    except BrokenPipeError:  # `kubectl kvdtype check | head`
+    except BrokenPipeError:  # `kubectl kvdtype check | head`: quiet, as kubectl is, but not a success
         _silence_stdout()
-        return int(ExitStatus.OK)
+        return int(ExitStatus.INCOMPLETE)
     except _OutputError as error:  # stdout is a full disk, a closed file...
         _silence_stdout()
         return _fail(env, f"cannot write the result to standard output: {error.reason}", ExitStatus.INCOMPLETE,
@@ -202,6 +202,8 @@ class _OutputError(Exception):
 
 
 def _write(env: Environment, text: str) -> None:
+    if env.stdout is None:  # started with stdout closed (`>&-`): Python leaves sys.stdout None
+        raise _OutputError("it is closed")
     try:
         env.stdout.write(text)
         env.stdout.flush()
@@ -234,8 +236,13 @@ def _with_help_hint(message: str, options: Optional[argparse.Namespace]) -> str:
 
 
 def _silence_stdout() -> None:
+    """What is left in stdout's buffer goes nowhere: the interpreter's last flush stays quiet."""
+    try:
+        fileno = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # closed, or not a file (a test's stream)
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, fileno)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

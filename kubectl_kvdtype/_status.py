@@ -35,7 +35,8 @@ EXIT_MEANINGS = {
     ExitStatus.INCOMPLETE: "could not complete: unreachable or silent cluster (a request timed out), TLS failure, "
                            "bad kubeconfig or context, 401/403, the operator's API (worker.gpustack.ai) not "
                            "served, an unreadable manifest, a deployment or Binding that does not exist, "
-                           "a refused escape, an internal error",
+                           "a refused escape, an answer that is not a list of the kind asked for, a result that "
+                           "could not be written (a full disk, a closed stdout or pipe), an internal error",
     ExitStatus.HANGUP: "ended by SIGHUP (the terminal closed); a write ends as on Ctrl-C, its message also "
                        "written into the backup directory",
     ExitStatus.INTERRUPTED: "interrupted (Ctrl-C); during escape rebind --apply the message says how to resume",

@@ -25,6 +25,9 @@ Public API::
         fake.silent                             # whether fall_silent has taken effect
         fake.clear_faults()                     # drop fail/delay/deny rules, end a silence
         fake.expire_continue(times=1)           # next N continue-requests answer 410 Expired
+        fake.answer(body, method=None, path=None, times=1)   # 200 with body ({}, None, []...) instead
+        fake.dribble(seconds_per_byte, method=None, path=None, times=1)   # the body a byte at a time
+        fake.loop_continue(fresh=False, resource=None)   # LIST pages' continue leads back to page 1
         fake.admission(fn)                      # fn(op, new, old) -> None | denial text (403)
         fake.setting_lag = 0.0                  # seconds until Setting status.value follows spec
         fake.finalizer(kind_or_resource, name="gpustack.ai/cleanup", after=0.3, held_by=None)
@@ -80,7 +83,7 @@ import socket
 import threading
 from typing import Any, Callable, Iterable, Optional
 
-from .faults import EXPIRED_MESSAGE, FaultsMixin, HangingServer, Hold, _Deny, _Rule, _Silence
+from .faults import EXPIRED_MESSAGE, FaultsMixin, HangingServer, Hold, _Deny, _Loop, _Rule, _Silence
 from .resources import (
     ALL_VERBS,
     BUILTIN_GROUPS,
@@ -162,6 +165,7 @@ class FakeKube(ServerMixin, VerbsMixin, FaultsMixin, StoreMixin):
         self._denies: list[_Deny] = []
         self._admission: list[Callable[[str, Optional[JSON], Optional[JSON]], Optional[str]]] = []
         self._expire = 0
+        self._loop: Optional[_Loop] = None
         self._silence: Optional[_Silence] = None
         self._pending: dict[Key, tuple[float, Any]] = {}
         self._finalizers: list[_Finalizer] = []

@@ -51,6 +51,7 @@ class _Response:
     body: Any  # JSON-able, str (already JSON) or bytes
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
+    pace: float = 0.0  # seconds between the body's bytes (``dribble``)
 
     def encode(self) -> bytes:
         if isinstance(self.body, bytes):
