@@ -192,7 +192,9 @@ def test_junit_has_a_suite_and_sarif_a_run_per_context(fleet):
     log = json.loads(sarif.stdout)
     runs = log["runs"]
     assert [run["automationDetails"]["id"] for run in runs] == [f"kvdtype/{n}/" for n in named]
-    assert runs[0]["results"] and runs[2]["results"] == [] and runs[1]["results"] == []
+    # The clean cluster's only results are notes (its SGLang v0.5.18.post1 is no recorded release).
+    assert runs[0]["results"] and runs[1]["results"] == []
+    assert [r["ruleId"] for r in runs[2]["results"] if r["level"] != "note"] == []
     assert runs[1]["invocations"][0]["executionSuccessful"] is False
     alone = json.loads(fleet.run("check", "-A", "--context", "prod-findings", "-o", "sarif").stdout)["runs"][0]
     assert runs[0]["results"] == alone["results"]
