@@ -715,7 +715,8 @@ def read_container(engine: str, version: object, command: Sequence[str], args: S
     """What the engine in a container runs with: Kubernetes expansion, shell, then its parser."""
     tokens = [t for t in list(command or []) + list(args or []) if isinstance(t, str)]
     if too_long(tokens):
-        return Reading(UNKNOWN, error=too_long(tokens) or "")
+        # Not "depends on ...": that wording is a variable's, which preflight lists as a look item.
+        return Reading(UNKNOWN, error=f"not read: it is {too_long(tokens)}")
     tokens, unknown = expand_kubernetes(tokens, env)
     shell = _shell_script(tokens)
     depends: list[str] = []
@@ -750,7 +751,7 @@ def too_long(argv: Sequence[object]) -> Optional[str]:
     """Why ``argv`` is not read (it has more than ``MAX_ARGV_TOKENS`` entries), or None."""
     if len(argv) <= MAX_ARGV_TOKENS:
         return None
-    return f"depends on an argv of {len(argv)} entries, more than the {MAX_ARGV_TOKENS} this tool reads"
+    return f"an argv of {len(argv)} entries, more than the {MAX_ARGV_TOKENS} this tool reads"
 
 
 def _env_values(env: object) -> dict[str, str]:

@@ -205,7 +205,7 @@ def _unread(report: Report, ref: ObjectRef, why: Optional[str], what: str, **fie
     """An argv too long to read (``why``): a warning finding instead of a judgement, and True."""
     if why is None:
         return False
-    report.add(ARGV_TOO_LONG, ref, f"{ref}: whether {what} pass --kv-cache-dtype is not known: it {why}; "
+    report.add(ARGV_TOO_LONG, ref, f"{ref}: whether {what} pass --kv-cache-dtype is not known: it is {why}; "
                                    "look at it by hand.", **fields)
     return True
 
