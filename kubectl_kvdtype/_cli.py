@@ -13,10 +13,11 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from kubectl_kvdtype import _codes, _progress
+from kubectl_kvdtype import _codes, _names, _progress
 from kubectl_kvdtype._command import Context
+from kubectl_kvdtype._display import shown
 from kubectl_kvdtype._env import Environment
-from kubectl_kvdtype._flags import APPENDED, DEFAULTS, normalize_booleans, redact, secrets_in
+from kubectl_kvdtype._flags import APPENDED, DEFAULTS, check_header_flags, normalize_booleans, redact, secrets_in
 from kubectl_kvdtype._registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
 from kubectl_kvdtype._render import render
 from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError
@@ -61,6 +62,20 @@ def _validate(options: argparse.Namespace) -> None:
                          f"{', '.join(judging())}")
     if options.all_namespaces and options.namespace:
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
+    _validate_names(options)
+    check_header_flags(options)
+
+
+#: The command-line values that name an object (the attribute, what kubectl calls it, its kind):
+#: each must be a name the API server accepts before it reaches a request path or a printed command.
+_NAMED = (("namespace", "namespace", "Namespace"), ("system_namespace", "namespace", "Namespace"),
+          ("binding", "KVCachePoolBinding name", "KVCachePoolBinding"),
+          ("deployment", "ModelDeployment name", "ModelDeployment"))
+
+
+def _validate_names(options: argparse.Namespace) -> None:
+    for attribute, what, kind in _NAMED:
+        _names.check_flag(what, getattr(options, attribute, None), _names.rule_of(kind))
 
 
 def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
@@ -87,7 +102,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         for warning in report.warnings:
             env.warn(warning)
         if not report.items and options.output in ("table", "wide"):
-            print(report.empty_message, file=env.stderr)
+            print(shown(report.empty_message), file=env.stderr)
         _write(env, render(report, options.output, no_headers=options.no_headers,
                            all_namespaces=context.namespace is None, color=env.color, command=options.command,
                            locate=locate))
@@ -107,8 +122,8 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         return _fail(env, f"cannot write the result to standard output: {error.reason}", ExitStatus.INCOMPLETE,
                      ticker, argv)
     except Exception as error:  # noqa: BLE001 - a bug: say so in one line, exit "could not complete"
-        if env.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
-            traceback.print_exc(file=env.stderr)
+        if env.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):  # credentials redacted here too
+            print(redact(traceback.format_exc(), secrets_in(argv)).rstrip(), file=env.stderr)
         what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
         return _fail(env, f"internal error: {what}; please report it with {DEBUG_VARIABLE}=1 output",
                      ExitStatus.INCOMPLETE, ticker, argv)
@@ -158,8 +173,7 @@ def _fail(env: Environment, message: str, status: ExitStatus, ticker: Optional[_
     if ticker:
         ticker.stop()
     message = redact(message, secrets_in(argv))  # a token or password typed is never echoed
-    # One line whatever the user typed: control characters (a newline in an argument) escaped.
-    message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    message = shown(message)  # one line whatever was typed or answered: a newline in an argument escaped
     try:
         print(f"error: {message}", file=env.stderr)
     except (OSError, ValueError):

@@ -16,7 +16,7 @@ from typing import Optional
 
 import pytest
 
-from _support import EXAMPLES, PLUGIN, assert_one_clean_line, documents, seed
+from _support import EXAMPLES, PLUGIN, JsonHandler, assert_one_clean_line, documents, jwt, seed
 from conftest import kubectl_path, run_kubectl
 from fakekube import TEST_CLIENT_CA_PEM, TEST_CLIENT_CERT_PEM, TEST_CLIENT_KEY_PEM, FakeKube
 
@@ -75,9 +75,10 @@ def served(records) -> list:
     return [r for r in records if r.path not in ("/version", "/healthz", "/livez", "/readyz")]
 
 
-def refused_alike(mine: subprocess.CompletedProcess, theirs: subprocess.CompletedProcess, sentence: str) -> None:
+def refused_alike(mine: subprocess.CompletedProcess, theirs: subprocess.CompletedProcess, sentence: str,
+                  status: int = 2) -> None:
     assert theirs.returncode == 1 and sentence in theirs.stderr, theirs.stderr
-    assert mine.returncode == 2, mine.stderr
+    assert mine.returncode == status, mine.stderr
     assert_one_clean_line(mine.stderr)
     assert sentence in mine.stderr
 
@@ -150,8 +151,9 @@ def test_cluster_and_user_pick_other_kubeconfig_entries(fake, kube_env, tmp_path
     (["--cluster", "nowhere"], 'no server found for cluster "nowhere"'),
 ])
 def test_unknown_cluster_or_user_is_refused_like_kubectl(fake, kube_env, flags, sentence):
+    """A bad kubeconfig choice, exit 3 as an unknown --context is, in kubectl's words."""
     mine, requests, theirs, _ = both(fake, kube_env, *flags)
-    refused_alike(mine, theirs, sentence)
+    refused_alike(mine, theirs, sentence, status=3)
     assert not requests
 
 
@@ -397,41 +399,24 @@ def test_shell_scripts_complete_the_flags(kube_env, tmp_path):
 
 # --- OIDC auth provider: the refresh the client imports on first use -------------------------------
 
-def _jwt(claims: dict) -> str:
-    def part(value: dict) -> str:
-        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
-    return f"{part({'alg': 'none'})}.{part(claims)}.c2ln"
-
-
 def test_oidc_auth_provider_refreshes_an_expired_id_token(kube_env, tmp_path):
     """An expired id-token is refreshed at the identity provider (its discovery document, then a
     refresh-token grant) and the new one is sent; the kubeconfig file is left as it was."""
     import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import ThreadingHTTPServer
     from urllib.parse import parse_qs
 
-    fresh = _jwt({"iss": "test", "exp": 4102444800})  # 2100
+    fresh = jwt({"iss": "test", "exp": 4102444800})  # 2100
     grants: list[dict] = []
 
-    class IdentityProvider(BaseHTTPRequestHandler):
-        def _answer(self, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class IdentityProvider(JsonHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's spelling)
-            self._answer({"issuer": issuer, "token_endpoint": f"{issuer}/token"})
+            self.answer({"issuer": issuer, "token_endpoint": f"{issuer}/token"})
 
         def do_POST(self) -> None:  # noqa: N802
             grants.append(parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode()))
-            self._answer({"access_token": "unused", "token_type": "Bearer", "expires_in": 3600,
+            self.answer({"access_token": "unused", "token_type": "Bearer", "expires_in": 3600,
                           "id_token": fresh, "refresh_token": "refresh-2"})
-
-        def log_message(self, *args) -> None:
-            pass
 
     idp = ThreadingHTTPServer(("127.0.0.1", 0), IdentityProvider)
     issuer = f"http://127.0.0.1:{idp.server_address[1]}"
@@ -442,7 +427,7 @@ def test_oidc_auth_provider_refreshes_an_expired_id_token(kube_env, tmp_path):
         def oidc(config: dict) -> None:
             config["users"][0]["user"] = {"auth-provider": {"name": "oidc", "config": {
                 "client-id": "kvdtype", "client-secret": "secret", "idp-issuer-url": issuer,
-                "id-token": _jwt({"iss": "test", "exp": 946684800}), "refresh-token": "refresh-1"}}}
+                "id-token": jwt({"iss": "test", "exp": 946684800}), "refresh-token": "refresh-1"}}}
 
         path = kubeconfig(fake, tmp_path / "oidc", oidc)
         before = path.read_bytes()

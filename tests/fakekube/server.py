@@ -48,6 +48,8 @@ class RequestRecord:
     #: certificate it presented (None: none presented).
     sni: Optional[str] = None
     client_cert: Optional[str] = None
+    #: The request target exactly as sent (path and query, percent-encoding kept).
+    target: str = ""
 
     def header_values(self, name: str) -> list[str]:
         """Every value of a (repeatable) header, e.g. ``Impersonate-Group``."""
@@ -189,6 +191,12 @@ class ServerMixin:
         with self._lock:
             (self._conns.add if add else self._conns.discard)(conn)
 
+    def request_log(self) -> list[tuple[str, str, dict[str, str]]]:
+        """(method, path, query) of every request so far, in arrival order: what a test asserts
+        was, and was not, asked (``RequestRecord.target`` keeps the raw request target)."""
+        with self._log_lock:
+            return [(r.method, r.path, dict(r.query)) for r in self.requests]
+
     def clear_log(self) -> None:
         with self._log_lock:
             self.requests.clear()
@@ -230,7 +238,7 @@ class ServerMixin:
         record = RequestRecord(method, split.path, query, ctype, _try_json(raw), None,
                                time.monotonic(), dict(handler.headers.items()), raw,
                                list(handler.headers.items()), getattr(handler.connection, "fake_sni", None),
-                               _peer_common_name(handler.connection))
+                               _peer_common_name(handler.connection), handler.path)
         with self._log_lock:
             self.requests.append(record)
         try:
