@@ -266,19 +266,18 @@ def test_no_credential_is_ever_printed_nor_written(kube_env, tmp_path, source):
 
 
 def _every_run(env: dict, work: Path, fake: FakeKube) -> list[tuple[str, str]]:
-    """The outputs of a judging run, a failing one and a rebind that writes its journal and backups,
-    each with and without KUBECTL_KVDTYPE_DEBUG=1."""
+    """The outputs of a judging run, of runs that fail and of a rebind that writes its journal and
+    backups, each (but the rebind, run once with it) with and without KUBECTL_KVDTYPE_DEBUG=1."""
     work.mkdir()
     outputs = []
     for debug in ("", "1"):
         debug_env = {**env, "KUBECTL_KVDTYPE_DEBUG": debug}
-        for args in (("check", "-A", "-o", "json"), ("preflight", "-n", "team-a", "-o", "wide"),
-                     ("verify", "-n", "team-a", "gone"), ("check", "--context", "nope"),
+        for args in (("preflight", "-A", "-o", "wide"), ("verify", "-n", "team-a", "gone"),
                      ("check", "-n", "Bad_Namespace")):
             result = run(debug_env, *args, cwd=work)
             outputs += [(f"{args} stdout", result.stdout), (f"{args} stderr", result.stderr)]
-    first = run(env, "check", "-A", "-o", "json", cwd=work)
-    assert first.returncode == 1, first.stderr  # credentials worked: the examples hold findings
+            if args[0] == "preflight":
+                assert result.returncode == 1, result.stderr  # the credentials worked: the examples hold findings
     rebind = run({**env, "KUBECTL_KVDTYPE_DEBUG": "1"}, "escape", "rebind", "legacy", "-n", "team-a", "--dtype",
                  "bfloat16", "--apply", "--yes", cwd=work)
     assert rebind.returncode == 0, rebind.stderr
@@ -301,7 +300,7 @@ def _no_raw_controls(text: str) -> None:
 
 
 @pytest.mark.parametrize("args", [("check", "-n", "team-a"), ("check", "-n", "team-a", "-o", "wide"),
-                                  ("preflight", "-n", "team-a", "-o", "wide"), ("find-flags", "-n", "team-a")])
+                                  ("preflight", "-n", "team-a", "-o", "wide")])
 def test_tenant_strings_are_escaped_in_tables_messages_and_todo_lists(fake, kube_env, args):
     _tenant(fake)
     result = run(kube_env, *args)
@@ -309,12 +308,11 @@ def test_tenant_strings_are_escaped_in_tables_messages_and_todo_lists(fake, kube
     for text in (result.stdout, result.stderr):
         _no_raw_controls(text)
         assert not any(line.startswith("prod ") for line in text.splitlines()), text  # no forged row
-    if args[0] != "find-flags":
-        assert "fp8\\x1b]0;owned\\x07\\x1b[8m\\nprod" in result.stdout
-        assert "\\u202e" in result.stdout
+    assert "fp8\\x1b]0;owned\\x07\\x1b[8m\\nprod" in result.stdout
+    assert "\\u202e" in result.stdout
 
 
-def test_tenant_strings_are_escaped_in_warnings_and_offline_too(kube_env, tmp_path):
+def test_tenant_strings_are_escaped_offline_too(kube_env, tmp_path):
     manifest = tmp_path / "dump.yaml"
     manifest.write_text(yaml.safe_dump_all([_binding("forged", dtype="auto"),
                                             _deployment("forger", "forged", engine="vLLM\u202e\x1b[2J")]))
