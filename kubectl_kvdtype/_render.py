@@ -104,7 +104,8 @@ def _render_tables(report: Report, *, wide: bool, no_headers: bool, all_namespac
         rows = [[_paint(f.severity, color), f.code, str(f.object), f.message] for f in report.findings]
         blocks.append(table(["SEVERITY", "CODE", "OBJECT", "MESSAGE"], rows, no_headers))
     if report.headline and not no_headers:
-        blocks.append(shown(report.headline) + "\n")
+        # The headline is the subcommand's own lines (preflight's verdict has several): each is shown safely.
+        blocks.append("\n".join(shown(line) for line in report.headline.split("\n")) + "\n")
     return "\n".join(blocks)
 
 
