@@ -1,11 +1,19 @@
-"""The linters once, then the whole test suite on every supported Python: `nox` (README.md, "Run the
-tests"; .ci/run runs it).
+"""The linters once, then the tests on every supported Python: `nox` (README.md, "Run the tests";
+.ci/run runs it).
 
 `lint`: ruff and mypy, as pinned in the `test` extra and configured in pyproject.toml. `tests`: one
-session per supported minor version, each in its own venv under .nox/ with the `test` extra.
-The session on the release Python (the one .github/workflows/release.yml builds the binary with)
-also installs the `build` extra, so the man page and the onefile binary are built and tested there,
-once, rather than on every version: they are artifacts of that one Python.
+session per supported minor version, each in its own venv under .nox/ with the `test` extra:
+
+- the release Python (the one .github/workflows/release.yml builds the binary with) and the newest
+  run the whole suite; the release Python also installs the `build` extra, so the man page and the
+  binary are built and tested there, once: they are artifacts of that one Python;
+- the others run the fast tier and every end-to-end test whose outcome depends on the Python
+  (marker `version_sensitive`: argparse, the argv reader, completion, the man page; the rule is
+  tests/test_tiers.py's). The rest of the end-to-end tier talks HTTP to a fake server through
+  kubectl, which no Python between the two whole-suite ones changes.
+
+Every test session runs pytest-xdist workers (`WORKERS`) and ends with a line giving its wall
+time, the machine's cores and its load average, so a slow run says whether the machine was busy.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import glob
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import nox
@@ -23,6 +32,16 @@ import nox
 SUPPORTED = ("3.10", "3.11", "3.12", "3.13")
 #: The Python the release binary is built with (release.yml's setup-python).
 RELEASE_PYTHON = "3.11"
+#: The Pythons that run the whole suite: the release one and the newest.
+WHOLE_SUITE = (RELEASE_PYTHON, SUPPORTED[-1])
+#: What the other Pythons run: the fast tier and the end-to-end tests that depend on the Python.
+VERSION_SENSITIVE = "not e2e or version_sensitive"
+#: pytest-xdist workers per session: one per core. The binary's build (one worker, see below) takes
+#: as long as the rest of the suite on the other core; more workers than cores made the deadline
+#: tests' margins thinner on a loaded machine for no shorter run (docs/development.md, "CI").
+WORKERS = "auto"
+# With --dist loadgroup, tests go to any free worker except those of one xdist_group, which share
+# one: tests/test_release.py's, whose session fixtures build the binary once.
 #: Where pyenv keeps its interpreters; they are not all on PATH (only the global one's shims work).
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
 
@@ -57,12 +76,24 @@ def _put_interpreters_on_path() -> None:
 _put_interpreters_on_path()
 
 
+def _say_time(session: nox.Session, started: float) -> None:
+    """One line: the session's wall time, with what the machine had to give it."""
+    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    session.log(f"{session.name}: {time.monotonic() - started:.0f} s wall on {os.cpu_count()} cores "
+                f"(nproc), load average {load}")
+
+
 @nox.session(python=list(SUPPORTED))
 def tests(session: nox.Session) -> None:
-    """pytest over tests/, as `./scripts/test` runs it, on one Python."""
+    """pytest over tests/ on one Python: the whole suite on WHOLE_SUITE, else VERSION_SENSITIVE."""
+    started = time.monotonic()
     extras = "test,build" if session.python == RELEASE_PYTHON else "test"
     session.install("--disable-pip-version-check", "--quiet", "-e", f".[{extras}]")
-    session.run("python", "-m", "pytest", "-q", *session.posargs)
+    selection = [] if session.python in WHOLE_SUITE else ["-m", VERSION_SENSITIVE]
+    try:
+        session.run("python", "-m", "pytest", "-q", "-n", WORKERS, "--dist", "loadgroup", *selection, *session.posargs)
+    finally:
+        _say_time(session, started)
 
 
 @nox.session(python=RELEASE_PYTHON)
@@ -71,6 +102,10 @@ def lint(session: nox.Session) -> None:
 
     Once, on the release Python: mypy checks for the oldest supported one (python_version in
     pyproject.toml) whichever runs it. Arguments go to ruff (`nox -s lint -- --fix`)."""
+    started = time.monotonic()
     session.install("--disable-pip-version-check", "--quiet", "-e", ".[test]")
-    session.run("ruff", "check", *session.posargs)
-    session.run("mypy")
+    try:
+        session.run("ruff", "check", *session.posargs)
+        session.run("mypy")
+    finally:
+        _say_time(session, started)

@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/bench.py                        # 100, 1,000 and 10,000 ModelDeployments
     .venv/bin/python benchmarks/bench.py --sizes 100 1000 --repeat 3 --offline-size 1000   # quick
     .venv/bin/python benchmarks/bench.py --server fakekube      # on the tests' fake instead
-    .venv/bin/python benchmarks/bench.py --binary dist/kubectl-kvdtype
+    .venv/bin/python benchmarks/bench.py --sizes 100 --offline-size 0 \
+        --archive dist/kubectl-kvdtype_0.1.0_linux_amd64.tar.gz      # the krew-installed binary
 
 For each size it starts an API server on loopback (HTTPS, the tests' test CA in a kubeconfig)
 holding N ModelDeployments, each with its own KVCachePoolBinding and two replica Pods. The
@@ -28,9 +29,18 @@ plugin/guide, the peak RSS (GNU time's %M: the largest process of the command; k
 plugin), and the HTTP requests the plugin made (all, and paged LIST calls). Then offline: a dump of
 --offline-size deployments (a `kind: List`, as kubectl get -o json/yaml writes) judged with
 `check -f` as JSON and as YAML, each with -o json and -o sarif. Then start-up:
-`kubectl-kvdtype --version` from the venv and from the onefile binary (--binary, default
-dist/kubectl-kvdtype, when it exists), next to `python3 -c pass`. Figures are whole-process wall
-times, noisy on a shared machine, and for the plugin its CPU time (user + system), the steadier figure.
+`kubectl-kvdtype --version` from the venv, next to `python3 -c pass`.
+
+With the krew archive (--archive, default this platform's in dist/, when it exists), installed the
+way krew installs it (tests/_krew.py) into a temporary KREW_ROOT: `--version` through the installed
+binary against the venv's, and `kubectl kvdtype check -A` through it at --installed-size
+deployments against the guide's Step 1 listing, each pair run interleaved (A, B, B, A, ...: a load
+change hits both) for the median of --startup-repeat runs; then the import profile of one live
+`check -A` (the venv's `python -X importtime`: the frozen interpreter ignores PYTHON* variables),
+its slowest top-level imports by cumulative time. And a fleet (--fleet, default 20 clusters of 100
+deployments, each its own server): one `check -A --all-contexts` run against one single
+`check -A --context C` run per cluster, one after another. Figures are whole-process wall times,
+noisy on a shared machine, and for the plugin its CPU time (user + system), the steadier figure.
 """
 
 from __future__ import annotations
@@ -46,7 +56,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -238,8 +248,7 @@ def bench_size(n: int, repeat: int, plugin_dir: str, mode: str) -> list[dict]:
         print(f"\n## {n:,} ModelDeployments ({n:,} Bindings, {2 * n:,} Pods; server: {mode}, "
               f"seeded in {seeded:.1f} s)", flush=True)
         guide = {
-            "check": ("Step 1 Bindings listing only",
-                      [kubectl, "get", "kvcachepoolbindings", "-A", "-o", f"custom-columns={STEP1_COLUMNS}"]),
+            "check": ("Step 1 Bindings listing only", step1_listing(kubectl)),
             "find-flags": ("Step 2 get -o json | jq",
                            ["bash", "-c", f"{kubectl} get modeldeployments -A -o json | jq -r '{STEP2_JQ}'"]),
             "verify": ("Verification over every replica at once",
@@ -275,11 +284,20 @@ def bench_size(n: int, repeat: int, plugin_dir: str, mode: str) -> list[dict]:
     return rows
 
 
+def step1_listing(kubectl: str) -> list[str]:
+    """The guide's Step 1: every Binding's dtype."""
+    return [kubectl, "get", "kvcachepoolbindings", "-A", "-o", f"custom-columns={STEP1_COLUMNS}"]
+
+
+def step1_job(kubectl: str) -> list[str]:
+    """Step 1's listing plus the deployments' Bindings and engines it says to compare with."""
+    return ["bash", "-c", f"{kubectl} get kvcachepoolbindings -A -o custom-columns={STEP1_COLUMNS} && "
+                          f"{kubectl} get modeldeployments -A -o custom-columns={STEP1_ENGINE_COLUMNS}"]
+
+
 def _step1_whole_job(kubectl: str, env: dict, repeat: int, ours: dict) -> dict:
     """Step 1's listing plus the deployments' Bindings and engines it says to compare with."""
-    pipeline = ["bash", "-c", f"{kubectl} get kvcachepoolbindings -A -o custom-columns={STEP1_COLUMNS} && "
-                              f"{kubectl} get modeldeployments -A -o custom-columns={STEP1_ENGINE_COLUMNS}"]
-    theirs = measure(pipeline, env, repeat)
+    theirs = measure(step1_job(kubectl), env, repeat)
     return {**ours, "guide": "Step 1 Bindings + deployments listings", "theirs": median(theirs),
             "guide_rss": max(r.rss_mb for r in theirs)}
 
@@ -297,20 +315,132 @@ def _verification_loop(n: int, kubectl: str, env: dict, ours: dict, sample: int 
             "guide_rss": max(r.rss_mb for r in runs)}
 
 
-def startup(binary: Optional[str], repeat: int) -> list[tuple[str, float]]:
+def fleet(clusters: int, size: int, repeat: int, plugin_dir: str) -> list[tuple[str, Run, list[Run]]]:
+    """`clusters` API servers of `size` deployments each, one kubeconfig naming them all: one fleet
+    run (`check -A --all-contexts`) against one single run per context, one after another, for
+    `check -A -o json`; (label, a run, the runs measured)."""
+    kubectl = kubectl_path()
+    servers = [BenchApiServer(objects(size)) for _ in range(clusters)]
+    with tempfile.TemporaryDirectory() as home:
+        config: dict = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": []}
+        for number, server in enumerate(servers):
+            server.__enter__()
+            one = json.loads(server.write_kubeconfig(Path(home) / f"{number}.json").read_text())
+            name = f"bench-{number:02d}"
+            config["clusters"].append({"name": name, "cluster": one["clusters"][0]["cluster"]})
+            config["users"].append({"name": name, "user": one["users"][0]["user"]})
+            config["contexts"].append({"name": name, "context": {"cluster": name, "user": name}})
+        kubeconfig = Path(home) / "kubeconfig"
+        kubeconfig.write_text(json.dumps(config), encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECTL_KUBERC")}
+        env.update(KUBECONFIG=str(kubeconfig), HOME=home, NO_COLOR="1",
+                   PATH=os.pathsep.join([plugin_dir, env.get("PATH", "")]))
+        names = " ".join(c["name"] for c in config["contexts"])
+        one_by_one = ["bash", "-c", f"for c in {names}; do {kubectl} kvdtype check -A --context $c -o json; done"]
+        results = []
+        try:
+            for label, argv in ((f"one fleet run: check -A --all-contexts ({clusters} x {size:,})",
+                                 [kubectl, "kvdtype", "check", "-A", "--all-contexts", "-o", "json"]),
+                                (f"{clusters} single runs, one after another", one_by_one)):
+                runs = measure(argv, env, repeat)
+                results.append((label, runs[-1], runs))
+        finally:
+            for server in servers:
+                server.__exit__(None, None, None)
+    return results
+
+
+def startup(repeat: int) -> list[tuple[str, float]]:
     python3 = shutil.which("python3") or sys.executable
     interpreter = os.path.realpath(sys.executable)  # the venv's interpreter itself, no launcher
     candidates = [(f"python3 -c pass ({python3})", [python3, "-c", "pass"]),
                   (f"python3 -c pass ({interpreter})", [interpreter, "-c", "pass"]),
-                  ("venv kubectl-kvdtype --version", [str(Path(sys.executable).parent / "kubectl-kvdtype"),
-                                                      "--version"])]
-    if binary and Path(binary).exists():
-        candidates.append(("onefile kubectl-kvdtype --version", [binary, "--version"]))
+                  ("venv kubectl-kvdtype --version", [VENV_PLUGIN, "--version"])]
     results = []
     for label, argv in candidates:
         runs = measure(argv, dict(os.environ), repeat)
         results.append((label, median(runs)))
     return results
+
+
+VENV_PLUGIN = str(Path(sys.executable).parent / "kubectl-kvdtype")
+
+
+def interleaved(a: list[str], b: list[str], env: dict, repeat: int) -> tuple[list[Run], list[Run]]:
+    """``repeat`` runs of each of two commands, alternating which goes first (A B, B A, ...), after
+    one warm-up run of each: a change of load on a shared machine falls on both."""
+    run_once(a, env)
+    run_once(b, env)
+    runs_a, runs_b = [], []
+    for i in range(repeat):
+        if i % 2:
+            runs_b.append(run_once(b, env))
+            runs_a.append(run_once(a, env))
+        else:
+            runs_a.append(run_once(a, env))
+            runs_b.append(run_once(b, env))
+    return runs_a, runs_b
+
+
+def install_archive(archive: Path, krew_root: Path) -> Path:
+    """The archive installed as `kubectl krew install --manifest --archive` would: its manifest
+    filled by the release step, then tests/_krew.py's emulation of krew. Returns the bin link."""
+    from _krew import krew_install
+
+    manifest = krew_root.parent / "plugin.yaml"
+    shutil.copy(ROOT / "plugin.yaml", manifest)
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "build-binary"), "--update-manifest", str(archive.parent),
+                    "--manifest", str(manifest)], check=True, capture_output=True)
+    os_, arch = archive.name[: -len(".tar.gz")].split("_")[-2:]
+    return krew_install(manifest, archive, krew_root, os_, arch)
+
+
+def installed(archive: Path, n: int, repeat: int) -> None:
+    """--version and a live check -A through the krew-installed binary, and a live run's imports."""
+    kubectl = kubectl_path()
+    with tempfile.TemporaryDirectory() as work, Server("apiserver", objects(n)) as server:
+        link = install_archive(archive, Path(work) / "krew")
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECTL_KUBERC")}
+        env.update(KUBECONFIG=server.write_kubeconfig(Path(work) / "kubeconfig"), HOME=work, NO_COLOR="1",
+                   KUBECACHEDIR=str(Path(work) / "cache"))
+        venv, frozen = interleaved([VENV_PLUGIN, "--version"], [str(link), "--version"], env, repeat)
+        print(f"\n## The krew-installed binary ({archive.name})\n")
+        print("| command | median | CPU (median) |")
+        print("|---|---:|---:|")
+        print(f"| venv `kubectl-kvdtype --version` | {median(venv) * 1000:.0f} ms | {median_cpu(venv) * 1000:.0f} ms |")
+        print(f"| installed `kubectl-kvdtype --version` | {median(frozen) * 1000:.0f} ms | "
+              f"{median_cpu(frozen) * 1000:.0f} ms |")
+        print(f"\ninstalled / venv --version: {median(frozen) / median(venv):.2f}x (interleaved, median of {repeat})")
+        path = os.pathsep.join([str(link.parent), "/usr/local/bin", "/usr/bin", "/bin"])
+        ours = [kubectl, "kvdtype", "check", "-A", "-o", "json"]
+        print(f"\n| {n:,} ModelDeployments, interleaved, median of {repeat} | installed `check -A` | CPU "
+              "| the guide's | CPU | ratio |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for label, guide in (("Step 1 Bindings listing", step1_listing),
+                             ("Step 1 Bindings + deployments listings", step1_job)):
+            plugin, listing = interleaved(ours, guide(kubectl), dict(env, PATH=path), repeat)
+            print(f"| {label} | {median(plugin):.2f} s | {median_cpu(plugin):.2f} s | {median(listing):.2f} s | "
+                  f"{median_cpu(listing):.2f} s | {median(plugin) / median(listing):.2f}x |")
+        import_profile([sys.executable, "-X", "importtime", "-m", "kubectl_kvdtype", "check", "-A", "-o", "json"],
+                       env)
+
+
+def import_profile(argv: list[str], env: dict, top: int = 12) -> None:
+    """The slowest top-level imports of one run (`-X importtime`, cumulative microseconds)."""
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    rows = []
+    for line in done.stderr.splitlines():
+        fields = line[len("import time:"):].split("|") if line.startswith("import time:") else []
+        # "import time: self | cumulative | name", a nested import's name indented further.
+        if len(fields) == 3 and fields[1].strip().isdigit() and not fields[2].startswith("  "):
+            rows.append((int(fields[1]), fields[2].strip()))
+    total = sum(us for us, _ in rows)
+    print(f"\nImport profile of a live `check -A` (venv, exit {done.returncode}): {total / 1000:.0f} ms in "
+          f"{len(rows)} top-level imports; the slowest:\n")
+    print("| module | cumulative |")
+    print("|---|---:|")
+    for us, name in sorted(rows, reverse=True)[:top]:
+        print(f"| `{name}` | {us / 1000:.1f} ms |")
 
 
 def offline(n: int, repeat: int) -> list[tuple[str, float, float, float, int, float]]:
@@ -320,7 +450,7 @@ def offline(n: int, repeat: int) -> list[tuple[str, float, float, float, int, fl
     import yaml
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    plugin = str(Path(sys.executable).parent / "kubectl-kvdtype")
+    plugin = VENV_PLUGIN
     dump = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": objects(n)}
     results = []
     with tempfile.TemporaryDirectory() as directory:
@@ -336,6 +466,15 @@ def offline(n: int, repeat: int) -> list[tuple[str, float, float, float, int, fl
                 results.append((f"check -f -o {output} ({form}, {n:,} deployments)", median(runs), median_cpu(runs),
                                 max(r.rss_mb for r in runs), runs[-1].status, path.stat().st_size / 1e6))
     return results
+
+
+def default_archive() -> Path:
+    """This platform's krew archive in dist/, as scripts/build-binary names it."""
+    from kubectl_kvdtype import __version__
+
+    machine_ = platform.machine().lower()
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(machine_, machine_)
+    return ROOT / "dist" / f"kubectl-kvdtype_{__version__}_{platform.system().lower()}_{arch}.tar.gz"
 
 
 def machine() -> str:
@@ -371,8 +510,14 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per command (the median is shown)")
     parser.add_argument("--offline-size", type=int, default=10000,
                         help="deployments in the dump judged offline (0: skip)")
-    parser.add_argument("--binary", default=str(ROOT / "dist" / "kubectl-kvdtype"), help="the onefile binary")
-    parser.add_argument("--startup-repeat", type=int, default=20)
+    parser.add_argument("--fleet", type=int, nargs=2, default=[20, 100], metavar=("CLUSTERS", "DEPLOYMENTS"),
+                        help="a fleet run over CLUSTERS API servers of DEPLOYMENTS each, against as many single "
+                             "runs one after another (CLUSTERS 0: skip)")
+    parser.add_argument("--archive", type=Path, default=None,
+                        help="the krew archive to install and time (default: this platform's in dist/)")
+    parser.add_argument("--installed-size", type=int, default=100,
+                        help="ModelDeployments for check -A through the installed binary")
+    parser.add_argument("--startup-repeat", type=int, default=20, help="interleaved runs per start-up pair")
     options = parser.parse_args()
     sizes = [int(s) for arg in options.sizes for s in arg.split(",") if s]
     compile_package()
@@ -396,17 +541,23 @@ def main() -> int:
         for label, seconds, cpu, rss, status, size in offline(options.offline_size, options.repeat):
             print(f"| `{label}` | {seconds:.2f} s | {cpu:.2f} s | {rss:.0f} MB | {status} | {size:.1f} MB |",
                   flush=True)
+    clusters, size = options.fleet
+    if clusters:
+        print(f"\n| fleet of {clusters} clusters x {size:,} ModelDeployments | time (median) | CPU (median) | "
+              "peak RSS | exit |")
+        print("|---|---:|---:|---:|---:|")
+        for label, last, runs in fleet(clusters, size, options.repeat, plugin_dir):
+            print(f"| {label} | {median(runs):.2f} s | {median_cpu(runs):.2f} s | "
+                  f"{max(r.rss_mb for r in runs):.0f} MB | {last.status} |", flush=True)
     print("\n| start-up | median |")
     print("|---|---:|")
-    results = startup(options.binary, options.startup_repeat)
-    for label, seconds in results:
+    for label, seconds in startup(options.startup_repeat):
         print(f"| `{label}` | {seconds * 1000:.0f} ms |")
-    times = dict(results)
-    if "onefile kubectl-kvdtype --version" in times:
-        ratio = times["onefile kubectl-kvdtype --version"] / times["venv kubectl-kvdtype --version"]
-        print(f"\nonefile / venv --version: {ratio:.2f}x")
+    archive = options.archive or default_archive()
+    if archive.is_file():
+        installed(archive, options.installed_size, options.startup_repeat)
     else:
-        print(f"\n(no onefile binary at {options.binary}: build it with scripts/build-binary)")
+        print(f"\n(no krew archive at {archive}: build it with scripts/build-binary)")
     return 0
 
 

@@ -18,7 +18,7 @@ nothing here branches on an engine's name.
 
 Public API: :func:`read_container`, :func:`read_engine_args`, :func:`expand_kubernetes`,
 :func:`engine_arguments`, :func:`table_version`, :func:`option_matches`,
-:func:`shortest_flag_prefix`, and the :class:`Reading` they return.
+:func:`shortest_flag_prefix`, :func:`recorded_choices`, and the :class:`Reading` they return.
 """
 
 from __future__ import annotations
@@ -59,28 +59,79 @@ class Reading:
     error: str = ""
     exit_code: int = 0
     table: str = ""  # the recorded engine version whose option table decided
+    #: UNKNOWN from a shell line: what the engine makes of it with the unknown variables unset.
+    default: Optional["Reading"] = None
 
 
 # --- Tables ------------------------------------------------------------------------------------
 
+_EXTRA: dict[str, dict] = {}  # path: its tables, in the order added
+
+
 @functools.lru_cache(maxsize=1)
 def _tables() -> dict:
-    """The recorded option tables, loaded on first use (never at start-up: --version stays fast)."""
+    """The recorded option tables, loaded on first use (never at start-up: --version stays fast),
+    with any extra table file added (:func:`add_tables`) merged in: its versions join the shipped
+    ones, a version both record takes the extra file's table."""
     raw = pkgutil.get_data("kubectl_kvdtype", "data/engine_options.json")
     if raw is None:  # pragma: no cover - a broken install
         raise RuntimeError("kubectl_kvdtype/data/engine_options.json is missing")
-    return json.loads(raw)
+    data = json.loads(raw)
+    for extra in _EXTRA.values():
+        for engine, versions in extra["versions"].items():
+            known = data["versions"].setdefault(engine, [])
+            known[:] = sorted(set(known) | set(versions), key=_recorded_key)
+            same = data.setdefault("same", {}).setdefault(engine, {})
+            for version in versions:
+                same.pop(version, None)
+            same.update(extra.get("same", {}).get(engine, {}))
+            data["tables"].setdefault(engine, {}).update(extra["tables"].get(engine, {}))
+    return data
 
 
-def _version_key(text: object) -> Optional[tuple[int, ...]]:
-    match = re.match(r"^\s*[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?", str(text)) if isinstance(text, (str, int, float)) \
-        else None
-    return tuple(int(p or 0) for p in match.groups()) if match else None
+def add_tables(path: str) -> None:
+    """Add an extra recorded table file (an engine release newer than the shipped data).
+
+    Raises ValueError with one sentence when the file cannot be read or is not a table file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            extra = json.load(handle)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"cannot read the engine tables {path}: {getattr(error, 'strerror', None) or error}") \
+            from None
+    if not _is_table_file(extra):
+        raise ValueError(f"{path} is not an engine table file written by scripts/engine-tables")
+    _EXTRA[path] = extra
+    clear_caches()
 
 
-def _recorded_key(version: str) -> tuple[int, ...]:
-    """The key of a recorded version: the tables hold released versions only, so it always reads."""
-    key = _version_key(version)
+def _is_table_file(data: object) -> bool:
+    """Whether ``data`` has the shape scripts/engine-tables writes: readable versions, each with a table."""
+    if not isinstance(data, dict):
+        return False
+    versions, tables, same = data.get("versions"), data.get("tables"), data.get("same", {})
+    if not (isinstance(versions, dict) and isinstance(tables, dict) and isinstance(same, dict)):
+        return False
+    for engine, listed in versions.items():
+        own, aliases = tables.get(engine), same.get(engine, {})
+        if not (isinstance(listed, list) and isinstance(own, dict) and isinstance(aliases, dict)):
+            return False
+        for version in listed:
+            if not (isinstance(version, str) and _engines.parse_version(version)
+                    and isinstance(own.get(aliases.get(version, version)), (dict, str))):
+                return False
+    return True
+
+
+def clear_caches() -> None:
+    """Forget everything derived from the tables (after :func:`add_tables`, or removing one)."""
+    for cache in (_tables, _decoded, _table_version_cached, _long_options, shortest_flag_prefix, _parser, _read):
+        cache.cache_clear()
+
+
+def _recorded_key(version: str) -> _engines.Version:
+    """A recorded version, parsed: the tables hold released versions only, so it always reads."""
+    key = _engines.parse_version(version)
     if key is None:  # pragma: no cover - a broken engine_options.json
         raise RuntimeError(f"kubectl_kvdtype/data/engine_options.json records an unreadable version {version!r}")
     return key
@@ -92,7 +143,23 @@ def recorded_versions(engine: str) -> list[str]:
 
 
 def _recorded(engine: str, table: str) -> dict:
-    return _tables()["tables"][_engines.record(engine).table][table]
+    """A recorded version's table: releases whose table did not change share the first one's."""
+    key = _engines.record(engine).table
+    return _decoded(key, _tables().get("same", {}).get(key, {}).get(table, table))
+
+
+@functools.lru_cache(maxsize=64)
+def _decoded(key: str, table: str) -> dict:
+    """One stored table, decoded on first use: the file holds each as JSON text, so loading it
+    decodes none (a run reads one or two of them)."""
+    stored = _tables()["tables"][key][table]
+    return json.loads(stored) if isinstance(stored, str) else stored
+
+
+def recorded_choices(engine: str, table: str) -> Optional[tuple[str, ...]]:
+    """The choices of ``--kv-cache-dtype`` in one recorded table; None when its parser checks none."""
+    choices = next((e.get("choices") for e in _recorded(engine, table)["actions"] if e["dest"] == _DEST), None)
+    return None if choices is None else tuple(choices)
 
 
 def table_version(engine: str, version: object) -> str:
@@ -108,7 +175,7 @@ def _table_version(engine: str, version: object) -> str:
 
     ...unless unreadable, which means the operator's reference version: the caller passes that)."""
     recorded = recorded_versions(engine)
-    wanted = _version_key(version)
+    wanted = _engines.parse_version(version)
     if wanted is None:
         return recorded[0]
     chosen = recorded[0]
@@ -143,16 +210,37 @@ def option_matches(engine: str, table: str, name: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=16)
 def shortest_flag_prefix(engine: str) -> int:
     """The length of the shortest abbreviation of the flag some recorded version of ``engine`` reads."""
+    stored = _shipped_prefix(engine)
+    if stored is None:
+        return _prefix_in(engine, _distinct_tables(engine))
+    extra = {v for data in _EXTRA.values() for v in data["versions"].get(_engines.record(engine).table, [])}
+    return min(stored, _prefix_in(engine, sorted(extra)))
+
+
+def _prefix_in(engine: str, tables: Iterable[str]) -> int:
     shortest = len(FLAG)
-    for table in recorded_versions(engine):
+    for table in tables:
         if not _recorded(engine, table)["allow_abbrev"]:
             continue
-        options = _long_options(engine, table)
+        near = [o for o in _long_options(engine, table) if o.startswith(FLAG[:3])]
         for length in range(len("--") + 1, len(FLAG)):
-            if [o for o in options if o.startswith(FLAG[:length])] == [FLAG]:
+            near = [o for o in near if o.startswith(FLAG[:length])]
+            if near == [FLAG]:
                 shortest = min(shortest, length)
                 break
     return shortest
+
+
+def _shipped_prefix(engine: str) -> Optional[int]:
+    """What scripts/engine-tables stored for the shipped tables (so that the first find-flags
+    decodes no table it does not judge with); None in data written before it did."""
+    return _tables().get("shortest_flag_prefix", {}).get(_engines.record(engine).table)
+
+
+def _distinct_tables(engine: str) -> list[str]:
+    """One recorded version per stored table (releases with an unchanged table share it)."""
+    same = _tables().get("same", {}).get(_engines.record(engine).table, {})
+    return [v for v in recorded_versions(engine) if v not in same]
 
 
 _table_version_cached = functools.lru_cache(maxsize=256)(_table_version)
@@ -250,26 +338,35 @@ def _add(container, entry: dict, accepts: Optional[Callable[[str], bool]], requi
     action.default = argparse.SUPPRESS
 
 
-@functools.lru_cache(maxsize=64)
-def _parser(engine: str, table: str, version_text: str, validity: Optional[Validity], required: bool = True):
-    """(top-level parser, engine parser) for one engine version; memoized, they are reused.
+@functools.lru_cache(maxsize=256)
+def _parser(engine: str, table: str, version_text: str, validity: Optional[Validity], required: bool = True,
+            entry: str = ""):
+    """(parser the argv starts at, engine parser) for one engine version's entry point; memoized.
 
     ``required`` False drops the options the engine requires (SGLang's ``--model-path``): when
     the image's entrypoint starts the engine, what it passes before the container's arguments is
-    not in the object, so their absence is not held against the argv."""
+    not in the object, so their absence is not held against the argv. ``entry`` names an entry
+    point of the table ("" or unrecorded: the shared parser as the engine's default one)."""
     recorded = _recorded(engine, table)
     accepts = None
     if validity is not None:
         # At a recorded version its parser's list is the truth; between recordings a spelling
         # neither list knows may be new, so it passes here and the caller calls it unknown.
-        recorded_here = _version_key(version_text) == _version_key(table)
+        recorded_here = _engines.parse_version(version_text) == _engines.parse_version(table)
 
         def accepts(value: str) -> bool:
+            if recorded_here:  # the recording wins at a recorded version
+                return value in listed
             verdict = validity(engine, version_text or None, value)
-            if verdict is None:  # a spelling the judge does not know: the recorded parser's list
-                return value in recorded_choices or (not recorded_here and value != "")
+            if verdict is None:  # between recordings, a spelling the judge does not know may be new
+                return value != ""
             return verdict
-        recorded_choices = next((e.get("choices") or [] for e in recorded["actions"] if e["dest"] == _DEST), [])
+        listed = recorded_choices(engine, table) or ()
+    point = recorded.get("entry_points", {}).get(entry)
+    if point is not None and point.get("parser") == "own":
+        own = _entry_table(recorded, point)
+        serve = _build(own, accepts, required)
+        return serve, serve
     serve = _build(recorded, accepts, required)
     if "top" not in recorded:
         return serve, serve
@@ -278,6 +375,15 @@ def _parser(engine: str, table: str, version_text: str, validity: Optional[Valid
     subparsers._name_parser_map["serve"] = serve
     subparsers.choices = subparsers._name_parser_map
     return top, serve
+
+
+def _entry_table(shared: dict, point: dict) -> dict:
+    """An entry point's own parser: the shared table with the differences recorded for it."""
+    without = set(point.get("without", ()))
+    added = {a["dest"]: a for a in point.get("with", ())}
+    actions = [added.pop(a["dest"], a) for a in shared["actions"] if a["dest"] not in without]
+    settings = {k: v for k, v in point.items() if k not in ("parser", "words", "steps", "without", "with")}
+    return {**shared, **settings, "actions": actions + list(added.values())}
 
 
 def _judge_validity(engine: str, version: object, value: str) -> Optional[bool]:
@@ -333,7 +439,7 @@ def _flexible_rewrite(args: list[str], table: str, required: bool = True) -> lis
             processed.append("--optimization-level")
         else:
             processed.append(arg)
-    return _vllm_dotted(processed, human_readable=_recorded_key(table) >= (0, 29, 0))
+    return _vllm_dotted(processed, human_readable=_recorded_key(table) >= _recorded_key("0.29.0"))
 
 
 def _dashed(match: re.Match) -> str:
@@ -424,12 +530,14 @@ def _could_hold_flag(args: Iterable[str]) -> bool:
 
 
 def read_engine_args(engine: str, version: object, args: Sequence[str],
-                     validity: Optional[Validity] = _judge_validity, required: bool = True) -> Reading:
+                     validity: Optional[Validity] = _judge_validity, required: bool = True,
+                     entry: str = "") -> Reading:
     """What ``engine`` at ``version`` makes of its own arguments (after ``vllm serve``/``launch_server``).
 
     ``validity`` decides which values the flag accepts at ``version`` (default: the plugin's
     spelling-by-version table in ``_engines``); None checks against the recorded choices only.
     ``required`` False: options the engine requires are not demanded (see :func:`_parser`).
+    ``entry`` names the entry point (the record's ``entry_points``; "": the engine's default).
     An argv without any entry that could be the flag is ABSENT without a parse (other options'
     mistakes are not this reader's business then). Parses are memoized by (engine, table,
     version, argv): a cluster's replicas repeat a handful of argvs.
@@ -438,22 +546,63 @@ def read_engine_args(engine: str, version: object, args: Sequence[str],
     if not _could_hold_flag(args):
         return Reading(ABSENT, table=table_version(engine, version))
     return _read(engine, table_version(engine, version), "" if version is None else str(version), args, validity,
-                 required)
+                 required, entry or _default_entry(engine))
 
 
-#: The engines' own argv rewriting before argparse runs, by the name an engine record gives it.
-_REWRITES: dict[str, Callable[[list[str], str, bool], list[str]]] = {"flexible": _flexible_rewrite}
+def _default_entry(engine: str) -> str:
+    points = _engines.record(engine).entry_points
+    return points[0][1] if points else ""
+
+
+def _sglang_model_type(args: list[str], table: str, required: bool = True) -> list[str]:
+    """``sglang serve`` takes ``--model-type X`` / ``--model-type=X`` out before parsing."""
+    kept: list[str] = []
+    i, backend = 0, "auto"
+    while i < len(args):
+        if args[i] == "--model-type":
+            if i + 1 >= len(args):
+                raise _Crash("ValueError: Error: --model-type requires a value.")
+            backend, i = args[i + 1], i + 2
+            continue
+        if args[i].startswith("--model-type="):
+            backend = args[i].split("=", 1)[1]
+        else:
+            kept.append(args[i])
+        i += 1
+    if not backend:
+        raise _Crash("ValueError: Error: --model-type requires a non-empty value.")
+    return kept
+
+
+def _sglang_positional_model(args: list[str], table: str, required: bool = True) -> list[str]:
+    """``sglang serve MODEL ...``: a first argument that is not an option becomes ``--model-path``."""
+    return ["--model-path", args[0], *args[1:]] if args and not args[0].startswith("-") else args
+
+
+#: The entry points' own argv pre-processing before argparse runs, by the name the recorded
+#: tables (``entry_points[...]["steps"]``) or an engine record (``argv_rewrite``) give it.
+_REWRITES: dict[str, Callable[[list[str], str, bool], list[str]]] = {
+    "flexible": _flexible_rewrite, "sglang_model_type": _sglang_model_type,
+    "sglang_positional_model": _sglang_positional_model,
+}
 
 
 @functools.lru_cache(maxsize=8192)
 def _read(engine: str, table: str, version_text: str, args: tuple, validity: Optional[Validity],
-          required: bool = True) -> Reading:
-    top, serve = _parser(engine, table, version_text, validity, required)
+          required: bool = True, entry: str = "") -> Reading:
+    points = _recorded(engine, table).get("entry_points")
+    if points is not None and entry not in points:
+        return Reading(FAILED, error=f"{engine} {table} has no entry point {entry}", exit_code=1, table=table)
+    top, _ = _parser(engine, table, version_text, validity, required, entry)
     record = _engines.record(engine)
+    if points is None:  # a table recorded before entry points were: the record's own
+        words, steps = list(record.parser_words), [record.argv_rewrite] if record.argv_rewrite else []
+    else:
+        words, steps = points[entry].get("words", []), points[entry].get("steps", [])
     try:
-        argv = [*record.parser_words, *args]
-        if record.argv_rewrite:
-            argv = _REWRITES[record.argv_rewrite](argv, table, required)
+        argv = [*words, *args]
+        for step in steps:
+            argv = _REWRITES[step](argv, table, required)
         namespace = top.parse_args(argv)
     except _Crash as crash:
         return Reading(FAILED, error=str(crash), exit_code=1, table=table)
@@ -527,14 +676,21 @@ def engine_arguments(argv: Sequence[str], engine: str) -> Optional[list[str]]:
 
 def _own_arguments(argv: Sequence[str], engine: str) -> tuple[Optional[list[str]], bool]:
     """(the engine's own arguments, whether the argv writes the invocation itself)."""
-    invocations = _engines.record(engine).invocations
+    own, invoked, _ = _entry_arguments(argv, engine)
+    return own, invoked
+
+
+def _entry_arguments(argv: Sequence[str], engine: str) -> tuple[Optional[list[str]], bool, str]:
+    """(the engine's own arguments, whether the argv writes the invocation, its entry point)."""
+    record = _engines.record(engine)
     for i in range(len(argv)):
-        for words in invocations:
+        for words in record.invocations:
             if _invokes_at(argv, i, words):
-                return list(argv[i + len(words):]), True
+                entry = next((name for start, name in record.entry_points if _invokes_at(argv, i, start)), "")
+                return list(argv[i + len(words):]), True, entry
     if argv and not argv[0].startswith("-") and "/" not in argv[0] and argv[0] in _SHELLS:
-        return None, False
-    return list(argv), False
+        return None, False, ""
+    return list(argv), False, ""
 
 
 def _invokes_at(argv: Sequence[str], i: int, words: Sequence[str]) -> bool:
@@ -556,23 +712,44 @@ def read_container(engine: str, version: object, command: Sequence[str], args: S
     tokens = [t for t in list(command or []) + list(args or []) if isinstance(t, str)]
     tokens, unknown = expand_kubernetes(tokens, env)
     shell = _shell_script(tokens)
+    depends: list[str] = []
     if shell is not None:
         script, positional = shell
         found = _from_shell(script, positional, engine, _env_values(env))
         if isinstance(found, Reading):
             return found
-        tokens = found
+        tokens, depends = found
     elif unknown and _could_hold_flag(tokens):
         return Reading(UNKNOWN, error=f"depends on $({unknown[0]}), set from outside the object (valueFrom)")
-    own, invoked = _own_arguments(tokens, engine)
+    own, invoked, entry = _entry_arguments(tokens, engine)
     if own is None:
         return Reading(ABSENT, table=table_version(engine, version))
-    return read_engine_args(engine, version, own, validity, required=invoked)
+    reading = read_engine_args(engine, version, own, validity, required=invoked, entry=entry)
+    return _depending(reading, depends) if depends else reading
+
+
+def _depending(default: Reading, names: Sequence[str]) -> Reading:
+    """UNKNOWN: the reading depends on variables the object does not set; ``default`` is what the
+    engine makes of its argv when they are unset (the shell's defaults, ``${V:-w}``)."""
+    if default.state == VALUE:
+        then = f"default {default.value}"
+    elif default.state == ABSENT:
+        then = "unset: no flag, the engine's default"
+    else:
+        then = f"unset: fails, {default.error}"
+    return Reading(UNKNOWN, error=f"depends on {', '.join(names)} ({then})", table=default.table, default=default)
 
 
 def _env_values(env: object) -> dict[str, str]:
-    return {i["name"]: str(i.get("value", "")) for i in env if isinstance(i, dict) and isinstance(i.get("name"), str)
-            and "valueFrom" not in i} if isinstance(env, list) else {}
+    """The shell's environment as far as the object says: ``env`` entries with a literal value
+    (``valueFrom`` ones, like ``envFrom`` and the image's, are not known: see :class:`_Shell`)."""
+    if not isinstance(env, list):
+        return {}
+    values: dict[str, Optional[str]] = {}
+    for item in env:
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            values[item["name"]] = None if "valueFrom" in item else _expand_one(str(item.get("value", "")), values)[0]
+    return {name: value for name, value in values.items() if value is not None}
 
 
 def _shell_script(tokens: list[str]) -> Optional[tuple[str, list[str]]]:
@@ -588,51 +765,229 @@ def _shell_script(tokens: list[str]) -> Optional[tuple[str, list[str]]]:
 
 
 _SEPARATORS = {";", "&&", "||", "|", "&", "\n", ";;", "(", ")"}
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def _from_shell(script: str, positional: list[str], engine: str, env: Mapping[str, str]):
-    """The argv the shell line starts the engine with, or a Reading when that cannot be known."""
+    """(the argv the shell line starts the engine with, the unknown variables it used), or a Reading.
+
+    Commands run in order, so assignments (``V=w``, ``export V=w``, ``${V:=w}``) made before the
+    engine's command are seen by it; a command's own prefix assignments (``V=w vllm ...``) are
+    not (the shell expands the words first)."""
     raw = _split_shell(script)
     if raw is None:
         return Reading(UNKNOWN, error="the shell line cannot be split (unbalanced quotes)")
-    variables: dict[str, Optional[str]] = dict(env)
-    command: list[tuple[str, bool]] = []
-    commands: list[list[tuple[str, bool]]] = []
+    shell = _Shell(dict(env), positional)
+    command: list[str] = []
     for token in raw + [";"]:
-        if token in _SEPARATORS or set(token) <= set(";&|()\n"):
-            if command:
-                commands.append(command)
-            command = []
+        if token not in _SEPARATORS and not set(token) <= set(";&|()\n"):
+            command.append(token)
             continue
-        if not command and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", token):
-            name, _, value = token.partition("=")
-            value_words, known = _shell_words(value, variables, positional, split=False)
-            variables[name] = " ".join(value_words) if known else None  # None: unknown
-            continue
-        if not command and token in ("export", "exec"):
-            continue
-        command.append((token, True))
-    for words in commands:
-        argv: list[str] = []
-        known = True
-        for token, _ in words:
-            expanded, ok = _shell_words(token, variables, positional, split=True)
-            argv += expanded
-            known &= ok
-        if engine_arguments(argv, engine) is not None and _invokes(argv, engine):
-            if not known:
-                return Reading(UNKNOWN, error="the engine's arguments depend on the shell's environment")
-            return argv
+        found = shell.run(command, engine) if command else None
+        command = []
+        if found is not None:
+            return found
     return Reading(ABSENT)
+
+
+class _Unknowable(Exception):
+    """A shell expansion this reader does not evaluate (command substitution, ``${V%x}``, ...)."""
+
+
+class _Shell:
+    """The state of a POSIX shell running a ``sh -c`` line: variables, and which are unknown.
+
+    Variables the object defines (its ``env`` literal values) and the line's own assignments are
+    known. Any other (``valueFrom``, ``envFrom``, the image's environment) is read as unset, the
+    shell's default, and recorded in ``used`` so the reading says it depends on it."""
+
+    def __init__(self, variables: dict[str, str], positional: list[str]) -> None:
+        self.variables = variables
+        self.positional = positional
+        self.depends: dict[str, tuple[str, ...]] = {}  # a variable set from unknown ones: those
+        self.used: list[str] = []  # unknown variables the current command's words read
+
+    def run(self, words: list[str], engine: str):
+        """Run one simple command: None, or what it makes of the engine when it starts it."""
+        count = next((i for i, w in enumerate(words) if not _ASSIGNMENT.match(w)), len(words))
+        rest = words[count:]
+        if rest[:1] in (["export"], ["readonly"]):
+            words, rest = words[:count] + [w for w in rest[1:] if _ASSIGNMENT.match(w)], []
+        if not rest:  # assignments only: they last for the rest of the line
+            for word in words:
+                self._assign(word)
+            return None
+        if rest[0] == "exec":
+            rest = rest[1:]
+        self.used = []
+        argv, unknowable = [], ""
+        for word in rest:
+            try:
+                argv += self.fields(word)
+            except _Unknowable as why:
+                argv.append(word)
+                unknowable = unknowable or str(why)
+        if not _invokes(argv, engine):
+            return None
+        if unknowable:
+            return Reading(UNKNOWN, error=f"depends on {unknowable}, which this reader does not evaluate")
+        return argv, list(dict.fromkeys(self.used))
+
+    def _assign(self, word: str) -> None:
+        name, _, value = word.partition("=")
+        self.used = []
+        try:
+            self.variables[name] = "".join(text for text, _ in self._pieces(value, quoted=False, assigning=True))
+        except _Unknowable:
+            self.variables[name] = ""
+            self.used = [name]
+        if self.used:
+            self.depends[name] = tuple(dict.fromkeys(self.used))
+        else:
+            self.depends.pop(name, None)
+
+    def fields(self, word: str) -> list[str]:
+        """One word after parameter expansion, field splitting (default IFS) and quote removal."""
+        if word == '"$@"':
+            return list(self.positional[1:])
+        fields: list[str] = []
+        current, started = "", False
+        for text, splittable in self._pieces(word, quoted=False):
+            if not splittable:
+                current, started = current + text, True
+                continue
+            parts = re.split(r"[ \t\n]+", text)
+            for k, part in enumerate(parts):
+                if k and (started or current):
+                    fields.append(current)
+                if k:
+                    current, started = "", False
+                current += part
+        if started or current:
+            fields.append(current)
+        return fields
+
+    def _pieces(self, word: str, quoted: bool, assigning: bool = False,
+                expanded: bool = False) -> list[tuple[str, bool]]:
+        """(text, subject to field splitting) pieces of ``word``; ``quoted``: inside double quotes;
+        ``expanded``: ``word`` is a ``${V:-word}`` operand (its unquoted text splits too)."""
+        pieces: list[tuple[str, bool]] = []
+        i, quote = 0, '"' if quoted else ""
+        splits = expanded and not assigning
+        while i < len(word):
+            char = word[i]
+            if quote == "'":
+                quote = "" if char == "'" else quote
+                pieces.append(("" if char == "'" else char, False))
+            elif char == "'" and not quote:
+                quote = "'"
+                pieces.append(("", False))
+            elif char == '"' and not quoted:
+                quote = "" if quote else '"'
+                pieces.append(("", False))
+            elif char == "\\" and i + 1 < len(word):
+                following = word[i + 1]
+                if quote and following not in '$`"\\\n':
+                    pieces.append((char + following, False))
+                else:
+                    pieces.append(("" if following == "\n" else following, False))
+                i += 1
+            elif char == "`":
+                raise _Unknowable("a command substitution (`...`)")
+            elif char == "$":
+                length, value_pieces = self._parameter(word, i, bool(quote), assigning)
+                pieces += value_pieces
+                i += length
+                continue
+            else:
+                pieces.append((char, splits and not quote))
+            i += 1
+        return pieces
+
+    def _parameter(self, word: str, i: int, quoted: bool, assigning: bool) -> tuple[int, list[tuple[str, bool]]]:
+        """(length, pieces) of the expansion at ``word[i]`` (a ``$``)."""
+        rest = word[i + 1:]
+        if rest.startswith("("):
+            raise _Unknowable("a command substitution ($(...))")
+        if rest.startswith("{"):
+            end = _closing_brace(word, i + 1)
+            inner = word[i + 2:end]
+            match = re.match(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#]", inner)
+            if not match or inner.startswith("#") and len(inner) > 1:
+                raise _Unknowable(f"${{{inner}}}")
+            name, operation = match.group(0), inner[match.end():]
+            operator = re.match(r":?[-=+?]", operation)
+            if operation and not operator:
+                raise _Unknowable(f"${{{inner}}}")
+            pieces = self._operate(name, operator.group(0) if operator else "",
+                                   operation[operator.end():] if operator else "", quoted, assigning)
+            return end - i + 1, pieces
+        match = re.match(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]|[@*#]", rest)
+        if not match:
+            if rest[:1] in ("$", "?", "!", "-"):
+                raise _Unknowable(f"${rest[:1]}")
+            return 1, [("$", False)]
+        return 1 + match.end(), self._operate(match.group(0), "", "", quoted, assigning)
+
+    def _operate(self, name: str, operator: str, operand: str, quoted: bool,
+                 assigning: bool) -> list[tuple[str, bool]]:
+        value = self._lookup(name)
+        is_set = value is not None
+        null = not value
+        if operator in ("-", ":-", "=", ":=") and (not is_set or (operator.startswith(":") and null)):
+            pieces = self._pieces(operand, quoted, assigning, expanded=True)
+            if operator.endswith("="):  # assigned now, but from a value the object may set
+                self.variables[name] = "".join(text for text, _ in pieces)
+                self.depends[name] = tuple(dict.fromkeys(self.used))
+            return pieces
+        if operator in ("+", ":+"):
+            if is_set and not (operator == ":+" and null):
+                return self._pieces(operand, quoted, assigning, expanded=True)
+            return []
+        if operator.endswith("?") and (not is_set or (operator == ":?" and null)):
+            raise _Unknowable(f"{name} (the shell exits when it is unset)")
+        return [(value or "", not quoted and not assigning)]
+
+    def _lookup(self, name: str) -> Optional[str]:
+        if name.isdigit():
+            return self.positional[int(name)] if int(name) < len(self.positional) else None
+        if name in ("@", "*"):
+            return " ".join(self.positional[1:])
+        if name == "#":
+            return str(max(len(self.positional) - 1, 0))
+        self.used += self.depends.get(name, ())
+        if name not in self.variables:
+            self.used.append(name)
+            return None
+        return self.variables[name]
+
+
+def _closing_brace(word: str, start: int) -> int:
+    """The index of the ``}`` closing the ``{`` at ``word[start]`` (quotes and nesting skipped)."""
+    depth, quote = 0, ""
+    for i in range(start, len(word)):
+        char = word[i]
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise _Unknowable(f"an unclosed ${{ in {word!r}")
 
 
 def _split_shell(script: str) -> Optional[list[str]]:
     """Words and operators (``;``, ``&&``, ``|``, newline, ...) of a shell line, quotes kept.
 
     Like ``shlex`` in punctuation-aware mode, but the quotes stay in each word so that expansion
-    (:func:`_shell_words`) knows what was single-quoted. None when a quote is left open."""
+    (:class:`_Shell`) knows what was single-quoted, and a ``${...}`` or ``$(...)`` stays one
+    piece of its word. None when a quote is left open."""
     words: list[str] = []
-    word, quote, i = "", "", 0
+    word, quote, i, depth = "", "", 0, 0
     while i < len(script):
         char = script[i]
         if quote:
@@ -647,6 +1002,15 @@ def _split_shell(script: str) -> Optional[list[str]]:
         elif char == "\\" and i + 1 < len(script):
             word += char + script[i + 1]
             i += 1
+        elif char == "$" and script[i + 1:i + 2] in ("{", "("):
+            depth += 1
+            word += char + script[i + 1]
+            i += 1
+        elif depth and char in "})":
+            depth -= 1
+            word += char
+        elif depth:
+            word += char
         elif char in " \t\r":
             if word:
                 words.append(word)
@@ -667,7 +1031,7 @@ def _split_shell(script: str) -> Optional[list[str]]:
         else:
             word += char
         i += 1
-    if quote:
+    if quote or depth:
         return None
     if word:
         words.append(word)
@@ -677,51 +1041,3 @@ def _split_shell(script: str) -> Optional[list[str]]:
 def _invokes(argv: list[str], engine: str) -> bool:
     own = engine_arguments(argv, engine)
     return own is not None and len(own) < len(argv)
-
-
-def _shell_words(token: str, variables: Mapping[str, Optional[str]], positional: list[str],
-                 split: bool) -> tuple[list[str], bool]:
-    """One non-posix shlex token: quotes removed, ``$VAR``/``${VAR}``/``"$@"`` expanded."""
-    words: list[str] = [""]
-    known = True
-    i, quote = 0, ""
-    while i < len(token):
-        char = token[i]
-        if quote != "'" and char == "$":
-            match = re.match(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*)|([@*0-9]))", token[i:])
-            if match:
-                name = match.group(1) or match.group(2) or match.group(3)
-                if name in "@*" and name:
-                    values = positional[1:]
-                    if quote == '"' and name == "@":
-                        words[-1] += values[0] if values else ""
-                        words += values[1:]
-                    else:
-                        words[-1] += " ".join(values)
-                elif name.isdigit():
-                    words[-1] += positional[int(name)] if int(name) < len(positional) else ""
-                else:
-                    value = variables.get(name)
-                    if value is None:
-                        known = False
-                        value = ""
-                    if split and not quote:
-                        parts = value.split()
-                        if parts:
-                            words[-1] += parts[0]
-                            words += parts[1:]
-                    else:
-                        words[-1] += value
-                i += len(match.group(0))
-                continue
-        if quote and char == quote:
-            quote = ""
-        elif not quote and char in "'\"":
-            quote = char
-        elif char == "\\" and quote != "'" and i + 1 < len(token):
-            i += 1
-            words[-1] += token[i]
-        else:
-            words[-1] += char
-        i += 1
-    return words, known

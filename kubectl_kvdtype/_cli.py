@@ -13,13 +13,13 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from kubectl_kvdtype import _codes, _names, _progress
+from kubectl_kvdtype import _codes, _fleet, _names, _progress
 from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._display import shown
 from kubectl_kvdtype._env import Environment
 from kubectl_kvdtype._flags import APPENDED, DEFAULTS, check_header_flags, normalize_booleans, redact, secrets_in
 from kubectl_kvdtype._registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
-from kubectl_kvdtype._render import render
+from kubectl_kvdtype._render import render, render_fleet
 from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError
 
 if TYPE_CHECKING:
@@ -64,6 +64,8 @@ def _validate(options: argparse.Namespace) -> None:
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
     _validate_names(options)
     check_header_flags(options)
+    if _fleet.requested(options):
+        _fleet.validate(options)
 
 
 #: The command-line values that name an object (the attribute, what kubectl calls it, its kind):
@@ -85,19 +87,20 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         from kubectl_kvdtype._complete import complete
 
         return complete(argv[1:], env)
-    ticker = _progress.Ticker(env.stderr).start() if env.stderr_isatty else None
+    ticker = _progress.Ticker(env.stderr, _progress.delay(env.environ)).start() if env.stderr_isatty else None
     options: Optional[argparse.Namespace] = None
     try:
         options = parse(argv)
+        _extra_engine_tables(env)
+        if _fleet.requested(options):
+            return _run_fleet(options, env, ticker)
         context = Context(options=options, env=env)
-        report = options.handler.run(context)
+        report = judge(context)
         if ticker:
             ticker.stop()
-        context.annotate(report)
         if report.text is not None:  # a text result (completion): verbatim, and no cluster asked
             _write(env, render(report, options.output))
             return int(ExitStatus.OK)
-        report.ignore(set(options.ignore))
         locate = _locator(context, report) if options.output == "sarif" else None
         for warning in report.warnings:
             env.warn(warning)
@@ -122,14 +125,63 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         return _fail(env, f"cannot write the result to standard output: {error.reason}", ExitStatus.INCOMPLETE,
                      ticker, argv)
     except Exception as error:  # noqa: BLE001 - a bug: say so in one line, exit "could not complete"
-        if env.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):  # credentials redacted here too
-            print(redact(traceback.format_exc(), secrets_in(argv)).rstrip(), file=env.stderr)
-        what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        return _fail(env, f"internal error: {what}; please report it with {DEBUG_VARIABLE}=1 output",
-                     ExitStatus.INCOMPLETE, ticker, argv)
+        return _fail(env, internal_error(error, env, argv), ExitStatus.INCOMPLETE, ticker, argv)
     finally:
         if ticker:
             ticker.stop()
+
+
+def judge(context: Context) -> Report:
+    """Run the subcommand on ``context``: its report, annotated, the --ignore'd findings dropped
+    (what a fleet run does for each of its contexts too)."""
+    report = context.options.handler.run(context)
+    context.annotate(report)
+    if report.text is None:
+        report.ignore(set(context.options.ignore))
+    return report
+
+
+def internal_error(error: Exception, env: Environment, argv: Sequence[str] = ()) -> str:
+    """A bug, in one line (its traceback too with the debug variable set, credentials redacted)."""
+    if env.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+        print(redact(traceback.format_exc(), secrets_in(argv)).rstrip(), file=env.stderr)
+    what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return f"internal error: {what}; please report it with {DEBUG_VARIABLE}=1 output"
+
+
+def _run_fleet(options: argparse.Namespace, env: Environment, ticker: Optional[_progress.Ticker]) -> int:
+    """--contexts/--all-contexts: every context judged, one document for the fleet (``_fleet``)."""
+    fleet = _fleet.run(options, env, judge, internal_error)
+    if ticker:
+        ticker.stop()
+    for member in fleet.members:
+        for warning in member.report.warnings if member.report else []:
+            env.warn(f"[{member.context}] {warning}")
+        if member.report is not None and not member.report.items and options.output in ("table", "wide"):
+            print(f"[{member.context}] {member.report.empty_message}", file=env.stderr)
+    from kubectl_kvdtype._sarif import GITHUB_MAX_RUNS
+
+    if options.output == "sarif" and len(fleet.members) > GITHUB_MAX_RUNS:
+        env.warn(f"this SARIF log has {len(fleet.members)} runs, one per context: GitHub code scanning rejects a "
+                 f"file of more than {GITHUB_MAX_RUNS}, so upload the fleet in parts (--contexts 'prod-*'...)")
+    _write(env, render_fleet(fleet, options.output, no_headers=options.no_headers,
+                             all_namespaces=options.all_namespaces, color=env.color))
+    return int(fleet.exit_status())
+#: Names an extra recorded engine table file (scripts/engine-tables --only ENGINE==VERSION --out FILE).
+ENGINE_TABLES_VARIABLE = "KUBECTL_KVDTYPE_ENGINE_TABLES"
+
+
+def _extra_engine_tables(env: Environment) -> None:
+    """Add the engine tables $KUBECTL_KVDTYPE_ENGINE_TABLES names (an engine release newer than the data)."""
+    path = env.environ.get(ENGINE_TABLES_VARIABLE, "")
+    if not path:
+        return
+    from kubectl_kvdtype import _argv
+
+    try:
+        _argv.add_tables(path)
+    except ValueError as error:
+        raise UsageError(f"{ENGINE_TABLES_VARIABLE}: {error}") from None
 
 
 def _locator(context: Context, report: Report) -> Optional[Callable[[Finding], Optional[Place]]]:
@@ -229,19 +281,32 @@ def _tolerant_streams() -> None:
             pass
 
 
+#: The loader search paths a PyInstaller bootloader may point at its own libraries (Linux, AIX,
+#: macOS), each saved as NAME_ORIG when the user had set it.
+_LOADER_PATHS = ("LD_LIBRARY_PATH", "LIBPATH", "DYLD_LIBRARY_PATH")
+
+
 def _restore_frozen_environment() -> None:
     """In the PyInstaller binary, give child processes (exec credential plugins such as aws,
-    gke-gcloud-auth-plugin, kubelogin) the user's environment: the bootloader prepended its
-    unpack directory to LD_LIBRARY_PATH (saving the user's value in LD_LIBRARY_PATH_ORIG) and set
-    its own _PYI_* variables. This process is not affected: its libraries are loaded already."""
+    gke-gcloud-auth-plugin, kubelogin) the user's environment: the bootloader (onefile and
+    one-folder alike) may prepend its library directory (the onefile's unpack directory, the
+    one-folder's _internal) to the loader's search path, saving the user's value in NAME_ORIG, and
+    sets its own _PYI_* variables. A search path without NAME_ORIG keeps the user's entries, only
+    the bundle's are dropped, so a bootloader that leaves one alone changes nothing. This process is
+    not affected: its libraries are loaded already."""
     if not getattr(sys, "frozen", False):
         return
-    if sys.platform.startswith(("linux", "aix")):
-        name = "LIBPATH" if sys.platform.startswith("aix") else "LD_LIBRARY_PATH"
+    bundle = os.path.realpath(getattr(sys, "_MEIPASS", os.path.dirname(sys.executable)))
+    for name in _LOADER_PATHS:
         original = os.environ.pop(name + "_ORIG", None)
         if original is not None:
             os.environ[name] = original
-        else:
-            os.environ.pop(name, None)
+        elif name in os.environ:
+            kept = [entry for entry in os.environ[name].split(os.pathsep)
+                    if entry and os.path.realpath(entry) != bundle]
+            if kept:
+                os.environ[name] = os.pathsep.join(kept)
+            else:
+                del os.environ[name]
     for name in [n for n in os.environ if n.startswith("_PYI_") or n == "_MEIPASS2"]:
         del os.environ[name]

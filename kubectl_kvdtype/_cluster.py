@@ -9,6 +9,7 @@ pool); responses are read as plain JSON, never as generated model classes, becau
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -227,12 +228,19 @@ class _BoundedPopen(subprocess.Popen):
                 stream.close()
 
 
+#: An exec plugin the client hands the terminal to (its stdout is one: it may ask a person to log in,
+#: in a browser or with a device code) runs alone, even while several contexts of a fleet connect.
+_INTERACTIVE_PLUGIN = threading.Lock()
+
+
 class _ExecProvider(_client_exec.ExecProvider):
     """The client's exec protocol, with its failures said in one sentence (inside ``_exec_bounded``)."""
 
     def run(self, previous_response: Any = None) -> Any:
+        interactive = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()  # the client's own test
         try:
-            status = super().run(previous_response)
+            with _INTERACTIVE_PLUGIN if interactive else contextlib.nullcontext():
+                status = super().run(previous_response)
         except Exception as error:  # noqa: BLE001 - ConfigException, bad JSON: anything the protocol meets
             if not getattr(_EXEC, "active", False):
                 raise
@@ -952,6 +960,21 @@ def _kubeconfig_paths(explicit: Optional[str], environ: dict) -> list[str]:
         return existing
     home = os.path.join(os.path.expanduser(environ.get("HOME") or "~"), ".kube", "config")
     return [home] if os.path.isfile(home) else []
+
+
+def context_names(explicit: Optional[str], environ: dict) -> list[str]:
+    """Every context of the kubeconfig (--kubeconfig, else KUBECONFIG, else ~/.kube/config), in
+    file order, each once (the first file to name one wins, as kubectl merges them)."""
+    paths = _kubeconfig_paths(explicit, environ)
+    if not paths:
+        raise KvdtypeError("no kubeconfig found (~/.kube/config, KUBECONFIG, --kubeconfig): a fleet run needs "
+                           "the contexts of one")
+    names: dict[str, None] = {}
+    for path in paths:
+        for entry in _listed(_read_kubeconfig(path).get("contexts")):
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                names.setdefault(entry["name"])
+    return list(names)
 
 
 def _read_kubeconfig(path: str) -> dict:

@@ -26,6 +26,7 @@ DTYPE_UNKNOWN = "dtype-unknown"
 BINDING_UNUSED = "binding-unused"
 BINDING_MISSING = "binding-missing"
 ENGINE_UNKNOWN = "engine-unknown"
+VERSION_UNRECORDED = "engine-version-unrecorded"
 # find-flags
 ROLE_FLAG = "role-flag"
 POD_FLAG = "pod-flag"
@@ -52,6 +53,7 @@ FIX_CONFLICT = "fix-conflict"
 RESTORE_CONFLICT = "restore-conflict"
 # preflight (which also reports every code of check and find-flags)
 PREDICTED_FAILURE = "predicted-failure"
+PREDICTED_DEPENDS = "predicted-depends"
 # every subcommand that reads manifests (-f)
 DUPLICATE_OBJECT = "duplicate-object"
 # every subcommand that reads objects (-f or a cluster)
@@ -87,6 +89,9 @@ CODES: tuple[Code, ...] = (
          (CHECK, VERIFY)),
     Code(ENGINE_UNKNOWN, WARNING, "a consumer's engine is neither vLLM nor SGLang, so its dtype is not judged",
          (CHECK,)),
+    Code(VERSION_UNRECORDED, INFO, "a consumer's engine version is no recorded release (or is unreadable): it is "
+                                   "judged with the recorded parser named, the value by the hand-kept spelling table",
+         (CHECK, VERIFY)),
     Code(ROLE_FLAG, ERROR, "a role of a pool-attached ModelDeployment passes --kv-cache-dtype in its extraArgs",
          (FIND_FLAGS,)),
     Code(POD_FLAG, ERROR, "an injected Pod or an opted-in workload template passes --kv-cache-dtype itself",
@@ -123,6 +128,9 @@ CODES: tuple[Code, ...] = (
                                   "was written there", (ESCAPE,)),
     Code(PREDICTED_FAILURE, ERROR, "preflight's dry run of the upgrade: a replica will fail to start, and no check "
                                    "or find-flags error covers it", (PREFLIGHT,)),
+    Code(PREDICTED_DEPENDS, WARNING, "preflight's dry run of the upgrade: what a replica starts with depends on a "
+                                     "variable the object does not set (a shell line's ${V:-w}, envFrom, valueFrom)",
+         (PREFLIGHT,)),
     Code(DUPLICATE_OBJECT, WARNING, "-f read the same object twice with different bodies; the one read last is "
                                     "judged", _ALL),
     Code(INVALID_NAME, ERROR, "an object read (-f, or a cluster's answer) has a name or namespace the API server "

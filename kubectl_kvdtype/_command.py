@@ -7,6 +7,7 @@ use: the live cluster (which imports the kubernetes client) or, with ``-f``, the
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
@@ -23,6 +24,9 @@ class Context:
 
     options: argparse.Namespace
     env: Environment = field(default_factory=Environment)
+    #: When the run began (``time.monotonic()``): a ``--wait`` is counted from it, so that every
+    #: context of a fleet run shares one deadline, however late it starts.
+    started: float = field(default_factory=time.monotonic)
     _source: Optional[Source] = None
     #: The same object as ``_source`` when that is the live cluster, the one source that can write.
     _writable: Optional[WritableSource] = None

@@ -141,6 +141,11 @@ def _flags(parser: argparse.ArgumentParser, current: str) -> list[tuple[str, str
 def _values(action: argparse.Action, partial: str, scan: _Scan, env: Environment,
             prefix: str) -> tuple[list[tuple[str, str]], int]:
     what = _what(action)
+    typed: set[str] = set()
+    if getattr(action, "comma_separated", False):  # --contexts a,b,<TAB>: the next name, not one typed
+        before, comma, partial = partial.rpartition(",")
+        prefix += before + comma
+        typed = set(before.split(","))
     if action.choices and not isinstance(getattr(action, "completer", None), str):
         names = [str(choice) for choice in action.choices]
         if action.dest == "output" and scan.commands[:1] != ["find-flags"]:
@@ -158,7 +163,8 @@ def _values(action: argparse.Action, partial: str, scan: _Scan, env: Environment
         names = _from_cluster(what, scan, env)
     else:
         return [], DIRECTIVE_NO_FILES
-    return [(prefix + name, "") for name in names if name.startswith(partial)], DIRECTIVE_NO_FILES
+    return [(prefix + name, "") for name in names if name.startswith(partial) and name not in typed], \
+        DIRECTIVE_NO_FILES
 
 
 def _what(action: argparse.Action) -> Optional[str]:

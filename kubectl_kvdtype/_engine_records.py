@@ -1,36 +1,83 @@
 """The engines as data: one record per engine, and what each accepts as ``--kv-cache-dtype``.
 
 The lower half of the engine knowledge (docs/engines.md, "Which spellings each engine accepts"):
-versions, spellings by version, equivalent spellings, the judgement of one spelling and the fix
-for a refused one. The recorded parsers (``_argv``) and the argv reader (``_engines``, which
-re-exports everything here) stand on it; nothing here reads an argv.
+the one version parser, the hand-kept spellings by version, equivalent spellings, the judgement of
+one spelling by those windows and the order in which fixes are sought. The recorded parsers
+(``_argv``) and the argv reader (``_engines``, which re-exports everything here) stand on it;
+``_engines.judge`` puts a recorded parser's choices before these windows, and ``_engines.remedy``
+seeks fixes with the one verdict every subcommand asks. Nothing here reads an argv.
 """
 
 
 import functools
 import re
-from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 FLAG = "--kv-cache-dtype"
 
-Version = tuple  # (major, minor, patch, pre/post rank, number): comparable, built by parse_version
 
+@dataclass(frozen=True, order=True)
+class Version:
+    """An engine version in PEP 440 order, read leniently by :func:`parse_version`.
+
+    Ordered and compared by ``key`` alone (``0.29`` equals ``0.29.0``); ``text`` is the
+    normalized spelling (``0.5.18.post1``) messages show.
+    """
+
+    key: tuple = field(repr=False)
+    text: str = field(compare=False)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+#: PEP 440's public version, leniently: a leading ``v``, any case, ``-``/``_``/``.`` separators,
+#: and whatever follows the version ignored (a local part ``+cu124``, an image tag's ``-cu124``).
+#: A label must not run on into a word (``-cu124`` is no ``c`` pre-release, ``-rocm`` no post).
 _VERSION_RE = re.compile(
-    r"^\s*[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[.\-_]?(post|rc|a|b|dev)\.?(\d*))?"
+    r"""^\s*v?(?P<release>\d+(?:\.\d+)*)
+    (?:[-_.]?(?P<pre_l>alpha|beta|preview|pre|rc|a|b|c)(?![a-z])[-_.]?(?P<pre_n>\d*))?
+    (?:-(?P<post_implicit>\d+)|[-_.]?(?P<post_l>post|rev|r)(?![a-z])[-_.]?(?P<post_n>\d*))?
+    (?:[-_.]?(?P<dev_l>dev)(?![a-z])[-_.]?(?P<dev_n>\d*))?""",
+    re.VERBOSE | re.IGNORECASE,
 )
-_SUFFIX_RANK = {"dev": -4, "a": -3, "b": -2, "rc": -1, None: 0, "post": 1}
+_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
+_PRE_SHOWN = ("a", "b", "rc")
 
 
 def parse_version(text: object) -> Optional[Version]:
-    """Read free-form engine version text ("0.29.0", "v0.5.18.post1"); None when unreadable."""
-    if not isinstance(text, (str, int, float)):
+    """Read free-form engine version text ("0.29.0", "v0.5.18.post1", "0.29.0-cu124") into PEP 440
+    order (the rules of ``packaging.version``, written once here); None when unreadable.
+
+    The one version parser of the package: the spelling windows, the choice of a recorded parser
+    table and every comparison of versions go through it.
+    """
+    if not isinstance(text, (str, int, float)) or isinstance(text, bool):
         return None
     match = _VERSION_RE.match(str(text))
     if not match:
         return None
-    major, minor, patch, suffix, number = match.groups()
-    return (int(major), int(minor or 0), int(patch or 0), _SUFFIX_RANK[suffix], int(number or 0))
+    parts = match.groupdict()
+    release = tuple(int(p) for p in parts["release"].split("."))
+    shown = ".".join(str(p) for p in release)
+    trimmed = release
+    while trimmed and trimmed[-1] == 0:
+        trimmed = trimmed[:-1]
+    pre = (_PRE_RANK[parts["pre_l"].lower()], int(parts["pre_n"] or 0)) if parts["pre_l"] else None
+    post_text = parts["post_implicit"] if parts["post_implicit"] is not None else parts["post_n"]
+    post = int(post_text or 0) if parts["post_l"] or parts["post_implicit"] is not None else None
+    dev = int(parts["dev_n"] or 0) if parts["dev_l"] else None
+    if pre is not None:
+        shown += f"{_PRE_SHOWN[pre[0]]}{pre[1]}"
+    if post is not None:
+        shown += f".post{post}"
+    if dev is not None:
+        shown += f".dev{dev}"
+    # PEP 440: X.devN < X.aN < X.bN < X.rcN < X < X.postN; a dev release precedes its non-dev one.
+    pre_key = pre if pre is not None else ((-1, 0) if dev is not None and post is None else (3, 0))
+    key = (trimmed, pre_key, -1 if post is None else post, (1, 0) if dev is None else (0, dev))
+    return Version(key, shown)
 
 
 def _v(text: str) -> Version:
@@ -81,6 +128,13 @@ class Engine:
     parser_words: tuple[str, ...] = ()  # what the recorded top-level parser needs before the engine's own args
     argv_rewrite: str = ""  # the engine's own argv rewriting before argparse ("flexible": vLLM's)
     late_validation_from: Optional[str] = None  # from this version the parser checks no choices
+    #: Entry points by the invocation words that start them (the recorded tables' names for them);
+    #: the first is the one an argv without such words (or with other invocation words) reaches.
+    entry_points: tuple[tuple[tuple[str, ...], str], ...] = ()
+
+    def command(self, model: str) -> list[str]:
+        """The operator's base command for ``model``: what precedes its own arguments."""
+        return [word.replace("{model}", model) for word in self.base_command]
 
     def validates_late(self, at: Version) -> bool:
         return self.late_validation_from is not None and at >= _v(self.late_validation_from)
@@ -110,6 +164,7 @@ VLLM_ENGINE = Engine(
     parser_words=("serve",),
     argv_rewrite="flexible",
     late_validation_from="0.33.0",
+    entry_points=((("vllm", "serve"), "vllm serve"), (("-m", "vllm.entrypoints.openai.api_server"), "api_server")),
 )
 
 SGLANG_ENGINE = Engine(
@@ -130,6 +185,7 @@ SGLANG_ENGINE = Engine(
     table="SGLang",
     base_command=("python3", "-m", "sglang.launch_server", "--model-path", "{model}", "--enable-metrics"),
     invocations=(("-m", "sglang.launch_server"), ("-m", "sglang.serve"), ("sglang", "serve")),
+    entry_points=((("-m", "sglang.launch_server"), "launch_server"), (("sglang", "serve"), "sglang serve")),
 )
 
 RECORDS: tuple[Engine, ...] = (VLLM_ENGINE, SGLANG_ENGINE)
@@ -185,6 +241,9 @@ class Judgement:
     verdict: str  # ACCEPTED | REJECTED | UNKNOWN
     reason: str  # one clause a human can read ("vLLM 0.29.0 does not accept bf16")
     failure: str = ""  # how a rejected replica fails ("exits at argument parsing")
+    #: Which recorded parser the verdict used, when the version is not a recorded one (or is
+    #: unreadable): "vLLM 0.34.0 is newer than the newest recorded release, 0.33.0: judged as 0.33.0".
+    note: str = ""
 
 
 def judge(engine: str, version: object, dtype: str) -> Judgement:
@@ -238,9 +297,7 @@ def _availability(windows: Sequence[Window]) -> str:
 
 
 def _show(version: Version) -> str:
-    major, minor, patch, rank, number = version
-    suffix = {1: f".post{number}", 0: ""}.get(rank, f"rc{number}")
-    return f"{major}.{minor}.{patch}{suffix}"
+    return version.text
 
 
 def _failure_mode(engine: str, at: Version) -> str:
@@ -254,13 +311,24 @@ def equivalents(dtype: str) -> tuple[str, ...]:
     return _CLASS_OF.get(dtype) or _CLASS_OF.get(dtype.lower()) or (dtype,)
 
 
-def suggest(dtype: str, consumers: Iterable[tuple[str, object]]) -> Optional[str]:
-    """A spelling meaning the same as ``dtype`` that every (engine, version) accepts, or None."""
+#: ``accepts(engine, version, dtype)``: whether a consumer runs with that dtype.
+Accepts = Callable[[str, object, str], bool]
+
+
+def _by_windows(engine: str, version: object, dtype: str) -> bool:
+    return judge(engine, version, dtype).verdict == ACCEPTED
+
+
+def suggest(dtype: str, consumers: Iterable[tuple[str, object]], accepts: Accepts = _by_windows) -> Optional[str]:
+    """A spelling meaning the same as ``dtype`` that every (engine, version) accepts, or None.
+
+    ``accepts`` answers for one consumer (``_engines`` passes the one verdict every subcommand asks;
+    the default is the spelling table alone)."""
     pairs = list(consumers)
     for candidate in equivalents(dtype):
         if candidate == "auto":
             continue
-        if all(judge(engine, version, candidate).verdict == ACCEPTED for engine, version in pairs):
+        if all(accepts(engine, version, candidate) for engine, version in pairs):
             return candidate
     return None
 
@@ -283,7 +351,7 @@ class Remedy:
     spelling: Optional[str] = None  # the dtype to rebind with (REBIND, REBIND_DIFFERENT)
 
 
-def remedy(dtype: str, consumers: Iterable[tuple[str, object]]) -> Remedy:
+def remedy(dtype: str, consumers: Iterable[tuple[str, object]], accepts: Accepts = _by_windows) -> Remedy:
     """The fix for ``dtype`` that some (engine, version) consumers reject.
 
     In order: a spelling meaning the same that every consumer accepts; the engine versions from
@@ -292,13 +360,13 @@ def remedy(dtype: str, consumers: Iterable[tuple[str, object]]) -> Remedy:
     common spelling, splitting them by engine.
     """
     pairs = list(dict.fromkeys((e, v if isinstance(v, (str, type(None))) else str(v)) for e, v in consumers))
-    same = suggest(dtype, pairs)
+    same = suggest(dtype, pairs, accepts)
     if same:
         return Remedy(REBIND, f"rebind with {same}", same)
-    upgrades = _upgrades(dtype, pairs)
+    upgrades = _upgrades(dtype, pairs, accepts)
     if upgrades:
         return Remedy(UPGRADE, "upgrade " + " and ".join(f"{e} to >= {v}" for e, v in upgrades.items()))
-    other = _different_dtype(dtype, pairs)
+    other = _different_dtype(dtype, pairs, accepts)
     if other:
         return Remedy(REBIND_DIFFERENT, f"rebind with {other} (a different dtype)", other)
     if len({engine for engine, _ in pairs}) > 1:
@@ -306,11 +374,11 @@ def remedy(dtype: str, consumers: Iterable[tuple[str, object]]) -> Remedy:
     return Remedy(NO_FIX, "upgrade the engine (no dtype is accepted by this version)")
 
 
-def _upgrades(dtype: str, pairs: Sequence[tuple[str, object]]) -> dict[str, str]:
+def _upgrades(dtype: str, pairs: Sequence[tuple[str, object]], accepts: Accepts) -> dict[str, str]:
     """{engine: version} to upgrade to so every rejecting consumer accepts ``dtype``; {} if none will."""
     needed: dict[str, Version] = {}
     for engine, version in pairs:
-        if judge(engine, version, dtype).verdict == ACCEPTED:
+        if accepts(engine, version, dtype):
             continue
         windows = record(engine).accepted.get(dtype, ())
         at = parse_version(version) or _v(record(engine).reference_version)
@@ -322,10 +390,10 @@ def _upgrades(dtype: str, pairs: Sequence[tuple[str, object]]) -> dict[str, str]
     return {engine: _show(version) for engine, version in needed.items()}
 
 
-def _different_dtype(dtype: str, pairs: Sequence[tuple[str, object]]) -> Optional[str]:
+def _different_dtype(dtype: str, pairs: Sequence[tuple[str, object]], accepts: Accepts) -> Optional[str]:
     width = _WIDTH.get(dtype, 16)
     own = set(equivalents(dtype))
     candidates = sorted((c for c in _ALTERNATIVES if c not in own),
                         key=lambda c: (abs(_WIDTH[c] - width), -_WIDTH[c], _ALTERNATIVES.index(c)))
     return next((c for c in candidates
-                 if all(judge(engine, version, c).verdict == ACCEPTED for engine, version in pairs)), None)
+                 if all(accepts(engine, version, c) for engine, version in pairs)), None)

@@ -6,8 +6,11 @@ each engine reads the flag"). Each engine is one
 which version, which spellings mean the same, its recorded parser table, how the operator and a
 container start it); nothing here branches on an engine's name. What an engine makes of an argv
 is decided by its own parser rebuilt from the recorded tables (``_argv``); this module locates the
-copies of the flag and turns the parser's answer into a judgement. The rest of the package asks
-questions; only this module answers them.
+copies of the flag and turns the parser's answer into a judgement (:func:`read_flag`, the one
+question every subcommand asks; :func:`renders` is ``check``'s case of it). At a recorded version
+the recorded choices decide a spelling; the hand-kept windows only where none cover the version
+(:func:`basis`, :func:`judge`). The rest of the package asks questions; only this module answers
+them.
 """
 
 from __future__ import annotations
@@ -17,20 +20,119 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, replace
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
+from kubectl_kvdtype import _engine_records as _records
 from kubectl_kvdtype._engine_records import *  # noqa: F401,F403 - the records are part of this module's surface
 from kubectl_kvdtype._engine_records import (  # noqa: F401 - used below
     _BY_NAME,
+    ACCEPTED,
     ENGINES,
     FLAG,
     REJECTED,
     UNKNOWN,
+    Judgement,
+    Remedy,
+    _failure_mode,
     _v,
-    judge,
     parse_version,
     record,
 )
+
+# --- Which table decides ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What an engine at a version is judged with: which recorded parser, and whose choices.
+
+    At a recorded version whose parser lists the flag's choices, those choices decide
+    (``choices``); anywhere else (a version between recordings, newer than the newest or older
+    than the oldest, or a recorded parser that checks no choices) the hand-kept spelling table
+    decides, and ``note`` says which recorded parser stood in for the version.
+    """
+
+    at: str  # the version judged at: the consumer's own text, else the engine's reference version
+    table: str  # the recorded version whose parser (options, abbreviations) is used
+    choices: Optional[frozenset[str]]  # the recorded choices that decide; None: the spelling table does
+    note: str = ""  # "" when ``at`` is a recorded release
+
+
+def basis(engine: str, version: object) -> Basis:
+    """The :class:`Basis` of ``engine`` (canonical name) at ``version`` (free text or None); memoized.
+
+    A version that is not text (a hand-written manifest's list or mapping) is no version at all."""
+    return _basis_cached(engine, version if isinstance(version, (str, int, float)) else None)
+
+
+def _basis(engine: str, version: object) -> Basis:
+    from kubectl_kvdtype import _argv  # the tables load on first use, never at start-up
+
+    parsed = parse_version(version)
+    at_text = str(version).strip() if parsed is not None else record(engine).reference_version
+    at = parsed if parsed is not None else _v(at_text)
+    note = ""
+    if parsed is None and isinstance(version, str) and version.strip():
+        note = f"{engine} version {version.strip()!r} is unreadable: judged at the reference version {at_text}"
+    table = _argv.table_version(engine, at_text)
+    if _v(table) == at:
+        choices = _argv.recorded_choices(engine, table)
+        return Basis(at_text, table, None if choices is None else frozenset(choices), note)
+    recorded = _argv.recorded_versions(engine)
+    if at > _v(recorded[-1]):
+        where = f"is newer than the newest recorded release, {table}"
+    elif at < _v(recorded[0]):
+        where = f"is older than the oldest recorded release, {table}"
+    else:
+        after = next(v for v in recorded if _v(v) > at)
+        where = f"is between the recorded releases {table} and {after}"
+    return Basis(at_text, table, None,
+                 f"{engine} {at_text} {where}: judged as {table}, the value by this tool's spelling table")
+
+
+_basis_cached = functools.lru_cache(maxsize=256)(_basis)
+
+
+def judge(engine: str, version: object, dtype: str) -> Judgement:  # type: ignore[no-redef]  # replaces the records'
+    """How ``engine`` at ``version`` takes ``dtype``: the recording wins at recorded versions.
+
+    Where the version's recorded parser lists the flag's choices, they decide; elsewhere the
+    hand-kept spelling windows (``_engine_records.judge``) do, and the Judgement's ``note`` names
+    the recorded parser that stood in for the version. Memoized.
+    """
+    try:
+        return _judge_cached(engine, version, dtype)
+    except TypeError:  # an unhashable version (a hand-written manifest's list or mapping)
+        return _judge(engine, version, dtype)
+
+
+def _judge(engine: str, version: object, dtype: str) -> Judgement:
+    by_table = _records.judge(engine, version, dtype)
+    found = basis(engine, version)
+    if found.choices is None:
+        reason = by_table.reason
+        if not found.note and by_table.verdict != UNKNOWN:
+            reason += f" (this tool's spelling table: the recorded parser of {engine} {found.table} checks no choices)"
+        return replace(by_table, reason=reason, note=found.note)
+    verdict = ACCEPTED if dtype in found.choices else REJECTED
+    if verdict == by_table.verdict:
+        return replace(by_table, note=found.note)
+    label = f"{engine} {by_table.version}" + (" (reference version)" if by_table.version_is_reference else "")
+    if verdict == ACCEPTED:
+        return replace(by_table, verdict=ACCEPTED, reason=f"{label} accepts {dtype} (its recorded parser lists it)",
+                       failure="", note=found.note)
+    return replace(by_table, verdict=REJECTED, note=found.note,
+                   reason=f"{label} does not accept {dtype} (its recorded parser's choices do not list it)",
+                   failure=_failure_mode(engine, _v(found.at)))
+
+
+_judge_cached = functools.lru_cache(maxsize=4096)(_judge)
+
+
+def _validity(engine: str, version: object, value: str) -> Optional[bool]:
+    """The recorded parser's choices, as :func:`judge` gives them: True accepted, False refused, None unknown."""
+    verdict = judge(engine, version, value).verdict
+    return True if verdict == ACCEPTED else False if verdict == REJECTED else None
 
 # --- Reading the flag out of an argv -------------------------------------------------------
 
@@ -273,6 +375,8 @@ class FlagReading:
     culprit: Optional[FlagOccurrence] = None
     #: Why the state is UNSURE, for a human.
     reason: str = ""
+    #: Which recorded parser stood in for a version that is not recorded (``Basis.note``); "" at one.
+    note: str = ""
 
     @property
     def runs(self) -> bool:
@@ -316,11 +420,17 @@ def _read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], vers
         return FlagReading(UNSURE if found else ABSENT, read[-1].value if read else None, occurrences=found,
                            culprit=read[-1] if read else None,
                            reason=f"the engine is none of {', '.join(ENGINES)}, so how it reads the argv is not known")
+    return replace(_parse(fields, engine, version, env, found), note=basis(engine, version).note)
+
+
+def _parse(fields: Sequence[tuple[str, object]], engine: str, version: object, env: object,
+           found: tuple[FlagOccurrence, ...]) -> FlagReading:
     from kubectl_kvdtype import _argv
 
+    read = [o for o in found if o.read]
     at = _version_or_reference(engine, version)
     argv, _ = _joined(fields)
-    reading = _argv.read_container(engine, at, argv, [], env)
+    reading = _argv.read_container(engine, at, argv, [], env, validity=_validity)
     if reading.state == _argv.UNKNOWN:
         return FlagReading(UNSURE, None, occurrences=found, culprit=read[-1] if read else None, reason=reading.error)
     if reading.state == _argv.FAILED:
@@ -332,7 +442,8 @@ def _read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], vers
     winner = next((o for o in reversed(read) if o.value == value), read[-1] if read else None)
     judged = judge(engine, version, value)
     if judged.verdict == REJECTED and record(engine).validates_late(_v(at)):
-        return FlagReading(FAILED, None, f"{judged.reason}: the engine exits at start-up", found, AT_START, winner)
+        return FlagReading(FAILED, None, f"{judged.reason}: the engine exits at start-up", found, AT_START, winner,
+                           reason=judged.reason)
     if judged.verdict == UNKNOWN:
         return FlagReading(UNSURE, value, occurrences=found, culprit=winner, reason=judged.reason)
     return FlagReading(VALUE, value, occurrences=found, culprit=winner)
@@ -345,12 +456,36 @@ def read_role(extra_args: Sequence[str], engine: Optional[str], version: object,
 
     Occurrences are located in the fields ``operator`` and ``extraArgs``.
     """
-    base = [word.replace("{model}", model) for word in record(engine).base_command] if engine in _BY_NAME else []
+    base = record(engine).command(model) if engine in _BY_NAME else []
     fields: list[tuple[str, object]] = [("base", base)]
     if operator_dtype is not None:
         fields.append(("operator", [FLAG, operator_dtype]))
     fields.append(("extraArgs", list(extra_args)))
     return read_flag(fields, engine, version)
+
+
+def renders(engine: str, version: object, dtype: str) -> FlagReading:
+    """What a consumer of ``engine`` at ``version`` does with the argv the upgrade renders for it:
+    the operator's base command and the Binding's ``dtype``, without a role's own ``extraArgs``
+    (an unrelated bad option of one role never makes a Binding rejected). ``check`` and
+    :func:`remedy` ask this; ``preflight``, ``verify`` and ``find-flags`` ask :func:`read_flag`
+    about the whole argv, which this is one case of."""
+    return read_role((), engine, version, operator_dtype=dtype)
+
+
+def _runs(engine: str, version: object, dtype: str) -> bool:
+    return renders(engine, version, dtype).state == VALUE
+
+
+def suggest(dtype: str, consumers: Iterable[tuple[str, object]]) -> Optional[str]:  # type: ignore[no-redef]
+    """A spelling meaning the same as ``dtype`` that every (engine, version) consumer runs, or None."""
+    return _records.suggest(dtype, consumers, _runs)
+
+
+def remedy(dtype: str, consumers: Iterable[tuple[str, object]]) -> Remedy:  # type: ignore[no-redef]
+    """The fix for ``dtype`` that some (engine, version) consumers reject, judged by :func:`renders`
+    (see ``_engine_records.remedy`` for the order in which fixes are sought)."""
+    return _records.remedy(dtype, consumers, _runs)
 
 
 def _culprit(error: str, found: tuple[FlagOccurrence, ...]) -> Optional[FlagOccurrence]:

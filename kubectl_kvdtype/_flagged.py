@@ -96,8 +96,8 @@ def _deployment(deployment: dict, dtypes: dict, report: Report) -> None:
         after = (_engines.read_role(extra, engine.name, engine.version, operator_dtype=binding_dtype)
                  if binding_dtype else None)
         role_name = _model.role_name(role)
-        report.add(ROLE_FLAG, ref,
-                   _role_message(ref, role_name, engine, today, after, binding, known, binding_dtype),
+        message = _role_message(ref, role_name, engine, today, after, binding, known, binding_dtype)
+        report.add(ROLE_FLAG, ref, message[:-1] + (f" ({today.note})." if today.note else "."),
                    role=role_name, value=value, binding=binding or None, bindingDtype=binding_dtype,
                    engine=engine.name or engine.declared, occurrences=[o.to_dict() for o in found],
                    field_path=_model.occurrence_path(_model.role_path(deployment, role), role, found[0]))

@@ -196,6 +196,38 @@ def add_judging_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on", choices=FAIL_ON, default=ERROR,
                         help="the least severity that fails the run: exit 1 (preflight: NO-GO) and a failure "
                              "in -o junit (default error; warning: warnings too)")
+    add_fleet_flags(parser)
+
+
+#: Contexts judged at once by --contexts/--all-contexts unless --parallel says otherwise: each one
+#: waits on its cluster most of its time, and a 10,000-deployment context holds up to ~200 MB while
+#: it is judged, so four keep two cores busy within ~0.8 GB (docs/reference.md, "Fleets").
+DEFAULT_PARALLEL = 4
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: a whole number from 1")
+    return value
+
+
+def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
+    """The same judging run on several kubeconfig contexts (``_fleet``): judging subcommands only."""
+    fleet = parser.add_argument_group("fleet (the same run on several kubeconfig contexts)")
+    contexts = fleet.add_argument(
+        "--contexts", action="append", default=[], metavar="NAMES",
+        help="run on each of these kubeconfig contexts: comma-separated names or shell-style globs such as "
+             "'prod-*' (repeatable; in the order named)")
+    contexts.completer = "contexts"  # type: ignore[attr-defined]  # read by _complete
+    contexts.comma_separated = True  # type: ignore[attr-defined]
+    fleet.add_argument("--all-contexts", action="store_true", default=False,
+                       help="run on every context of the kubeconfig (sorted by name)")
+    fleet.add_argument("--parallel", type=_positive_int, default=DEFAULT_PARALLEL, metavar="N",
+                       help=f"with --contexts/--all-contexts: contexts judged at once (default {DEFAULT_PARALLEL})")
 
 
 def add_connection_flags(flags: argparse._ActionsContainer, suffix: str = "") -> None:

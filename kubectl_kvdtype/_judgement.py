@@ -9,7 +9,8 @@ the same way. A layer below the subcommands, so that none of them imports anothe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, replace
 from typing import Iterable, Optional
 
 from kubectl_kvdtype import _engines, _model, _names
@@ -20,6 +21,7 @@ from kubectl_kvdtype._codes import (
     DTYPE_REJECTED,
     DTYPE_UNKNOWN,
     ENGINE_UNKNOWN,
+    VERSION_UNRECORDED,
 )
 from kubectl_kvdtype._report import Column, FieldPath, ObjectRef, Report
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, SETTING, Query, Source, list_many, unwrap
@@ -128,6 +130,7 @@ def build_check_report(inventory: BindingInventory, system_namespace: str, offli
             for consumer in consumers:
                 _missing_binding(consumer, report)
     _unknown_engines(inventory.consumers, report)
+    _unrecorded_versions(inventory.consumers, report)
     report.summary = _summary(inventory, system_namespace, report)
     report.headline = _headline(report.summary, report)
     if inventory.setting_error and not offline:
@@ -179,7 +182,7 @@ def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer],
     fix = None
     for engine in _engines.ENGINES:
         users = [c for c in consumers if c.engine.name == engine and c.receives_flag]
-        judged = [(c, _engines.judge(engine, c.engine.version, dtype)) for c in users]
+        judged = [(c, consumer_verdict(engine, c.engine.version, dtype)) for c in users]
         rejecting = [(c, j) for c, j in judged if j.verdict == _engines.REJECTED]
         unsure = [(c, j) for c, j in judged if j.verdict == _engines.UNKNOWN]
         if rejecting:
@@ -195,11 +198,34 @@ def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer],
         elif unsure:
             verdicts.add(UNKNOWN)
             report.add(DTYPE_UNKNOWN, ref,
-                       f"{ref}: {unsure[0][1].reason}; check the {engine} documentation for {dtype!r} "
-                       "before upgrading.",
+                       f"{ref}: {unsure[0][1].reason}{_noted(unsure[0][1])}; check the {engine} documentation for "
+                       f"{dtype!r} before upgrading.",
                        dtype=dtype, engine=engine, engineVersion=_versions(j for _, j in unsure),
                        field_path=_model.BINDING_DTYPE_PATH)
     return verdicts, fix
+
+
+@functools.lru_cache(maxsize=4096)
+def consumer_verdict(engine: str, version: Optional[str], dtype: str) -> _engines.Judgement:
+    """check's verdict on one consumer: what it does with the argv the upgrade renders for it
+    (``_engines.renders``: the operator's command with the Binding's dtype, never the role's own
+    ``extraArgs``), in the words of the spelling's judgement. Memoized: a cluster has few distinct
+    (engine, version, dtype) triples and many consumers."""
+    reading = _engines.renders(engine, version, dtype)
+    judged = _engines.judge(engine, version, dtype)
+    if reading.state == _engines.FAILED:
+        failure = "exits at argument parsing" if reading.stage == _engines.AT_PARSING else "fails at engine start"
+        reason = judged.reason if judged.verdict == _engines.REJECTED else \
+            f"{engine} {judged.version} refuses it ({reading.error})"
+        return replace(judged, verdict=_engines.REJECTED, reason=reason, failure=failure)
+    if reading.state == _engines.VALUE:
+        return replace(judged, verdict=_engines.ACCEPTED, failure="")
+    return replace(judged, verdict=_engines.UNKNOWN, reason=reading.reason or judged.reason, failure="")
+
+
+def _noted(judged: _engines.Judgement) -> str:
+    """`` (vLLM 0.34.0 is newer than ...: judged as 0.33.0)``: the parser that stood in, when one did."""
+    return f" ({judged.note})" if judged.note else ""
 
 
 def _versions(judgements: Iterable[_engines.Judgement]) -> str:
@@ -229,7 +255,7 @@ def _rejected_message(ref: ObjectRef, dtype: str, rejecting: list, fix: _engines
                          "onto Bindings of their own"),
     }.get(fix.kind, fix.text)
     first = rejecting[0][1]
-    return (f"{first.reason}, so each of the {replicas} replica(s) of {names} {first.failure} once the "
+    return (f"{first.reason}{_noted(first)}, so each of the {replicas} replica(s) of {names} {first.failure} once the "
             f"upgrade renders it; {how}.")
 
 
@@ -269,6 +295,19 @@ def _unknown_engines(consumers: list[Consumer], report: Report) -> None:
                        "is not judged." if declared else
                        f"{consumer.ref} declares no engine, so its dtype is not judged.",
                        engine=declared, binding=consumer.binding or None, field_path=consumer.engine_path)
+
+
+def _unrecorded_versions(consumers: list[Consumer], report: Report) -> None:
+    """One info finding per consumer whose engine version no recorded parser is of: its verdict
+    used the nearest one, and the preflight to-do list asks for a look."""
+    for consumer in consumers:
+        if consumer.engine.name is None or not consumer.receives_flag:
+            continue
+        basis = _engines.basis(consumer.engine.name, consumer.engine.version)
+        if basis.note:
+            report.add(VERSION_UNRECORDED, consumer.ref, f"{consumer.ref}: {basis.note}.",
+                       engine=consumer.engine.name, engineVersion=consumer.engine.version, judgedAs=basis.table,
+                       field_path=consumer.engine_path)
 
 
 def _summary(inventory: BindingInventory, system_namespace: str, report: Report) -> dict:

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from typing import Optional
 
 from kubectl_kvdtype._codes import BY_CODE
-from kubectl_kvdtype._report import Finding, ObjectRef, Report, fails
+from kubectl_kvdtype._report import Finding, FleetMember, FleetReport, ObjectRef, Report, fails
 
 #: The tool's name in the testsuite names (``kubectl-kvdtype check``), as the binary is called.
 TOOL = "kubectl-kvdtype"
@@ -45,8 +46,52 @@ def _escape(match: re.Match) -> str:
 def to_junit(report: Report, command: str) -> str:
     """The report as one JUnit XML document (ASCII text, well-formed whatever the report holds)."""
     root = ET.Element("testsuites", name=TOOL)
-    suite = ET.SubElement(root, "testsuite", name=safe(f"{TOOL} {command}".strip()))
-    _properties(suite, report)
+    counts = _suite(root, report, f"{TOOL} {command}".strip())
+    root.attrib.update(counts)
+    return _document(root)
+
+
+def fleet_to_junit(fleet: FleetReport) -> str:
+    """A fleet run: one ``<testsuite>`` per context, in the fleet's order, named after it. A context
+    that could not be checked is a suite whose one testcase (the context) has an ``<error>``."""
+    root = ET.Element("testsuites", name=TOOL)
+    totals = {"tests": 0, "failures": 0, "errors": 0}
+    for member in fleet.members:
+        name = f"{TOOL} {fleet.command} --context {member.context}"
+        if member.report is not None:
+            counts = _suite(root, member.report, name, {"context": member.context})
+        else:
+            counts = _unchecked_suite(root, name, member)
+        for key in totals:
+            totals[key] += int(counts[key])
+    root.attrib.update({key: str(value) for key, value in totals.items()})
+    return _document(root)
+
+
+def _unchecked_suite(root: ET.Element, name: str, member: FleetMember) -> dict[str, str]:
+    suite = ET.SubElement(root, "testsuite", name=safe(name))
+    properties = ET.SubElement(suite, "properties")
+    for key, value in (("context", member.context), ("exit-status", int(member.status))):
+        ET.SubElement(properties, "property", name=key, value=safe(value))
+    case = ET.SubElement(suite, "testcase", classname="context", name=safe(member.context))
+    ET.SubElement(case, "error", message=safe(member.error or ""), type=f"exit-{int(member.status)}")
+    counts = {"tests": "1", "failures": "0", "errors": "1"}
+    suite.attrib.update({**counts, "skipped": "0"})
+    return counts
+
+
+def _document(root: ET.Element) -> str:
+    ET.indent(root)
+    text = ET.tostring(root, encoding="unicode")
+    # Non-ASCII as character references: the same document to a parser, and any stdout can carry it.
+    ascii_text = text.encode("ascii", "xmlcharrefreplace").decode("ascii")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ascii_text + "\n"
+
+
+def _suite(root: ET.Element, report: Report, name: str, extra: Optional[dict] = None) -> dict[str, str]:
+    """One report's ``<testsuite>`` under ``root``; returns its counts (tests, failures, errors)."""
+    suite = ET.SubElement(root, "testsuite", name=safe(name))
+    _properties(suite, report, extra or {})
     failing: dict[ObjectRef, list[Finding]] = {}
     other: dict[ObjectRef, list[Finding]] = {}
     for finding in report.findings:
@@ -61,17 +106,12 @@ def to_junit(report: Report, command: str) -> str:
         ET.SubElement(suite, "system-err").text = safe("\n".join(report.warnings))
     counts = {"tests": str(len(objects)), "failures": str(len(failing)), "errors": "0"}
     suite.attrib.update({**counts, "skipped": "0"})
-    root.attrib.update(counts)
-    ET.indent(root)
-    text = ET.tostring(root, encoding="unicode")
-    # Non-ASCII as character references: the same document to a parser, and any stdout can carry it.
-    ascii_text = text.encode("ascii", "xmlcharrefreplace").decode("ascii")
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ascii_text + "\n"
+    return counts
 
 
-def _properties(suite: ET.Element, report: Report) -> None:
+def _properties(suite: ET.Element, report: Report, extra: dict) -> None:
     properties = ET.SubElement(suite, "properties")
-    values = {"report": report.kind, "fail-on": report.fail_on,
+    values = {**extra, "report": report.kind, "fail-on": report.fail_on,
               **{f"findings.{key}": value for key, value in report.counts().items()}}
     if "verdict" in report.summary:  # preflight's GO or NO-GO
         values["verdict"] = report.summary["verdict"]

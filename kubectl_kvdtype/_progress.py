@@ -12,12 +12,15 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator, Optional, TextIO
+from typing import Iterator, Mapping, Optional, TextIO
 
 from kubectl_kvdtype._display import shown
 
 #: Seconds of silence before the first progress line.
 DELAY = 1.0
+#: A test-only setting (docs/development.md, "Test-only settings"): the delay in seconds, so a test
+#: sees the display on a run of any length instead of on a run slower than ``DELAY`` on its machine.
+DELAY_VARIABLE = "KUBECTL_KVDTYPE_PROGRESS_DELAY"
 #: Seconds between redraws.
 INTERVAL = 0.25
 
@@ -96,6 +99,15 @@ def current() -> str:
         if active:
             return min(active)[1]
     return ""
+
+
+def delay(environ: Mapping[str, str]) -> float:
+    """``DELAY``, or the test-only override when it is a number of seconds from 0 up."""
+    try:
+        value = float(environ.get(DELAY_VARIABLE, ""))
+    except ValueError:
+        return DELAY
+    return value if 0 <= value < float("inf") else DELAY
 
 
 class Ticker:

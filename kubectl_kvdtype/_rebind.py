@@ -31,7 +31,7 @@ from kubectl_kvdtype._codes import (
 )
 from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._journal import JOURNAL, Journal, default_directory, finished, unfinished
-from kubectl_kvdtype._judgement import BindingInventory, Consumer, build_check_report, read_setting
+from kubectl_kvdtype._judgement import BindingInventory, Consumer, build_check_report, consumer_verdict, read_setting
 from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._setting import (
     OFF,
@@ -345,7 +345,7 @@ def _unknown_to(consumers: list[Consumer], dtype: str) -> list[str]:
         engine = consumer.engine
         if engine.name is None or not consumer.receives_flag:
             continue
-        judgement = _engines.judge(engine.name, engine.version, dtype)
+        judgement = consumer_verdict(engine.name, engine.version, dtype)
         if judgement.verdict == _engines.UNKNOWN:
             found.append(f"{engine.name} {engine.version or '(reference version)'} (md/{consumer.name})")
     return found

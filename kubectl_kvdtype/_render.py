@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING, Any, Optional
 
 from kubectl_kvdtype._display import shown
-from kubectl_kvdtype._report import Column, Report
+from kubectl_kvdtype._report import Column, FleetReport, Report
 
 if TYPE_CHECKING:
     from kubectl_kvdtype._sarif import Locate
@@ -57,6 +57,88 @@ def render(report: Report, output: str, *, no_headers: bool = False, all_namespa
         return yaml.dump(report.to_dict(), Dumper=_plain_dumper(yaml), sort_keys=False, default_flow_style=False)
     return _render_tables(report, wide=output == "wide", no_headers=no_headers,
                           all_namespaces=all_namespaces, color=color)
+
+
+def render_fleet(fleet: FleetReport, output: str, *, no_headers: bool = False, all_namespaces: bool = True,
+                 color: bool = False) -> str:
+    """A fleet run (``FleetReport``) as the text printed on stdout: one document for json, yaml,
+    junit and sarif; tables with a CONTEXT column first, a line per context, then the fleet's."""
+    if output == "json":
+        return _fleet_json(fleet)
+    if output == "yaml":
+        import yaml
+
+        return yaml.dump(fleet.to_dict(), Dumper=_plain_dumper(yaml), sort_keys=False, default_flow_style=False)
+    if output == "junit":
+        from kubectl_kvdtype._junit import fleet_to_junit
+
+        return fleet_to_junit(fleet)
+    if output == "sarif":
+        from kubectl_kvdtype._sarif import fleet_to_sarif
+
+        return fleet_to_sarif(fleet)
+    return _fleet_tables(fleet, wide=output == "wide", no_headers=no_headers, all_namespaces=all_namespaces,
+                         color=color)
+
+
+def _fleet_json(fleet: FleetReport) -> str:
+    """Indented, or, past ``PRETTY_JSON_ENTRIES`` items and findings, each context's entry on one
+    line; a report kept as its JSON text (``FleetMember.encode``) is written as that text."""
+    document = fleet.to_dict()
+    if not any(member.encoded is not None for member in fleet.members):
+        entries = sum(len(entry.get("report", {}).get(key) or []) for entry in document["contexts"]
+                      for key in ("items", "findings"))
+        return json.dumps(document, indent=2) + "\n" if entries <= PRETTY_JSON_ENTRIES else to_json(document)
+    contexts = []
+    for member, entry in zip(fleet.members, document["contexts"], strict=True):
+        fields = [f"{json.dumps(key)}: {json.dumps(value)}" for key, value in entry.items() if key != "report"]
+        if member.encoded is not None:  # JSON text holds no raw line break: re-indenting it is safe
+            fields.append('"report": ' + member.encoded.rstrip("\n").replace("\n", "\n      "))
+        contexts.append("    {\n      " + ",\n      ".join(fields) + "\n    }")
+    head = "".join(f"  {json.dumps(key)}: {json.dumps(document[key])},\n" for key in ("kind", "command"))
+    summary = json.dumps(document["summary"], indent=2).replace("\n", "\n  ")
+    return "{\n" + head + '  "contexts": [\n' + ",\n".join(contexts) + f'\n  ],\n  "summary": {summary}\n}}\n'
+
+
+def _fleet_tables(fleet: FleetReport, *, wide: bool, no_headers: bool, all_namespaces: bool, color: bool) -> str:
+    """Each of the subcommand's tables once, every context's rows in it (CONTEXT first, in the
+    order the contexts were named), then one line per context and the fleet's."""
+    checked = [m for m in fleet.members if m.report is not None]
+    blocks = []
+    first = checked[0].report if checked else None
+    if first is not None:
+        for index, section in enumerate(first.sections):
+            if wide or not section.wide:
+                rows = [(m.context, m.report.sections[index].rows) for m in checked
+                        if m.report is not None and index < len(m.report.sections)]
+                blocks.append(_context_table(section.columns, rows, wide, no_headers, all_namespaces, color))
+        blocks.append(_context_table(first.columns, [(m.context, m.report.items) for m in checked
+                                                     if m.report is not None],
+                                     wide, no_headers, all_namespaces, color))
+        if first.findings_table:
+            findings = [[m.context, _paint(f.severity, color), f.code, str(f.object), f.message]
+                        for m in checked if m.report is not None for f in m.report.findings]
+            if findings:
+                blocks.append(table(["CONTEXT", "SEVERITY", "CODE", "OBJECT", "MESSAGE"], findings, no_headers))
+    blocks = [block for block in blocks if block]
+    if not no_headers:
+        blocks.append("".join(_context_lines(m.context, m.report.headline if m.report else f"error: {m.error}")
+                              for m in fleet.members) + fleet.headline() + "\n")
+    return "\n".join(blocks)
+
+
+def _context_table(columns: list[Column], rows: list[tuple[str, list[dict]]], wide: bool, no_headers: bool,
+                   all_namespaces: bool, color: bool) -> str:
+    shown = _shown(columns, wide, all_namespaces)
+    cells = [[context, *_row(shown, item, color)] for context, items in rows for item in items]
+    return table(["CONTEXT"] + [c.header for c in shown], cells, no_headers) if cells else ""
+
+
+def _context_lines(context: str, text: str) -> str:
+    """A context's summary: its name, then its headline (a line each, indented under the first)."""
+    lines = text.splitlines() or [""]
+    indent = " " * (len(context) + 2)
+    return f"{context}: {lines[0]}\n" + "".join(f"{indent}{line}\n" for line in lines[1:])
 
 
 #: Up to this many items and findings a JSON report is indented throughout, like kubectl's. Past
@@ -111,9 +193,16 @@ def _render_tables(report: Report, *, wide: bool, no_headers: bool, all_namespac
 
 def _items_table(columns: list[Column], items: list[dict], wide: bool, no_headers: bool, all_namespaces: bool,
                  color: bool) -> str:
-    shown = [c for c in columns if (wide or not c.wide) and (all_namespaces or not c.namespace)]
-    rows = [[_paint(c.cell(item), color) if c.status else c.cell(item) for c in shown] for item in items]
-    return table([c.header for c in shown], rows, no_headers)
+    shown = _shown(columns, wide, all_namespaces)
+    return table([c.header for c in shown], [_row(shown, item, color) for item in items], no_headers)
+
+
+def _shown(columns: list[Column], wide: bool, all_namespaces: bool) -> list[Column]:
+    return [c for c in columns if (wide or not c.wide) and (all_namespaces or not c.namespace)]
+
+
+def _row(shown: list[Column], item: dict, color: bool) -> list:
+    return [_paint(c.cell(item), color) if c.status else c.cell(item) for c in shown]
 
 
 def table(headers: list[str], rows: list[list], no_headers: bool = False) -> str:

@@ -14,10 +14,14 @@ from typing import Any, Callable, Optional, Union
 from kubectl_kvdtype._codes import ERROR, INFO, WARNING, lookup, severity_of
 from kubectl_kvdtype._status import ExitStatus
 
-__all__ = ["ERROR", "FAIL_ON", "INFO", "WARNING", "Column", "FieldPath", "Finding", "ObjectRef", "Report", "fails"]
+__all__ = ["ERROR", "FAIL_ON", "GO", "INCOMPLETE", "INFO", "NO_GO", "WARNING", "Column", "FieldPath", "Finding",
+           "FleetMember", "FleetReport", "ObjectRef", "Report", "fails"]
 
 #: ``--fail-on``'s choices: the least severity that fails a run (exit 1), default ``error``.
 FAIL_ON = (ERROR, WARNING)
+#: preflight's verdicts: NO-GO exactly when the run fails (exit 1); a fleet with a context that
+#: could not be checked is INCOMPLETE, never GO.
+GO, NO_GO, INCOMPLETE = "GO", "NO-GO", "INCOMPLETE"
 #: The severities that fail a run, for each ``--fail-on`` value. Info never fails.
 _FAILING = {ERROR: (ERROR,), WARNING: (ERROR, WARNING)}
 
@@ -196,3 +200,116 @@ class Report:
 
 def _plural(count: int, word: str, plural: Optional[str] = None) -> str:
     return f"{count} {word if count == 1 else (plural or word + 's')}"
+
+
+@dataclass
+class FleetMember:
+    """One kubeconfig context of a fleet run: its report, or the one-line error that stopped it,
+    and the exit status the same run would have had on that context alone."""
+
+    context: str
+    status: ExitStatus
+    report: Optional[Report] = None
+    error: Optional[str] = None
+    #: The report as its ``-o json`` text, once ``encode`` has let the report's objects go.
+    encoded: Optional[str] = None
+    _failing: bool = False
+    _counts: dict = field(default_factory=dict)
+
+    @property
+    def checked(self) -> bool:
+        return self.report is not None
+
+    @property
+    def failing(self) -> bool:
+        """Whether its findings fail the run (``--exit-zero`` aside)."""
+        if self.encoded is not None:
+            return self._failing
+        return self.report is not None and bool(self.report.failing())
+
+    def counts(self) -> dict:
+        return self._counts if self.encoded is not None else self.report.counts() if self.report else {}
+
+    def encode(self, to_text: Callable[[dict], str]) -> None:
+        """Keep the report only as its JSON text (``-o json``, where nothing else is printed): the
+        fleet is printed once every context is done, and a finished 10,000-deployment report holds
+        ~80 MB of objects, its text a fraction. Its warnings and summary line stay."""
+        report = self.report
+        if report is None:
+            return
+        self._failing, self._counts = bool(report.failing()), report.counts()
+        self.encoded = to_text(report.to_dict())
+        self.report = Report(kind=report.kind, warnings=report.warnings, headline=report.headline,
+                             empty_message=report.empty_message, fail_on=report.fail_on)
+
+    def to_dict(self) -> dict:
+        """Its entry of the FleetReport; an encoded report is None here (``_render`` writes its text)."""
+        entry: dict = {"context": self.context, "exitStatus": int(self.status)}
+        if self.report is not None:
+            entry["report"] = None if self.encoded is not None else self.report.to_dict()
+        else:
+            entry["error"] = {"message": self.error or "", "exitStatus": int(self.status)}
+        return entry
+
+
+@dataclass
+class FleetReport:
+    """The same judging subcommand run on several contexts (``--contexts``, ``--all-contexts``), in
+    the order the contexts were named. ``kind`` is the JSON document's (``FleetReport``)."""
+
+    command: str
+    members: list[FleetMember]
+    exit_zero: bool = False
+    kind: str = "FleetReport"
+
+    def exit_status(self) -> ExitStatus:
+        """3 when a context could not be checked (even with --exit-zero), else 1 when a context has
+        findings that fail the run (not with --exit-zero), else 0."""
+        if any(not m.checked for m in self.members):
+            return ExitStatus.INCOMPLETE
+        if not self.exit_zero and any(m.failing for m in self.members):
+            return ExitStatus.FINDINGS
+        return ExitStatus.OK
+
+    def verdict(self) -> str:
+        """preflight's verdict over the fleet: GO only when every context is GO."""
+        if any(not m.checked for m in self.members):
+            return INCOMPLETE
+        return NO_GO if any(m.failing for m in self.members) else GO
+
+    def counts(self) -> dict:
+        totals = {"errors": 0, "warnings": 0, "info": 0, "ignored": 0}
+        for member in self.members:
+            for key, value in member.counts().items():
+                totals[key] += value
+        return totals
+
+    def summary(self) -> dict:
+        summary: dict = {
+            "contexts": len(self.members),
+            "checked": sum(1 for m in self.members if m.checked),
+            "notChecked": [m.context for m in self.members if not m.checked],
+            "failing": [m.context for m in self.members if m.failing],
+            "findings": self.counts(),
+            "exitStatus": int(self.exit_status()),
+        }
+        if self.command == "preflight":
+            summary["verdict"] = self.verdict()
+        return summary
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "command": self.command,
+                "contexts": [member.to_dict() for member in self.members], "summary": self.summary()}
+
+    def headline(self) -> str:
+        """The fleet's line under the per-context lines."""
+        checked = sum(1 for m in self.members if m.checked)
+        failing = [m.context for m in self.members if m.failing]
+        missing = [m.context for m in self.members if not m.checked]
+        parts = [f"{checked} of {len(self.members)} context(s) checked"]
+        if failing:
+            parts.append(f"failing findings in {', '.join(failing)}")
+        if missing:
+            parts.append(f"not checked: {', '.join(missing)}")
+        lead = f"Fleet verdict: {self.verdict()}" if self.command == "preflight" else "Fleet"
+        return f"{lead}: {'; '.join(parts)}; exit {int(self.exit_status())}."

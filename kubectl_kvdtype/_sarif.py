@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from kubectl_kvdtype import HOMEPAGE, __version__
 from kubectl_kvdtype._codes import BY_CODE, ERROR, INFO, WARNING, Code, codes_of
-from kubectl_kvdtype._report import Finding, ObjectRef, Report
+from kubectl_kvdtype._report import Finding, FleetReport, ObjectRef, Report
 
 SARIF_VERSION = "2.1.0"
 #: The schema of SARIF 2.1.0 as OASIS publishes it (the errata 01 text, the standard in force).
@@ -30,6 +30,9 @@ TOOL_NAME = "kubectl-kvdtype"
 LEVELS = {ERROR: "error", WARNING: "warning", INFO: "note"}
 #: The base a relative artifact URI is resolved against: the directory the plugin ran in.
 SOURCE_ROOT = "%SRCROOT%"
+#: The most runs GitHub code scanning takes from one SARIF file: a fleet of more contexts is still
+#: one log (valid SARIF), and the plugin warns that GitHub refuses it whole, so split the fleet.
+GITHUB_MAX_RUNS = 20
 #: Up to this many results the log is indented; past it, written compactly (the indenting
 #: encoder is pure Python and slow on big logs; a parser reads both alike).
 PRETTY_RESULTS = 1000
@@ -52,7 +55,34 @@ Locate = Callable[[Finding], Optional[Place]]
 
 def to_sarif(report: Report, command: str, locate: Optional[Locate] = None, cwd: Optional[str] = None) -> str:
     """The SARIF log of a report of ``command`` (check, find-flags, verify, preflight)."""
-    cwd = cwd or os.getcwd()
+    return _log([_run(report, command, locate, cwd or os.getcwd())])
+
+
+def fleet_to_sarif(fleet: FleetReport) -> str:
+    """A fleet run: one run per context, in the fleet's order, each with its own
+    ``automationDetails.id`` (``kvdtype/<context>/``, a category: GitHub code scanning tells runs of
+    one tool apart by it). A context that could not be checked is a run without results whose
+    invocation failed, with the error as its notification."""
+    runs = []
+    for member in fleet.members:
+        if member.report is not None:
+            run = _run(member.report, fleet.command, None, os.getcwd())
+        else:
+            run = _run(Report(kind=""), fleet.command, None, os.getcwd())
+            run["invocations"] = [{"executionSuccessful": False, "exitCode": int(member.status),
+                                   "toolExecutionNotifications": [{"level": "error",
+                                                                   "message": {"text": member.error or ""}}]}]
+        run["automationDetails"] = {"id": automation_id(member.context)}
+        runs.append(run)
+    return _log(runs)
+
+
+def automation_id(context: str) -> str:
+    """A context's run category: ``kvdtype/<context>/`` (the trailing slash: no run id after it)."""
+    return f"kvdtype/{context}/"
+
+
+def _run(report: Report, command: str, locate: Optional[Locate], cwd: str) -> dict:
     rules = _rules(command, report)
     index = {rule["id"]: number for number, rule in enumerate(rules)}
     results = [_result(finding, index, locate, cwd) for finding in report.findings]
@@ -67,8 +97,12 @@ def to_sarif(report: Report, command: str, locate: Optional[Locate] = None, cwd:
     if any(location.get("physicalLocation", {}).get("artifactLocation", {}).get("uriBaseId") == SOURCE_ROOT
            for result in results for location in result["locations"]):
         run["originalUriBaseIds"] = {SOURCE_ROOT: {"uri": _directory_uri(cwd)}}
-    log = {"$schema": SCHEMA_URI, "version": SARIF_VERSION, "runs": [run]}
-    if len(results) <= PRETTY_RESULTS:
+    return run
+
+
+def _log(runs: list[dict]) -> str:
+    log = {"$schema": SCHEMA_URI, "version": SARIF_VERSION, "runs": runs}
+    if sum(len(run["results"]) for run in runs) <= PRETTY_RESULTS:
         return json.dumps(log, indent=2) + "\n"
     return json.dumps(log, separators=(",", ":")) + "\n"
 

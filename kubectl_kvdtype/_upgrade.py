@@ -4,11 +4,11 @@ For every managed role of a pool-attached ModelDeployment this builds the argv t
 operator renders (base command, the Binding's dtype as ``--kv-cache-dtype``, the role's
 ``extraArgs``, then ``--host``/``--port`` unless the role passed them); for every Pod opted into
 injection, the argv its next incarnation gets from the webhook (its own ``command``/``args``, the
-dtype appended to ``args``). Each argv is then parsed as that engine at that version parses it:
-``_argv.read_container`` runs a real argparse built from the engines' recorded option tables, and
-``_engines.judge`` adds what the parser does not check (vLLM 0.33+ refuses a value at engine start,
-not in its parser). The result is plain data, one ``Prediction`` per role or Pod; the subcommands
-word it.
+dtype appended to ``args``). Each argv is then put to the one question every subcommand asks
+(``_engines.read_flag``: what the engine at that version makes of it, through a real argparse built
+from the engines' recorded option tables, vLLM 0.33+ refusing a value at engine start rather than
+in its parser). The result is plain data, one ``Prediction`` per role or Pod; the subcommands word
+it.
 
 The operator's connector arguments other than the dtype (``--kv-transfer-config`` on vLLM) are not
 rendered here: they do not change how ``--kv-cache-dtype`` is read.
@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from kubectl_kvdtype import _argv, _engines, _model
+from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._report import FieldPath
 
 FLAG = _engines.FLAG
@@ -40,8 +40,6 @@ UNCHANGED = "unchanged"  # a take-over role: the operator renders nothing into i
 #: Outcomes that stop a replica from serving once the upgrade is in.
 BROKEN = (FAILS, REFUSED, NO_BINDING)
 
-VLLM_BASE = ("vllm", "serve")
-SGLANG_BASE = ("python3", "-m", "sglang.launch_server")
 HOST_PORT = ("--host", "0.0.0.0", "--port", "8000")
 #: A dtype every version of both engines accepts: the same argv rendered with it tells a failure
 #: the Binding's dtype causes from one the rest of the argv causes.
@@ -101,13 +99,11 @@ def predict(deployments: Iterable[dict], pods: Iterable[dict], bindings: Iterabl
 # --- Roles ------------------------------------------------------------------------------------
 
 def rendered_role_argv(deployment: dict, role: dict, dtype: str) -> list[str]:
-    """The container command the upgraded operator builds for a managed role."""
+    """The container command the upgraded operator builds for a managed role (the base command
+    from the engine's record; none for an engine this tool does not know)."""
     engine = _model.deployment_engine(deployment).name
     model = _model.text(_model.dig(deployment, "spec", "model", "name")) or ""
-    if engine == _engines.SGLANG:
-        base = [*SGLANG_BASE, "--model-path", model, "--enable-metrics"]
-    else:
-        base = [*VLLM_BASE, model]
+    base = _engines.record(engine).command(model) if engine is not None else []
     extra = _model.role_extra_args(role)
     tail = []
     for option, value in zip(HOST_PORT[::2], HOST_PORT[1::2], strict=True):
@@ -141,8 +137,7 @@ def predict_role(deployment: dict, role: dict, dtypes: dict) -> Prediction:
     own = [o for o in _engines.find_in_fields([("extraArgs", extra)], name, engine.version) if o.read]
     at = argv.index(FLAG)
     control = _read(name, engine.version, [*argv[:at], FLAG, CONTROL_DTYPE, *argv[at + 2:]], [])
-    outcome = _outcome(name, engine.version, _read(name, engine.version, argv, []), dtype, bool(own), "role",
-                       control)
+    outcome = _outcome(name, _read(name, engine.version, argv, []), dtype, bool(own), "role", control)
     return prediction(**outcome, argv=tuple(argv))
 
 
@@ -194,42 +189,51 @@ def predict_pod(pod: dict, dtypes: dict) -> Prediction:
     command, args = rendered_pod_argv(pod, container, dtype)
     env = container.get("env")
     control = _read(name, engine.version, command, [*args[:-1], CONTROL_DTYPE], env)
-    outcome = _outcome(name, engine.version, _read(name, engine.version, command, args, env), dtype, False, "Pod",
-                       control)
+    outcome = _outcome(name, _read(name, engine.version, command, args, env), dtype, False, "Pod", control)
     return prediction(**outcome, argv=tuple(command + args))
 
 
 # --- Reading the rendered argv ----------------------------------------------------------------
 
 def _read(engine: str, version: Optional[str], command: list[str], args: list[str],
-          env: object = None) -> _argv.Reading:
-    return _argv.read_container(engine, version, command, args, env)
+          env: object = None) -> _engines.FlagReading:
+    return _engines.read_flag([("command", command), ("args", args)], engine, version, env)
 
 
 _INVALID_CHOICE = re.compile(r"invalid choice: ('[^']*')")
 
 
-def _outcome(engine: str, version: Optional[str], reading: _argv.Reading, dtype: str, own: bool, holder: str,
-             control: _argv.Reading) -> dict:
-    """The outcome fields of a Prediction from what the engine's parser made of the rendered argv
-    (``control``: the same argv rendered with ``auto``)."""
-    if reading.state == _argv.FAILED:
-        choice = _INVALID_CHOICE.search(reading.error)
-        why = f"invalid choice {choice.group(1)}" if choice else reading.error.removeprefix("error: ")
-        anyway = control.state == _argv.FAILED
+def _outcome(engine: str, reading: _engines.FlagReading, dtype: str, own: bool, holder: str,
+             control: _engines.FlagReading) -> dict:
+    """The outcome fields of a Prediction from what the engine makes of the rendered argv
+    (``control``: the same argv rendered with ``auto``); a version no recorded parser covers is
+    named in the text."""
+    outcome = _outcome_of(engine, reading, dtype, own, holder, control)
+    if reading.note:
+        outcome["text"] += f" ({reading.note})"
+    return outcome
+
+
+def _outcome_of(engine: str, reading: _engines.FlagReading, dtype: str, own: bool, holder: str,
+                control: _engines.FlagReading) -> dict:
+    if reading.state == _engines.FAILED and reading.stage == _engines.AT_START:
+        return {"outcome": FAILS, "text": f"fails at engine start: {reading.reason}", "error": reading.reason}
+    if reading.state == _engines.FAILED:
+        error = reading.error.removeprefix("error: ")
+        choice = _INVALID_CHOICE.search(error)
+        why = f"invalid choice {choice.group(1)}" if choice else error
+        anyway = control.state == _engines.FAILED
         return {"outcome": FAILS, "text": f"fails: {why}" + (" (whatever the dtype)" if anyway else ""),
-                "error": reading.error, "fails_anyway": anyway}
-    if reading.state == _argv.UNKNOWN:
-        return {"outcome": UNSURE, "text": f"unsure: the value {reading.error}"}
-    if reading.state == _argv.ABSENT:  # the rendered flag is not where the engine reads it (a shell script)
+                "error": error, "fails_anyway": anyway}
+    if reading.state == _engines.UNSURE and reading.value is None:  # set from outside the object
+        return {"outcome": UNSURE, "text": f"unsure: the value {reading.reason}"}
+    if reading.state == _engines.UNSURE:  # a spelling no recorded parser or table entry decides
+        value = reading.value
+        return {"outcome": UNSURE, "runs": value,
+                "text": f"unsure: starts with {value} only if {engine} accepts it ({reading.reason})"}
+    if reading.state == _engines.ABSENT:  # the rendered flag is not where the engine reads it (a shell script)
         return {"outcome": UNSURE, "text": "unsure: the engine does not read the rendered flag from this argv"}
     value = reading.value or ""
-    judged = _engines.judge(engine, version, value)
-    if judged.verdict == _engines.REJECTED:  # vLLM 0.33+: the parser let it through, the engine does not
-        return {"outcome": FAILS, "text": f"fails at engine start: {judged.reason}", "error": judged.reason}
-    if judged.verdict == _engines.UNKNOWN:
-        return {"outcome": UNSURE, "runs": value,
-                "text": f"unsure: starts with {value} only if {engine} accepts it ({judged.reason})"}
     if own and value != dtype:
         return {"outcome": OWN_COPY, "runs": value,
                 "text": f"starts, but with its own {value} (the {holder}'s copy wins); its next edit is refused "

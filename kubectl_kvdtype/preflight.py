@@ -9,21 +9,22 @@ while any error finding remains (warnings too with ``--fail-on warning``).
 
 from __future__ import annotations
 
+import re
+import shlex
 from typing import Iterable, Optional
 
 from kubectl_kvdtype import _codes, _engines, _judgement, _model, _upgrade
-from kubectl_kvdtype._codes import PREDICTED_FAILURE
+from kubectl_kvdtype._codes import PREDICTED_DEPENDS, PREDICTED_FAILURE
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._flagged import FlagInventory, build_find_flags_report
-from kubectl_kvdtype._report import ERROR, WARNING, Column, Finding, ObjectRef, Report, Section, fails
-
-GO, NO_GO = "GO", "NO-GO"
+from kubectl_kvdtype._report import ERROR, GO, NO_GO, WARNING, Column, Finding, ObjectRef, Report, Section, fails
 
 #: To-do actions, in the order they are listed.
 REBIND, UPGRADE_ENGINE, SPLIT, CREATE_BINDING, REMOVE_FLAG, INVESTIGATE, LOOK = (
     "rebind", "upgrade-engine", "split-binding", "fix-binding-ref", "remove-flag", "investigate", "look")
 #: Warning codes worth a look, in the order listed; any other warning follows them.
-_WARNING_ORDER = (_codes.DTYPE_AUTO, _codes.DTYPE_UNKNOWN, _codes.ENGINE_UNKNOWN, _codes.DUPLICATE_OBJECT)
+_WARNING_ORDER = (_codes.DTYPE_AUTO, _codes.DTYPE_UNKNOWN, _codes.ENGINE_UNKNOWN, _codes.DUPLICATE_OBJECT,
+                  _codes.VERSION_UNRECORDED)
 
 
 class PreflightCommand(Command):
@@ -49,10 +50,27 @@ class PreflightCommand(Command):
         check_inventory = _judgement.BindingInventory(
             flags_inventory.bindings, _judgement.consumers_of(flags_inventory.deployments, flags_inventory.pods),
             flags_inventory.deployments, setting, setting_error)
-        return build_report(check_inventory, flags_inventory, context.system_namespace, offline=context.offline,
-                            ignore=set(self.option(context, "ignore", [])),
-                            fail_on=self.option(context, "fail_on", "error"),
-                            source_findings=getattr(context.source, "findings", []))
+        report = build_report(check_inventory, flags_inventory, context.system_namespace, offline=context.offline,
+                              ignore=set(self.option(context, "ignore", [])),
+                              fail_on=self.option(context, "fail_on", "error"),
+                              source_findings=getattr(context.source, "findings", []))
+        named = self.option(context, "context")
+        if named:  # the to-do list's commands must reach the cluster judged, not the current context
+            for item in report.items:
+                if item["command"]:
+                    item["command"] = in_context(item["command"], named)
+        return report
+
+
+#: Where a command names kubectl (or the plugin): its --context goes right after.
+_KUBECTL = re.compile(r"\bkubectl(?: kvdtype)?(?= )")
+
+
+def in_context(command: str, context_name: str) -> str:
+    """``command`` with ``--context NAME`` after each kubectl (and ``kubectl kvdtype``) it runs;
+    the name quoted for the shell, as it comes from the kubeconfig."""
+    flag = f" --context {shlex.quote(context_name)}"
+    return _KUBECTL.sub(lambda match: match.group() + flag, command)
 
 
 def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: FlagInventory, system_namespace: str,
@@ -101,7 +119,8 @@ def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: 
 # --- Predictions the other judgements do not explain ---------------------------------------
 
 def _add_predicted_failures(predictions: list[_upgrade.Prediction], report: Report) -> None:
-    """A replica the dry run sees failing because of the upgrade, which no error finding names."""
+    """A replica the dry run sees failing because of the upgrade, which no error finding names; one
+    whose value depends on a variable the object does not set (a warning: a look item)."""
     covered = set()
     for finding in report.findings:
         if finding.severity == ERROR:
@@ -110,7 +129,13 @@ def _add_predicted_failures(predictions: list[_upgrade.Prediction], report: Repo
                 covered.add((consumer.get("kind"), consumer.get("namespace"), consumer.get("name")))
     for prediction in predictions:
         key = (prediction.kind, prediction.namespace, prediction.name)
-        if prediction.broken and not prediction.fails_anyway and key not in covered:
+        if prediction.outcome == _upgrade.UNSURE and "depends on" in prediction.text:
+            ref = ObjectRef(prediction.kind, prediction.namespace, prediction.name)
+            where = f" role {prediction.role}" if prediction.role else ""
+            report.add(PREDICTED_DEPENDS, ref, f"{ref}{where}: after the upgrade it is {prediction.text}: what it "
+                       "starts with is set outside the object.", role=prediction.role, container=prediction.container,
+                       dtype=prediction.dtype, argv=list(prediction.argv), field_path=prediction.field_path)
+        elif prediction.broken and not prediction.fails_anyway and key not in covered:
             ref = ObjectRef(prediction.kind, prediction.namespace, prediction.name)
             where = f" role {prediction.role}" if prediction.role else ""
             report.add(PREDICTED_FAILURE, ref,
@@ -137,7 +162,7 @@ def _todo(findings: list[Finding], consumers: list[_judgement.Consumer]) -> list
               PREDICTED_FAILURE}
     other_errors = [f for f in findings if f.severity == ERROR and f.code not in listed]
     items += [_todo_item(INVESTIGATE, f, None, f.message) for f in other_errors]
-    warnings = [f for f in findings if f.severity == WARNING]
+    warnings = [f for f in findings if f.severity == WARNING or f.code == _codes.VERSION_UNRECORDED]
     rank = {code: i for i, code in enumerate(_WARNING_ORDER)}
     warnings.sort(key=lambda f: rank.get(f.code, len(rank)))
     items += [_todo_item(LOOK, f, _look_command(f), f.message) for f in warnings]
@@ -191,7 +216,7 @@ def _split_plan(dtype: str, attached: list[_judgement.Consumer]) -> str:
     for engine, group in by_engine.items():
         pairs = [(engine, c.engine.version) for c in group]
         names = ", ".join(f"{c.kind} {c.name}" for c in group)
-        if all(_engines.judge(e, v, dtype).verdict == _engines.ACCEPTED for e, v in pairs):
+        if all(_judgement.consumer_verdict(e, v, dtype).verdict == _engines.ACCEPTED for e, v in pairs):
             parts.append(f"{engine}: {names}: can stay")
         else:
             parts.append(f"{engine}: {names}: {_engines.remedy(dtype, pairs).text}")
@@ -254,7 +279,7 @@ def _look_command(finding: Finding) -> Optional[str]:
     ref = finding.object
     if finding.code in (_codes.DTYPE_AUTO, _codes.DTYPE_UNKNOWN):
         return f"kubectl kvdtype check -n {ref.namespace} -o wide"
-    if finding.code == _codes.ENGINE_UNKNOWN:
+    if finding.code in (_codes.ENGINE_UNKNOWN, _codes.VERSION_UNRECORDED):
         return f"kubectl get {'modeldeployment' if ref.kind == 'ModelDeployment' else 'pod'} {ref.name} " \
                f"-n {ref.namespace} -o yaml"
     return None

@@ -27,6 +27,7 @@ from kubectl_kvdtype._codes import (
     REPLICA_NOT_ROLLED,
     REPLICA_REJECTED,
     ROLE_UNMANAGED,
+    VERSION_UNRECORDED,
 )
 from kubectl_kvdtype._command import Command, Context
 from kubectl_kvdtype._flags import parse_duration
@@ -172,7 +173,7 @@ def _poll(context: Context, name: Optional[str]) -> Report:
 
 def _wait(context: Context, name: Optional[str], wait: float, interval: float) -> Report:
     """Poll (one read of the inventory per poll) until every judged Pod passes or time is up."""
-    deadline = time.monotonic() + wait
+    deadline = context.started + wait  # from the run's start (one deadline for a whole fleet)
     polls, report, skipped = 0, None, []
     try:
         while True:
@@ -341,6 +342,7 @@ def _deployment(deployment: dict, pods: list[_Pod], inventory: PodInventory, on:
     judgeable, expected = _expected(ref.namespace or "", _model.deployment_binding(deployment) or "",
                                     inventory.bindings, ref, on, report)
     engine = _model.deployment_engine(deployment)
+    note = _unrecorded(engine, ref, report)
     roles = {_model.role_name(r): r for r in _model.roles_of(deployment)}
     for role_name, role in roles.items():
         if _model.role_is_takeover(role):
@@ -364,8 +366,20 @@ def _deployment(deployment: dict, pods: list[_Pod], inventory: PodInventory, on:
         container = _model.engine_container(pod)
         judged = verdicts.judge(container, decided_by[role_name], _judge_replica, container, pod_role, engine, on,
                                 expected, judgeable)
-        _record(report, pod, namespace, name, ref.name, role_name, container, judged, REPLICA_CODES)
+        _record(report, pod, namespace, name, ref.name, role_name, container, judged, REPLICA_CODES, note)
     return _pending_replicas(ref, roles, seen)
+
+
+def _unrecorded(engine: _model.EngineInfo, ref: ObjectRef, report: Report) -> str:
+    """The note naming the recorded parser that stands in for an unrecorded engine version, once
+    per object as an info finding; "" when the version is recorded (or the engine unknown)."""
+    if engine.name is None:
+        return ""
+    basis = _engines.basis(engine.name, engine.version)
+    if basis.note:
+        report.add(VERSION_UNRECORDED, ref, f"{ref}: {basis.note}.", engine=engine.name,
+                   engineVersion=engine.version, judgedAs=basis.table)
+    return basis.note
 
 
 class _Verdicts:
@@ -518,17 +532,19 @@ def _injected(pod: dict, bindings: dict, on: bool, report: Report, verdicts: _Ve
     ref = ObjectRef(POD.name, _model.namespace_of(pod), _model.name_of(pod))
     judgeable, expected = _expected(ref.namespace or "", _model.pod_binding(pod) or "", bindings, ref, on, report)
     container = _model.target_container(pod, _model.pod_spec(pod))
+    note = ""
     if container is None:
         judged = Judged(MISSING if judgeable else UNKNOWN, expected, None, [],
                         "no target container (several containers and no kvcache.gpustack.ai/container "
                         "annotation naming one of them), so the webhook cannot inject it")
     else:
         engine = _model.pod_engine(pod)
+        note = _unrecorded(engine, ref, report)
         injected = _model.INJECTED_ANNOTATION in _model.annotations_of(pod)  # where the webhook's copy is
         judged = verdicts.judge(container, (INJECTED, engine.name, engine.declared, engine.version, injected, on,
                                             expected, judgeable),
                                 _judge_injected, pod, container, engine, on, expected, judgeable)
-    _record(report, pod, ref.namespace or "", ref.name, None, INJECTED, container, judged, POD_CODES)
+    _record(report, pod, ref.namespace or "", ref.name, None, INJECTED, container, judged, POD_CODES, note)
 
 
 def _judge_injected(pod: dict, container: dict, engine: _model.EngineInfo, on: bool, expected: Optional[str],
@@ -557,7 +573,7 @@ def _judge_injected(pod: dict, container: dict, engine: _model.EngineInfo, on: b
 
 
 def _record(report: Report, pod_object: dict, namespace: str, pod: str, deployment: Optional[str], role: str,
-            container: Optional[dict], judged: Judged, codes: dict[str, str]) -> None:
+            container: Optional[dict], judged: Judged, codes: dict[str, str], note: str = "") -> None:
     """One item per judged Pod, and its finding; ``pod_object`` is read only for a finding's field
     (the SARIF line), so a Pod with no finding costs nothing more.
 
@@ -574,7 +590,8 @@ def _record(report: Report, pod_object: dict, namespace: str, pod: str, deployme
         return
     ref = ObjectRef(POD.name, namespace, pod)
     whose = f"replica of ModelDeployment {deployment}, role {role}" if deployment else "injected Pod"
-    report.add(code, ref, f"{ref} ({whose}): {judged.message}.", deployment=deployment,
+    noted = f" ({note})" if note else ""
+    report.add(code, ref, f"{ref} ({whose}): {judged.message}{noted}.", deployment=deployment,
                role=role, container=name, expected=judged.expected, effective=judged.effective,
                occurrences=occurrences, **({"error": judged.error} if judged.error else {}),
                field_path=_culprit_path(pod_object, container, judged, injected=deployment is None))

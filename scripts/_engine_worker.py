@@ -211,14 +211,52 @@ def vllm_parser():
 
 
 def _vllm_serve_parser(ServeSubcommand):
-    try:
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
-    except ImportError:
-        from vllm.utils import FlexibleArgumentParser
+    FlexibleArgumentParser = _flexible_parser_class()
     top = FlexibleArgumentParser(prog="vllm", description="vLLM CLI")
     subparsers = top.add_subparsers(required=False, dest="subparser")
     serve = ServeSubcommand().subparser_init(subparsers)
     return top, serve
+
+
+def _flexible_parser_class():
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        from vllm.utils import FlexibleArgumentParser
+    return FlexibleArgumentParser
+
+
+def vllm_api_server_parser():
+    """`python -m vllm.entrypoints.openai.api_server`'s own parser, built as its ``__main__`` does:
+    a FlexibleArgumentParser given to the release's ``make_arg_parser`` (no `serve` subcommand)."""
+    make_arg_parser = _imported_by("vllm.entrypoints.openai.api_server", "make_arg_parser")
+    if make_arg_parser is None:
+        return None
+    return make_arg_parser(_flexible_parser_class()(description="vLLM OpenAI-Compatible RESTful API server."))
+
+
+def _imported_by(module: str, name: str, depth: int = 3):
+    """The function ``name`` that ``module`` (run as ``__main__``) imports, following the ``main``
+    it imports from elsewhere (releases moved the api_server's code between modules)."""
+    import ast
+    import importlib
+    import importlib.util
+
+    for _ in range(depth):
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+            return None
+        with open(spec.origin, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        imports = {alias.name: importlib.util.resolve_name("." * node.level + (node.module or ""), spec.parent)
+                   for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
+        if name in imports:
+            found = getattr(importlib.import_module(imports[name]), name, None)
+            return found if isinstance(found, types.FunctionType) else None
+        if "main" not in imports:
+            return None
+        module = imports["main"]
+    return None
 
 
 def sglang_parser():
@@ -228,6 +266,37 @@ def sglang_parser():
     parser = argparse.ArgumentParser(prog="sglang serve")
     ServerArgs.add_cli_args(parser)
     return parser, parser
+
+
+def sglang_serve_steps():
+    """The real pre-processing of `sglang serve` (sglang.cli.serve), in the order it applies them;
+    the names are what the plugin's reader implements (kubectl_kvdtype/_argv.py)."""
+    try:
+        import sglang.cli.serve as serve
+    except ImportError:
+        return None
+    steps = []
+    for name, function in (("sglang_model_type", "_extract_model_type_override"),
+                           ("sglang_positional_model", "_normalize_positional_model_path")):
+        if hasattr(serve, function):
+            steps.append((name, getattr(serve, function)))
+    return steps
+
+
+def _sglang_cli_argv(args: list[str]) -> list[str]:
+    """What sglang's top-level CLI (sglang.cli.main) hands `serve` as its extra argv: run for real."""
+    import sglang.cli.main as main
+    import sglang.cli.serve as serve
+
+    captured: list = []
+    real, argv = serve.serve, sys.argv
+    serve.serve = lambda _args, extra: captured.append(list(extra))
+    sys.argv = ["sglang", "serve", *args]
+    try:
+        main.main()
+    finally:
+        serve.serve, sys.argv = real, argv
+    return captured[0]
 
 
 def describe(parser: argparse.ArgumentParser) -> dict:
@@ -283,17 +352,58 @@ def _action_kind(action) -> str:
     return "store"  # engine-defined actions that take values like a store (their nargs says how many)
 
 
-def run(top, serve, engine: str, argv: list[str]) -> dict:
-    """What the real parser makes of ``argv`` (the engine's own arguments, after `serve`)."""
-    full = (["serve"] + argv) if engine == "vLLM" else argv
-    for parser in {id(top): top, id(serve): serve}.values():
+class Entries:
+    """Every entry point of one engine version: its parser and its real pre-processing."""
+
+    def __init__(self, engine: str) -> None:
+        self.engine = engine
+        if engine == "vLLM":
+            self.top, self.serve = vllm_parser()
+            self.api_server = vllm_api_server_parser()
+            self.steps = None
+        else:
+            self.top, self.serve = sglang_parser()
+            self.api_server = None
+            self.steps = sglang_serve_steps()
+
+    def names(self) -> list[str]:
+        if self.engine == "vLLM":
+            return ["vllm serve"] + (["api_server"] if self.api_server is not None else [])
+        return ["launch_server"] + (["sglang serve"] if self.steps is not None else [])
+
+    def parsers(self) -> list:
+        return [p for p in (self.top, self.serve, self.api_server) if p is not None]
+
+    def parse(self, entry: str, args: list[str]):
+        if entry == "vllm serve":
+            return self.top.parse_args(["serve", *args])
+        if entry == "api_server":
+            return self.api_server.parse_args(args)
+        if entry == "sglang serve":
+            argv = _sglang_cli_argv(args)
+            for _name, step in self.steps:
+                result = step(argv)
+                argv = result[-1] if _name == "sglang_model_type" else result[0]
+            return self.serve.parse_args(argv)
+        return self.serve.parse_args(args)
+
+
+def run(entries: Entries, item) -> dict:
+    """What the real entry point makes of an item: its own arguments (a list: the engine's default
+    entry point) or ``{"entry": name, "args": [...]}``."""
+    entry, argv = (item["entry"], item["args"]) if isinstance(item, dict) else (entries.names()[0], item)
+    if entry == "none":  # the shell line started no engine
+        return {"outcome": "absent"}
+    if entry not in entries.names():
+        return {"outcome": "crashed", "error": f"no entry point {entry}"}
+    for parser in entries.parsers():
         parser.error = _raise
         parser.exit = lambda status=0, message=None: _raise(f"exit {status}: {message}")
     err = io.StringIO()
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = err
     try:
-        namespace = top.parse_args(full)
+        namespace = entries.parse(entry, argv)
     except ParseFailure as failure:
         return {"outcome": "failed", "error": str(failure)}
     except SystemExit as exit_:
@@ -342,19 +452,54 @@ def main() -> int:
     stdout = sys.stdout
     sys.stdout = quiet
     try:
-        top, serve = vllm_parser() if engine == "vLLM" else sglang_parser()
+        entries = Entries(engine)
     finally:
         sys.stdout = stdout
     with open(request, encoding="utf-8") as handle:
         argvs = json.load(handle)
-    table = describe(serve)
-    if top is not serve:
-        table["top"] = describe(top)
-    _mark_absence(serve)
-    results = [run(top, serve, engine, argv) for argv in argvs]
+    table = describe(entries.serve)
+    if entries.top is not entries.serve:
+        table["top"] = describe(entries.top)
+    table["entry_points"] = entry_points(entries, table)
+    for parser in entries.parsers():
+        _mark_absence(parser)
+    results = [run(entries, item) for item in argvs]
     json.dump({"engine": engine, "version": version, "python": sys.version.split()[0], "table": table,
                "results": results}, sys.stdout)
     return 0
+
+
+def entry_points(entries: Entries, table: dict) -> dict:
+    """Per entry point, what differs from the shared option table: its words before the engine's
+    own arguments, the parser it starts at, its pre-processing steps, and any setting of its own
+    parser that differs (its ``prog``; its whole action list only if the options differ)."""
+    points: dict = {}
+    for name in entries.names():
+        if name == "vllm serve":
+            points[name] = {"parser": "top", "words": ["serve"], "steps": ["flexible"]}
+        elif name == "api_server":
+            points[name] = {"parser": "own", "steps": ["flexible"]}
+            points[name].update(_difference(table, describe(entries.api_server)))
+        elif name == "sglang serve":
+            points[name] = {"parser": "own", "steps": [step for step, _ in entries.steps]}
+        else:
+            points[name] = {"parser": "own", "steps": []}
+    return points
+
+
+def _difference(base: dict, own: dict) -> dict:
+    """An entry point's own parser as its difference from the shared table: settings that differ
+    (not ``prog``, which no error message prints), options it lacks, options it adds."""
+    difference = {k: v for k, v in own.items() if k not in ("actions", "prog") and base.get(k) != v}
+    base_actions = {a["dest"]: a for a in base["actions"]}
+    own_actions = {a["dest"]: a for a in own["actions"]}
+    without = [dest for dest in base_actions if dest not in own_actions]
+    added = [a for dest, a in own_actions.items() if base_actions.get(dest) != a]
+    if without:
+        difference["without"] = without
+    if added:
+        difference["with"] = added
+    return difference
 
 
 if __name__ == "__main__":

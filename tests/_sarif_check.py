@@ -144,7 +144,7 @@ def expected_on_field_line(result: dict) -> Optional[list[str]]:
         return tokens[:1]
     if code == "role-unmanaged":
         return ["command"]
-    if code == "predicted-failure":
+    if code in ("predicted-failure", "predicted-depends"):
         return [fields.get("role") or fields.get("container")]
     if code.startswith(("replica-", "pod-")):
         return tokens or ["args", *([fields["container"]] if fields.get("container") else [])]  # args, or name

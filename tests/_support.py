@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import os
 import subprocess
 import sys
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
@@ -83,25 +81,3 @@ def assert_one_clean_line(stderr: str) -> None:
     assert len(lines) == 1, stderr
     assert lines[0].startswith("error: "), stderr
     assert "Traceback" not in stderr and "Exception" not in stderr, stderr
-
-
-class JsonHandler(BaseHTTPRequestHandler):
-    """A small HTTP service for tests (an OIDC identity provider): answers JSON, logs nothing."""
-
-    def answer(self, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-def jwt(claims: dict, signature: str = "c2ln") -> str:
-    """An unsigned JWT (``alg: none``) carrying ``claims``: what an OIDC id-token looks like."""
-    def part(value: dict) -> str:
-        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
-    return f"{part({'alg': 'none'})}.{part(claims)}.{signature}"

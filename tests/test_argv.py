@@ -27,6 +27,8 @@ from kubectl_kvdtype._engines import (
     read_flag,
 )
 
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
+
 # (case, argv, engine, version, [(spelling, value, read)], effective value)
 TABLE = [
     ("space form", ["--kv-cache-dtype", "fp8_e4m3"], VLLM, "0.29.0", [(EXACT, "fp8_e4m3", True)], "fp8_e4m3"),

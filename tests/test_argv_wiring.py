@@ -12,6 +12,8 @@ import pytest
 from _support import kvdtype, report, seed
 from kubectl_kvdtype import _engines, _model
 
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
+
 NS = "wire"
 SGLANG_BASE = ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--enable-metrics"]
 VLLM_BASE = ["vllm", "serve", "Qwen/Qwen3-8B"]

@@ -11,6 +11,8 @@ import pytest
 
 from _support import EXAMPLES, PLUGIN, documents, in_process, kvdtype, seed
 
+pytestmark = pytest.mark.version_sensitive  # help, --version and usage errors are argparse's (test_tiers.py)
+
 
 def test_help_says_kubectl_kvdtype_through_kubectl(kube_env):
     result = kvdtype(kube_env, "--help")

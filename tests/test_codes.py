@@ -20,6 +20,8 @@ from _support import EXAMPLES, ROOT, documents, in_process, seed
 from kubectl_kvdtype import _codes
 from test_escape_rebind import INJECTED_POD, REBIND, kvdtype, team_a, team_b_bindings
 
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
+
 OFFLINE = [["check"], ["find-flags"], ["verify"], ["escape", "status"]]
 
 

@@ -16,7 +16,8 @@ from typing import Optional
 
 import pytest
 
-from _support import EXAMPLES, PLUGIN, JsonHandler, assert_one_clean_line, documents, jwt, seed
+from _oidc import FRESH_EXP, identity_provider, jwt, oidc_user
+from _support import EXAMPLES, PLUGIN, assert_one_clean_line, documents, seed
 from conftest import kubectl_path, run_kubectl
 from fakekube import TEST_CLIENT_CA_PEM, TEST_CLIENT_CERT_PEM, TEST_CLIENT_KEY_PEM, FakeKube
 
@@ -402,41 +403,14 @@ def test_shell_scripts_complete_the_flags(kube_env, tmp_path):
 def test_oidc_auth_provider_refreshes_an_expired_id_token(kube_env, tmp_path):
     """An expired id-token is refreshed at the identity provider (its discovery document, then a
     refresh-token grant) and the new one is sent; the kubeconfig file is left as it was."""
-    import threading
-    from http.server import ThreadingHTTPServer
-    from urllib.parse import parse_qs
-
-    fresh = jwt({"iss": "test", "exp": 4102444800})  # 2100
-    grants: list[dict] = []
-
-    class IdentityProvider(JsonHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's spelling)
-            self.answer({"issuer": issuer, "token_endpoint": f"{issuer}/token"})
-
-        def do_POST(self) -> None:  # noqa: N802
-            grants.append(parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode()))
-            self.answer({"access_token": "unused", "token_type": "Bearer", "expires_in": 3600,
-                          "id_token": fresh, "refresh_token": "refresh-2"})
-
-    idp = ThreadingHTTPServer(("127.0.0.1", 0), IdentityProvider)
-    issuer = f"http://127.0.0.1:{idp.server_address[1]}"
-    threading.Thread(target=idp.serve_forever, daemon=True).start()
-    with FakeKube(token=fresh) as fake:
+    fresh = jwt({"iss": "test", "exp": FRESH_EXP})
+    with identity_provider(fresh) as (issuer, grants), FakeKube(token=fresh) as fake:
         seed(fake, documents(EXAMPLES))
-
-        def oidc(config: dict) -> None:
-            config["users"][0]["user"] = {"auth-provider": {"name": "oidc", "config": {
-                "client-id": "kvdtype", "client-secret": "secret", "idp-issuer-url": issuer,
-                "id-token": jwt({"iss": "test", "exp": 946684800}), "refresh-token": "refresh-1"}}}
-
-        path = kubeconfig(fake, tmp_path / "oidc", oidc)
+        path = kubeconfig(fake, tmp_path / "oidc", lambda config: config["users"][0].update(user=oidc_user(issuer)))
         before = path.read_bytes()
         # oauthlib refuses a plain-HTTP token endpoint unless told this is a test.
         env = dict(kube_env, KUBECONFIG=str(path), OAUTHLIB_INSECURE_TRANSPORT="1")
-        try:
-            result = plugin(env, "check", "-A", "-o", "json")
-        finally:
-            idp.shutdown()
+        result = plugin(env, "check", "-A", "-o", "json")
         assert result.returncode == 1, result.stderr  # the examples hold error findings
         assert len(json.loads(result.stdout)["items"]) == 8
         assert [(g.get("grant_type"), g.get("refresh_token")) for g in grants] == [(["refresh_token"], ["refresh-1"])]

@@ -16,8 +16,13 @@ import pytest
 
 from kubectl_kvdtype import _argv
 
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
+
 CORPUS = json.loads((Path(__file__).parent / "data" / "engine_corpus.json").read_text(encoding="utf-8"))
 CASES = [(engine, version) for engine, data in CORPUS["engines"].items() for version in data["outcomes"]]
+#: The words that start each entry point, as the corpus names them (scripts/engine-tables ENTRIES).
+WORDS = {"vllm serve": ["vllm", "serve"], "api_server": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+         "launch_server": ["python3", "-m", "sglang.launch_server"], "sglang serve": ["sglang", "serve"]}
 
 
 def _expected(row: list) -> tuple:
@@ -28,24 +33,98 @@ def _expected(row: list) -> tuple:
     return (_argv.FAILED, None, CORPUS["errors"][row[1]], 2 if row[0] == "f" else 1)
 
 
+def _got(reading: _argv.Reading) -> tuple:
+    return (reading.state, reading.value, reading.error, reading.exit_code)
+
+
+def _sections(engine: str, version: str) -> tuple[list, list, list]:
+    """(argv rows, entry point rows, shell rows) of one version's outcomes."""
+    data = CORPUS["engines"][engine]
+    rows = data["outcomes"][version]
+    first, second = len(data["argvs"]), len(data["argvs"]) + len(data["entries"])
+    assert len(rows) == second + len(data["shell"])
+    return rows[:first], rows[first:second], rows[second:]
+
+
+@pytest.mark.version_sensitive
 @pytest.mark.parametrize("engine,version", CASES)
 def test_every_corpus_case_agrees_with_the_real_parser(engine: str, version: str) -> None:
     data = CORPUS["engines"][engine]
     assert len(data["argvs"]) >= 2000
     disagreements = []
-    for argv, row in zip(data["argvs"], data["outcomes"][version], strict=True):
-        reading = _argv.read_engine_args(engine, version, argv)
-        got = (reading.state, reading.value, reading.error, reading.exit_code)
+    for argv, row in zip(data["argvs"], _sections(engine, version)[0], strict=True):
+        got = _got(_argv.read_engine_args(engine, version, argv))
         if got != _expected(row):
             disagreements.append((argv, _expected(row), got))
     assert disagreements == [], f"{len(disagreements)} of {len(data['argvs'])} disagree; first: {disagreements[:3]}"
 
 
+@pytest.mark.version_sensitive
+@pytest.mark.parametrize("engine,version", CASES)
+def test_every_entry_point_agrees_with_its_real_parser(engine: str, version: str) -> None:
+    """Each entry point's argvs, read from a container command that starts it."""
+    data = CORPUS["engines"][engine]
+    assert {c["entry"] for c in data["entries"]} == set(_argv._recorded(engine, version)["entry_points"])
+    disagreements = []
+    for case, row in zip(data["entries"], _sections(engine, version)[1], strict=True):
+        got = _got(_argv.read_container(engine, version, WORDS[case["entry"]], case["args"]))
+        if got != _expected(row):
+            disagreements.append((case, _expected(row), got))
+    assert disagreements == [], f"{len(disagreements)} of {len(data['entries'])} disagree; first: {disagreements[:3]}"
+
+
+@pytest.mark.version_sensitive
+@pytest.mark.parametrize("engine,version", CASES)
+def test_every_shell_line_agrees_with_dash_and_the_real_parser(engine: str, version: str) -> None:
+    """A line whose variables the object sets reads as dash ran it; one with a variable unset
+    depends on it, and its default is what dash ran with the variable unset."""
+    data = CORPUS["engines"][engine]
+    disagreements = []
+    for case, row in zip(data["shell"], _sections(engine, version)[2], strict=True):
+        env = [{"name": name, "value": value} for name, value in case["env"].items()]
+        reading = _argv.read_container(engine, version, ["sh", "-c", case["line"]], [], env)
+        expected = _expected(row)
+        if not _argv._could_hold_flag(case["run"]["args"]):
+            # No entry of the argv dash ran could be the flag: the reader does not parse it (another
+            # option's mistake is not its business), the flag is absent.
+            expected = (_argv.ABSENT, None, "", 0)
+        if case["unset"]:
+            ok = reading.state == _argv.UNKNOWN and reading.default is not None \
+                and _got(reading.default) == expected \
+                and reading.error.startswith(f"depends on {', '.join(case['unset'])} (")
+        else:
+            ok = _got(reading) == expected
+        if not ok:
+            disagreements.append((case["line"], case["env"], _expected(row), reading))
+    assert disagreements == [], f"{len(disagreements)} of {len(data['shell'])} disagree; first: {disagreements[:3]}"
+
+
 def test_the_corpus_covers_every_recorded_version_and_the_classes_of_the_issue() -> None:
     assert set(CASES) == {(e, v) for e in _argv._tables()["versions"] for v in _argv.recorded_versions(e)}
-    vllm18 = dict(zip(map(tuple, CORPUS["engines"]["vLLM"]["argvs"]), CORPUS["engines"]["vLLM"]["outcomes"]["0.18.0"],
-                      strict=True))
+    vllm18 = dict(zip(map(tuple, CORPUS["engines"]["vLLM"]["argvs"]), _sections("vLLM", "0.18.0")[0], strict=True))
     assert vllm18[("Qwen/Qwen3-8B", "--kv-cache-dt=fp8")] == ["v", "fp8"]  # abbreviation read before 0.19
+    for engine, data in CORPUS["engines"].items():  # every entry point, and shell lines set and unset
+        assert {c["entry"] for c in data["entries"]} == set(_argv._recorded(engine, _argv.recorded_versions(engine)[0])
+                                                            ["entry_points"])
+        assert any("${" in c["line"] and c["unset"] for c in data["shell"])
+        assert any("${" in c["line"] and not c["unset"] and c["env"] for c in data["shell"])
+
+
+def test_every_release_since_the_first_recorded_is_and_unchanged_tables_are_stored_once() -> None:
+    tables = _argv._tables()
+    assert _argv.recorded_versions("vLLM")[0] == "0.18.0" and "0.18.1" in _argv.recorded_versions("vLLM")
+    assert _argv.recorded_versions("SGLang")[0] == "0.5.18" and "0.5.19" in _argv.recorded_versions("SGLang")
+    for engine, versions in tables["versions"].items():
+        stored = set(tables["tables"][engine])
+        aliases = tables.get("same", {}).get(engine, {})
+        assert stored | set(aliases) == set(versions) and not stored & set(aliases)
+        assert all(aliases[v] in stored for v in aliases)
+        texts = [json.dumps(_argv._recorded(engine, v), sort_keys=True) for v in stored]
+        assert len(set(texts)) == len(texts)  # no two stored tables are the same
+        # The shortest abbreviation stored beside the tables is the one the tables give.
+        assert _argv._shipped_prefix(engine) == _argv._prefix_in(engine, _argv._distinct_tables(engine))
+    size = (Path(_argv.__file__).parent / "data" / "engine_options.json").stat().st_size
+    assert size < 2_000_000
 
 
 @pytest.mark.parametrize("engine,version,argv,expected", [
@@ -69,17 +148,20 @@ def test_the_issue_classes(engine, version, argv, expected) -> None:
 
 
 def test_versions_between_recordings_take_the_table_below_and_the_judge_for_values() -> None:
-    assert _argv.table_version("vLLM", "0.25.1") == "0.19.0"
+    assert _argv.table_version("vLLM", "0.25.2") == "0.25.1"
     assert _argv.table_version("vLLM", "0.10.0") == "0.18.0"  # below the lowest: the lowest
-    assert _argv.table_version("SGLang", "v0.5.22.post1") == "0.5.18"
+    assert _argv.table_version("SGLang", "v0.5.22.post1") == "0.5.22"
     # nvfp4 appeared in vLLM 0.20.0: the 0.19 table does not list it, the spelling table does.
     assert _argv.read_engine_args("vLLM", "0.20.0", ["M", "--kv-cache-dtype", "nvfp4"]).value == "nvfp4"
     assert _argv.read_engine_args("vLLM", "0.19.0", ["M", "--kv-cache-dtype", "nvfp4"]).state == _argv.FAILED
-    # fp4_e2m1 was removed in SGLang 0.5.21: still in the 0.5.18 table, refused by the judge.
+    # fp4_e2m1 was removed in SGLang 0.5.21.
     assert _argv.read_engine_args("SGLang", "0.5.20", ["--model-path", "M", "--kv-cache-dtype", "fp4_e2m1"]).state \
         == _argv.VALUE
     assert _argv.read_engine_args("SGLang", "0.5.21", ["--model-path", "M", "--kv-cache-dtype", "fp4_e2m1"]).state \
         == _argv.FAILED
+    # A recorded release refuses what its parser does not list, even when the spelling table does not know it.
+    assert _argv.read_engine_args("vLLM", "0.25.0", ["M", "--kv-cache-dtype", "int8", "--kv-cache-dtype",
+                                                     "auto"]).state == _argv.FAILED
 
 
 def test_an_argv_that_cannot_hold_the_flag_is_not_parsed() -> None:
@@ -121,8 +203,35 @@ def test_the_tables_load_lazily_and_ship_in_the_package() -> None:
             "import kubectl_kvdtype._cli; assert a._tables.cache_info().currsize == 0; "
             "print(sorted(a._tables()['versions']['vLLM']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['0.18.0', '0.19.0', '0.29.0', '0.33.0']"
+    assert out.strip().startswith("['0.18.0', '0.18.1', '0.19.0'")
     setup = (Path(__file__).parent.parent / "setup.cfg").read_text(encoding="utf-8")
     assert "kubectl_kvdtype = data/*.json" in setup
     build_binary = Path(__file__).parent.parent / "scripts" / "build-binary"
     assert 'collect_data_files("kubectl_kvdtype")' in build_binary.read_text()
+
+
+@pytest.mark.e2e  # runs dash, the POSIX shell the expected outcomes came from
+def test_the_recorded_shell_argvs_are_what_dash_runs_today(tmp_path: Path) -> None:
+    """The corpus' shell argvs came from dash with stub engines: dash still runs the same ones."""
+    import importlib.util
+    from importlib.machinery import SourceFileLoader
+
+    loader = SourceFileLoader("engine_tables", str(Path(__file__).parent.parent / "scripts" / "engine-tables"))
+    spec = importlib.util.spec_from_loader("engine_tables", loader)
+    assert spec is not None
+    tables = importlib.util.module_from_spec(spec)
+    loader.exec_module(tables)
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for program in ("vllm", "sglang", "python3"):
+        (stubs / program).write_text(tables._STUB, encoding="utf-8")
+        (stubs / program).chmod(0o755)
+    for engine, data in CORPUS["engines"].items():
+        seen = set()
+        for case in data["shell"]:
+            key = (case["line"], json.dumps(case["env"], sort_keys=True))
+            if key in seen:
+                continue
+            seen.add(key)
+            argv = tables._run_dash(case["line"], case["env"], stubs, tmp_path)
+            assert tables._as_item(engine, argv) == case["run"], case

@@ -3,10 +3,15 @@ spelling by spelling."""
 
 from __future__ import annotations
 
+import packaging.version
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubectl_kvdtype import _engines
 from kubectl_kvdtype._engines import ACCEPTED, REJECTED, SGLANG, UNKNOWN, VLLM, judge, parse_version, suggest
+
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 
 # The reference-version table, row by row: (value, vLLM 0.29.0, SGLang 0.5.18).
 TABLE = [
@@ -18,8 +23,17 @@ TABLE = [
     ("mxfp8", REJECTED, ACCEPTED), ("fp4_mx_block16", REJECTED, ACCEPTED),
     ("FP8", REJECTED, REJECTED), ("BF16", REJECTED, REJECTED), ("fp16", REJECTED, REJECTED),
     ("half", REJECTED, REJECTED),
-    ("turboquant_3bit", UNKNOWN, UNKNOWN),
+    # At a recorded version the recorded parser's choices decide, spellings the hand table lacks too.
+    ("turboquant_3bit", REJECTED, REJECTED), ("turboquant_k8v4", ACCEPTED, REJECTED),
+    ("bfloаt16", REJECTED, REJECTED), ("bfloat16 ", REJECTED, REJECTED), ("bfloat16\u200b", REJECTED, REJECTED),
 ]
+
+
+def test_between_recordings_a_spelling_the_table_lacks_is_unknown_and_says_which_parser():
+    judged = judge(VLLM, "0.27.1", "turboquant_3bit")
+    assert judged.verdict == UNKNOWN
+    assert judged.note == ("vLLM 0.27.1 is between the recorded releases 0.19.0 and 0.29.0: judged as 0.19.0, "
+                           "the value by this tool's spelling table")
 
 
 @pytest.mark.parametrize("value, vllm, sglang", TABLE)
@@ -73,6 +87,20 @@ def test_unreadable_version_falls_back_to_the_reference():
     result = judge(VLLM, "latest", "bf16")
     assert result.version_is_reference and result.version == "0.29.0"
     assert "reference version" in result.reason
+    assert result.note == "vLLM version 'latest' is unreadable: judged at the reference version 0.29.0"
+    assert judge(VLLM, None, "bf16").note == ""  # no version at all: the reference, as the label says
+
+
+@pytest.mark.parametrize("engine, version, note", [
+    (VLLM, "0.29.0", ""), (VLLM, "0.29.0-cu124", ""), (SGLANG, "v0.5.23", ""),
+    (VLLM, "0.34.0", "vLLM 0.34.0 is newer than the newest recorded release, 0.33.0: judged as 0.33.0"),
+    (SGLANG, "0.5.24", "SGLang 0.5.24 is newer than the newest recorded release, 0.5.23: judged as 0.5.23"),
+    (VLLM, "0.33.0rc1", "vLLM 0.33.0rc1 is between the recorded releases 0.29.0 and 0.33.0: judged as 0.29.0"),
+    (VLLM, "0.11.0", "vLLM 0.11.0 is older than the oldest recorded release, 0.18.0: judged as 0.18.0"),
+])
+def test_the_basis_names_the_recorded_parser_that_stands_in(engine, version, note):
+    found = _engines.basis(engine, version).note
+    assert found.startswith(note) and bool(found) == bool(note)
 
 
 def test_vllm_033_fails_at_engine_start_not_parsing():
@@ -81,11 +109,33 @@ def test_vllm_033_fails_at_engine_start_not_parsing():
 
 
 @pytest.mark.parametrize("text, parsed", [
-    ("0.29.0", (0, 29, 0, 0, 0)), ("v0.5.18.post1", (0, 5, 18, 1, 1)), ("0.5.4.post3", (0, 5, 4, 1, 3)),
-    ("1.2", (1, 2, 0, 0, 0)), ("0.6.0rc1", (0, 6, 0, -1, 1)), ("latest", None), (None, None), ("", None),
+    ("0.29.0", "0.29.0"), ("v0.5.18.post1", "0.5.18.post1"), ("0.5.4.post3", "0.5.4.post3"), ("1.2", "1.2"),
+    ("0.6.0rc1", "0.6.0rc1"), ("0.29.0-cu124", "0.29.0"), ("0.29.0+cu124", "0.29.0"), ("V0.33.0-RC.2", "0.33.0rc2"),
+    ("0.5.18-1", "0.5.18.post1"), ("0.34.0.dev3", "0.34.0.dev3"), ("latest", None), (None, None), ("", None),
+    (True, None),
 ])
 def test_parse_version(text, parsed):
-    assert parse_version(text) == parsed
+    version = parse_version(text)
+    assert (version.text if version else None) == parsed
+
+
+def test_lenient_forms_compare_equal_to_the_release():
+    assert parse_version("0.29.0-cu124") == parse_version("0.29") == parse_version("v0.29.0")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(0, 3), min_size=1, max_size=4),
+                          st.sampled_from(["", "a", "b", "rc"]), st.integers(0, 2),
+                          st.sampled_from(["", ".post"]), st.integers(0, 2),
+                          st.sampled_from(["", ".dev"]), st.integers(0, 2)), min_size=2, max_size=2))
+def test_the_order_is_pep_440s(pair):
+    """The one version parser orders like packaging.version (a test dependency through pytest)."""
+    texts = ["".join([".".join(map(str, release)), pre and f"{pre}{pre_n}", post and f"{post}{post_n}",
+                      dev and f"{dev}{dev_n}"]) for release, pre, pre_n, post, post_n, dev, dev_n in pair]
+    ours = [parse_version(t) for t in texts]
+    theirs = [packaging.version.Version(t) for t in texts]
+    assert (ours[0] < ours[1]) == (theirs[0] < theirs[1]) and (ours[0] == ours[1]) == (theirs[0] == theirs[1])
+    assert ours[0].text == str(theirs[0])
 
 
 def test_rc_sorts_before_release_and_post_after():

@@ -79,7 +79,6 @@ def cluster(fake, kube_env):
     (("--dtype", "bfloat16", "--new-name", "ok", "--domain-name", "d" * 64), 2, "--domain-name"),
     (("--dtype", "fp8_e4m3", "--new-name", "ok", "--suffix", "s" * 64), 2, "--suffix"),
     (("--dtype", "bfloat16", "--strategy", "side-by-side", "--suffix", "s" * 55), 3, "pass a shorter --suffix"),
-    (("--dtype", "turboquant_k8v4"), 3, "pass --force-unknown-dtype"),
 ])
 def test_bad_input_is_refused_before_anything_is_written(cluster, fake, tmp_path, args, code, message):
     before = state(fake)
@@ -89,11 +88,22 @@ def test_bad_input_is_refused_before_anything_is_written(cluster, fake, tmp_path
     assert writes(fake) == [] and state(fake) == before and backup_dirs(tmp_path) == []
 
 
+def test_an_unknown_dtype_is_refused_before_anything_is_written(cluster, fake, tmp_path):
+    # chat's SGLang v0.5.18.post1 is no recorded release: the hand-kept table decides, and it does not
+    # know turboquant_k8v4 (vLLM 0.29.0's recorded parser lists it, so legacy's consumers accept it).
+    before = state(fake)
+    result = kvdtype(cluster, tmp_path, "chat", "-n", "team-a", "--dtype", "turboquant_k8v4", "--apply")
+    assert result.returncode == 3, result.stderr
+    assert "pass --force-unknown-dtype" in result.stderr and "Traceback" not in result.stderr
+    assert writes(fake) == [] and state(fake) == before and backup_dirs(tmp_path) == []
+
+
 def test_an_unknown_dtype_is_taken_with_force_and_warned_about(cluster, fake, tmp_path):
-    result = kvdtype(cluster, tmp_path, "legacy", "-n", "team-a", "--dtype", "turboquant_k8v4",
+    result = kvdtype(cluster, tmp_path, "chat", "-n", "team-a", "--dtype", "turboquant_k8v4",
                      "--force-unknown-dtype", "-o", "json")
     assert result.returncode == 0, result.stderr
-    assert [f["code"] for f in json.loads(result.stdout)["findings"]] == ["dtype-unknown"]
+    # (and setting-stays-off: team-a's legacy bf16 would still break vLLM once the Setting is back on)
+    assert [f["code"] for f in json.loads(result.stdout)["findings"]] == ["dtype-unknown", "setting-stays-off"]
     assert "Warning: dtype-unknown: " in result.stderr  # -o json still says it on stderr
 
 

@@ -131,9 +131,11 @@ def test_on_warns_about_the_bindings_an_engine_rejects(cluster, fake):
     result = kvdtype(cluster, "escape", "on", "--dry-run=client", "-o", "json")
     assert result.returncode == 0, result.stderr
     item = report(result)["items"][0]
-    assert set(item["rejectedBindings"]) == {"team-a/legacy", "team-b/half", "team-b/mixed"}  # as check says
+    # as check says (turbo's turboquant_4bit: vLLM 0.29.0's recorded parser refuses it, issue 27)
+    assert set(item["rejectedBindings"]) == {"team-a/legacy", "team-b/half", "team-b/mixed", "team-b/turbo"}
     refused = kvdtype(cluster, "escape", "on")  # the preview, shown before the question, says it
-    assert "WARNING: an engine rejects the dtype of team-a/legacy, team-b/half, team-b/mixed" in refused.stderr
+    assert "WARNING: an engine rejects the dtype of team-a/legacy, team-b/half, team-b/mixed, team-b/turbo" \
+        in refused.stderr
     assert refused.returncode == 2 and setting_spec(fake) == "false"
 
 
@@ -146,12 +148,13 @@ def test_already_at_the_value_writes_nothing(cluster, fake):
 
 def test_wait_polls_until_status_follows(cluster, fake):
     fake.setting_lag = 1.0
-    started = time.monotonic()
-    waited = report(kvdtype(cluster, "escape", "off", "--yes", "--wait=10s", "-o", "json"))
+    waited = report(kvdtype(cluster, "escape", "off", "--yes", "--wait=60s", "-o", "json"))
     assert waited["items"][0]["inForce"] == "false"
-    assert time.monotonic() - started >= 1.0
-    reads = [r for r in fake.requests if r.method == "GET" and r.path.endswith(f"/settings/{SETTING}")]
-    assert len(reads) >= 3  # the first read, then polls
+    (patch,) = [r for r in fake.requests if r.method == "PATCH"]
+    polls = [r for r in fake.requests if r.method == "GET" and r.path.endswith(f"/settings/{SETTING}")
+             and r.time > patch.time]
+    # Polled until status followed, which the fake lets happen only 1 s after the patch (its own clock).
+    assert len(polls) >= 2 and polls[-1].time - patch.time >= 1.0
 
 
 def test_without_wait_the_lagging_value_is_said(cluster, fake):

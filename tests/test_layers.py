@@ -17,6 +17,8 @@ import pytest
 
 from _support import EXAMPLES, ROOT
 
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
+
 PACKAGE = ROOT / "kubectl_kvdtype"
 
 #: Lowest first. The name of each layer says what its modules are for.
@@ -37,8 +39,9 @@ LAYERS: dict[str, str] = {
     # one module per subcommand
     "preflight": "subcommands", "check": "subcommands", "find_flags": "subcommands", "verify": "subcommands",
     "escape": "subcommands", "completion": "subcommands",
-    # the registry (names subcommands by module path), the completion engine, main
-    "_registry": "command line", "_complete": "command line", "_cli": "command line", "__main__": "command line",
+    # the registry (names subcommands by module path), the completion engine, main, fleet runs
+    "_registry": "command line", "_complete": "command line", "_cli": "command line", "_fleet": "command line",
+    "__main__": "command line",
 }
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from _support import ROOT
 
-pytestmark = pytest.mark.e2e  # subprocesses: the man-page build, groff, pip wheel
+pytestmark = [pytest.mark.e2e, pytest.mark.version_sensitive]  # subprocesses: the man-page build, groff, pip wheel
 
 MANPAGE = ROOT / "man" / "kubectl-kvdtype.1"
 BUILD = ROOT / "scripts" / "build-binary"

@@ -9,6 +9,8 @@ import pytest
 from kubectl_kvdtype import _model
 from kubectl_kvdtype._engines import SGLANG, VLLM
 
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
+
 ODD = [None, 3, 2.5, True, "text", ["a"], {}, {"x": None}]
 
 

@@ -1,14 +1,17 @@
 """The krew release: plugin.yaml against krew's validate-krew-manifest rules, the release step that
-fills it, and the PyInstaller onefile binary (built once per session, only where PyInstaller is
-installed: `pip install -e '.[build]'`; .ci/run does) installed the way
-`kubectl krew install --manifest=plugin.yaml --archive=...` installs it."""
+fills it, and the PyInstaller build (built once per session, only where PyInstaller is installed:
+`pip install -e '.[build]'`; .ci/run does): the one-folder krew archive installed the way
+`kubectl krew install --manifest=plugin.yaml --archive=...` installs it (tests/_krew.py), run with
+every credential path and on noexec mounts, and the onefile asset."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import importlib.machinery
 import importlib.util
+import io
 import json
 import os
 import re
@@ -21,8 +24,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from _krew import krew_install, selector_matches
 from _support import EXAMPLES, ROOT, documents, seed
 from conftest import kubectl_path
+
+pytestmark = [
+    pytest.mark.version_sensitive,  # the man page (test_tiers.py)
+    pytest.mark.xdist_group("release"),  # one worker builds the binary once (noxfile.py)
+    pytest.mark.timeout(1200),  # the first test that asks for the binary waits for its build
+]
 
 BUILD = ROOT / "scripts" / "build-binary"
 MANIFEST = ROOT / "plugin.yaml"
@@ -50,19 +60,6 @@ def _sha256(path: Path) -> str:
 
 
 # --- krew's rules ------------------------------------------------------------------------------
-
-def _selector_matches(selector: dict, os_: str, arch: str) -> bool:
-    labels = {"os": os_, "arch": arch}
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expression in selector.get("matchExpressions") or []:
-        value, values = labels.get(expression["key"]), expression.get("values") or []
-        operator = expression["operator"]
-        if (operator == "In" and value not in values) or (operator == "NotIn" and value in values) \
-                or (operator == "Exists" and value is None) or (operator == "DoesNotExist" and value is not None):
-            return False
-    return True
-
 
 def validate_manifest(manifest: dict, file_name: str) -> None:
     """krew's validate-krew-manifest (structural validation, line lengths, platform coverage and
@@ -92,9 +89,9 @@ def validate_manifest(manifest: dict, file_name: str) -> None:
         assert selector and (selector.get("matchLabels") or selector.get("matchExpressions"))
         keys = list(selector.get("matchLabels") or {}) + [e["key"] for e in selector.get("matchExpressions") or []]
         assert set(keys) <= {"os", "arch"}, keys
-        assert any(_selector_matches(selector, o, a) for o, a in KREW_PLATFORMS), "selects no platform"
+        assert any(selector_matches(selector, o, a) for o, a in KREW_PLATFORMS), "selects no platform"
     for os_, arch in KREW_PLATFORMS:
-        matching = [i for i, p in enumerate(platforms) if _selector_matches(p["selector"], os_, arch)]
+        matching = [i for i, p in enumerate(platforms) if selector_matches(p["selector"], os_, arch)]
         assert len(matching) <= 1, f"overlapping selectors {matching} for {os_}/{arch}"
 
 
@@ -114,7 +111,8 @@ def test_committed_manifest_passes_krews_rules():
         assert platform["uri"] == (f"https://github.com/gpustack/kubectl-kvdtype/releases/download/v{__version__}/"
                                    f"kubectl-kvdtype_{__version__}_{labels['os']}_{labels['arch']}.tar.gz")
         assert platform["bin"] == "kubectl-kvdtype"
-        assert {op["from"] for op in platform["files"]} >= {"kubectl-kvdtype", "LICENSE"}
+        assert [op["from"] for op in platform["files"]] == ["kubectl-kvdtype", "_internal", "LICENSE"]
+        assert all(op["to"] == "." for op in platform["files"])
     assert sorted(pairs) == sorted(build_binary.PLATFORMS)
     # It is exactly what the release step writes for this version.
     assert MANIFEST.read_text() == build_binary.render_manifest(
@@ -215,12 +213,24 @@ def test_release_workflow_runs_on_current_runners_and_node24_actions():
     assert setup[0]["with"]["python-version"] == "3.11"  # the release Python README.md names
 
 
-def test_release_workflow_smoke_tests_with_the_build_scripts_smoke_test():
-    build = _runs(_workflow()["jobs"]["build"])
+def test_release_workflow_smoke_tests_the_extracted_archive_and_the_onefile():
+    workflow = _workflow()
+    build = _runs(workflow["jobs"]["build"])
     smoke = [run for run in build if "--smoke-test" in run]
-    assert smoke == [".venv/bin/python scripts/build-binary --smoke-test dist/kubectl-kvdtype"]
-    # ...after the build step that writes dist/kubectl-kvdtype.
+    platform = "${{ matrix.os }}_${{ matrix.arch }}"
+    # The archive's smoke test checks its entries and runs it extracted (scripts/build-binary
+    # smoke_test); the onefile's runs it where it was built.
+    assert smoke == [f".venv/bin/python scripts/build-binary --smoke-test dist/kubectl-kvdtype_*_{platform}.tar.gz",
+                     f".venv/bin/python scripts/build-binary --smoke-test dist/kubectl-kvdtype_*_{platform}"]
+    # ...after the build step that writes them, and before anything is uploaded.
     assert build.index(smoke[0]) > next(i for i, run in enumerate(build) if "scripts/build-binary\n" in run + "\n")
+    steps = workflow["jobs"]["build"]["steps"]
+    upload = next(i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("actions/upload-artifact"))
+    assert all(steps.index(s) < upload for s in steps if "--smoke-test" in str(s.get("run", "")))
+    uploaded = steps[upload]["with"]["path"].splitlines()
+    assert uploaded == [f"dist/kubectl-kvdtype_*_{platform}.tar.gz", f"dist/kubectl-kvdtype_*_{platform}"]
+    publish = next(r for r in _runs(workflow["jobs"]["release"]) if "gh release create" in r)
+    assert "dist/kubectl-kvdtype_* " in publish  # the archives and the onefiles
 
 
 def test_release_job_opens_the_krew_index_update_from_the_krew_template():
@@ -322,6 +332,87 @@ def test_smoke_test_rejects_a_binary_that_does_not_work(tmp_path, version_ok):
     assert ("check -f examples/" if version_ok else "--version") in result.stderr
 
 
+def _tar(path: Path, entries: list[tuple[str, str, bytes]]) -> Path:
+    """A .tar.gz of (name, kind, data) entries: kind "file", "dir", "symlink" (data: its target) or
+    "hardlink" (data: the member it links to)."""
+    kinds = {"file": tarfile.REGTYPE, "dir": tarfile.DIRTYPE, "symlink": tarfile.SYMTYPE, "hardlink": tarfile.LNKTYPE}
+    with tarfile.open(path, "w:gz") as tar:
+        for name, kind, data in entries:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = kinds[kind], 0o755
+            if kind == "file":
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+                continue
+            info.linkname = data.decode() if kind in ("symlink", "hardlink") else ""
+            tar.addfile(info)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_an_archive_with_links_is_refused_before_anything_runs(tmp_path, capsys, kind):
+    from kubectl_kvdtype import __version__
+
+    binary = FAKE_BINARY.format(version=__version__).encode()
+    good = [("kubectl-kvdtype", "file", binary), ("_internal", "dir", b""), ("_internal/libz.so.1", "file", b"z")]
+    assert build_binary.not_krew_entries(_tar(tmp_path / "good.tar.gz", good)) == []
+    linked = _tar(tmp_path / "linked.tar.gz", [*good, ("_internal/libz.so", kind, b"_internal/libz.so.1")])
+    refused = build_binary.not_krew_entries(linked)
+    assert refused == [f"_internal/libz.so ({'symbolic' if kind == 'symlink' else 'hard'} link)"]
+    assert build_binary.smoke_test(linked) == 1
+    assert "_internal/libz.so" in capsys.readouterr().err
+
+
+def test_the_archive_dereferences_the_links_pyinstaller_made(tmp_path):
+    folder = tmp_path / "kubectl-kvdtype"
+    (folder / "_internal" / "Versions" / "3.11").mkdir(parents=True)
+    (folder / "kubectl-kvdtype").write_bytes(b"\x7fELF the executable")
+    (folder / "kubectl-kvdtype").chmod(0o755)
+    (folder / "_internal" / "libssl.so.3").write_bytes(b"the library")
+    (folder / "_internal" / "libssl.so").symlink_to("libssl.so.3")
+    (folder / "_internal" / "Versions" / "3.11" / "Python").write_bytes(b"libpython")
+    (folder / "_internal" / "Versions" / "Current").symlink_to("3.11")
+    license_ = tmp_path / "LICENSE"
+    license_.write_text("the license")
+    archive = tmp_path / "a.tar.gz"
+    build_binary.write_archive(archive, folder, {"LICENSE": (license_, 0o644)}, 315532800)
+    assert build_binary.not_krew_entries(archive) == []
+    with tarfile.open(archive) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        read = {name: tar.extractfile(m).read() for name, m in members.items() if m.isreg()}
+    assert read["_internal/libssl.so"] == read["_internal/libssl.so.3"] == b"the library"
+    assert read["_internal/Versions/Current/Python"] == b"libpython"
+    assert members["_internal/Versions/Current"].isdir()
+    assert members["kubectl-kvdtype"].mode == 0o755 and members["LICENSE"].mode == 0o644
+    names = list(members)
+    assert names == sorted(names) and names.index("_internal") < names.index("_internal/libssl.so")
+
+
+@pytest.mark.parametrize("os_, arch", build_binary.PLATFORMS)
+def test_krew_installs_the_archives_layout_on_every_platform(tmp_path, os_, arch):
+    """Each platform's manifest entry installs an archive of the release layout (a stand-in of the
+    one-folder build, as scripts/build-binary writes it): the executable with _internal beside it
+    and the LICENSE, bin linked to the executable."""
+    from kubectl_kvdtype import __version__
+
+    folder = tmp_path / "kubectl-kvdtype"
+    (folder / "_internal" / "kubectl_kvdtype").mkdir(parents=True)
+    (folder / "kubectl-kvdtype").write_text(FAKE_BINARY.format(version=__version__))
+    (folder / "kubectl-kvdtype").chmod(0o755)
+    (folder / "_internal" / "kubectl_kvdtype" / "__init__.pyc").write_bytes(b"stand-in")
+    extras = {name: (ROOT / ("man" if name.endswith(".1") else "") / name, mode)
+              for name, mode in build_binary.ARCHIVE_EXTRAS.items()}
+    archive = tmp_path / build_binary.archive_name(__version__, os_, arch)
+    build_binary.write_archive(archive, folder, extras, 315532800)
+    manifest = tmp_path / "plugin.yaml"
+    manifest.write_text(build_binary.render_manifest(__version__, {(os_, arch): _sha256(archive)}))
+    link = krew_install(manifest, archive, tmp_path / "root", os_, arch)
+    installed = link.resolve().parent
+    assert sorted(p.name for p in installed.iterdir()) == sorted(build_binary.INSTALLED)
+    assert link.resolve() == installed / "kubectl-kvdtype" and os.access(link, os.X_OK)
+    assert (installed / "_internal" / "kubectl_kvdtype" / "__init__.pyc").read_bytes() == b"stand-in"
+
+
 # --- The binary ----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
@@ -353,60 +444,31 @@ def _build(source: dict, dist: Path) -> dict:
     from kubectl_kvdtype import __version__
 
     os_, arch = build_binary.host_platform()
-    return {"binary": dist / "kubectl-kvdtype",
-            "archive": dist / f"kubectl-kvdtype_{__version__}_{os_}_{arch}.tar.gz", "os": os_, "arch": arch}
+    return {"folder": dist / "kubectl-kvdtype", "onefile": dist / build_binary.onefile_name(__version__, os_, arch),
+            "archive": dist / build_binary.archive_name(__version__, os_, arch), "os": os_, "arch": arch}
 
 
 @pytest.fixture(scope="session")
 def built(source, tmp_path_factory) -> dict:
-    """scripts/build-binary, once per session (~30-60 s)."""
+    """scripts/build-binary, once per session: the one-folder build, its archive and the onefile."""
     return _build(source, tmp_path_factory.mktemp("dist"))
 
 
-def krew_install(manifest_path: Path, archive: Path, krew_root: Path, os_: str, arch: str) -> Path:
-    """What `kubectl krew install --manifest=M --archive=A` does: pick the platform, check the
-    archive's sha256, unpack, apply `files`, link `bin` as kubectl-<name> into $KREW_ROOT/bin."""
-    manifest = yaml.safe_load(manifest_path.read_text())
-    name, version = manifest["metadata"]["name"], manifest["spec"]["version"]
-    chosen = [p for p in manifest["spec"]["platforms"] if _selector_matches(p["selector"], os_, arch)]
-    assert len(chosen) == 1, f"no single platform for {os_}/{arch}"
-    platform = chosen[0]
-    assert _sha256(archive) == platform["sha256"], "checksum does not match"
-    staging = krew_root / "tmp" / name
-    with tarfile.open(archive) as tar:
-        for member in tar.getmembers():
-            assert not member.name.startswith("/") and ".." not in Path(member.name).parts
-            assert member.isfile() or member.isdir(), "krew archives hold no links"
-        tar.extractall(staging)
-    install = krew_root / "store" / name / version
-    install.mkdir(parents=True)
-    for op in platform.get("files") or [{"from": "*", "to": "."}]:
-        matched = list(staging.glob(op["from"]))
-        assert matched, f"files: {op['from']} matches nothing in the archive"
-        for source in matched:
-            target = install / op["to"] / source.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(source), target)
-    binary = install / platform["bin"]
-    assert binary.is_file() and os.access(binary, os.X_OK), "bin is not in the archive"
-    (krew_root / "bin").mkdir(exist_ok=True)
-    link = krew_root / "bin" / f"kubectl-{name}"
-    link.symlink_to(binary)
-    (krew_root / "receipts").mkdir(exist_ok=True)
-    shutil.copy(manifest_path, krew_root / "receipts" / f"{name}.yaml")
-    return link
+def _release_manifest(archive: Path, manifest: Path) -> Path:
+    """plugin.yaml as the release step fills it from ``archive``."""
+    shutil.copy(MANIFEST, manifest)
+    subprocess.run([sys.executable, str(BUILD), "--update-manifest", str(archive.parent), "--manifest",
+                    str(manifest)], check=True, capture_output=True, timeout=60)
+    return manifest
 
 
 @pytest.fixture(scope="session")
 def krew_installed(built, tmp_path_factory) -> dict:
     """The freshly built archive, released into a manifest and installed as krew would."""
     work = tmp_path_factory.mktemp("krew")
-    manifest = work / "plugin.yaml"
-    shutil.copy(MANIFEST, manifest)
-    subprocess.run([sys.executable, str(BUILD), "--update-manifest", str(built["archive"].parent), "--manifest",
-                    str(manifest)], check=True, capture_output=True, timeout=60)
+    manifest = _release_manifest(built["archive"], work / "plugin.yaml")
     link = krew_install(manifest, built["archive"], work / "root", built["os"], built["arch"])
-    return {**built, "link": link, "bindir": link.parent}
+    return {**built, "link": link, "bindir": link.parent, "manifest": manifest}
 
 
 def _krew_env(kube_env: dict, bindir: Path) -> dict:
@@ -415,34 +477,49 @@ def _krew_env(kube_env: dict, bindir: Path) -> dict:
 
 
 @pytest.mark.e2e  # builds the binary
-def test_smoke_test_passes_on_the_built_binary(built):
-    """The step release.yml runs on every platform's binary, run here on this platform's."""
-    result = subprocess.run([sys.executable, str(BUILD), "--smoke-test", str(built["binary"])], capture_output=True,
+@pytest.mark.parametrize("asset", ["archive", "onefile"])
+def test_smoke_test_passes_on_the_built_archive_and_onefile(built, asset):
+    """The steps release.yml runs on every platform's archive (from where it is extracted) and
+    onefile, run here on this platform's."""
+    result = subprocess.run([sys.executable, str(BUILD), "--smoke-test", str(built[asset])], capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "smoke test passed" in result.stdout
 
 
 @pytest.mark.e2e  # builds the binary
-def test_two_builds_of_one_commit_have_one_sha256(source, built, tmp_path):
-    again = _build(source, tmp_path / "dist")
-    assert _sha256(again["binary"]) == _sha256(built["binary"])
-    assert _sha256(again["archive"]) == _sha256(built["archive"])
+def test_the_archive_is_written_from_the_one_folder_build_and_the_epoch_alone(source, built, tmp_path):
+    """The binary is built once per run (CI's time): the archive, written again from the same
+    one-folder build and epoch, has the same sha256; so two builds that make one folder make one
+    archive."""
+    with tarfile.open(built["archive"]) as tar:
+        tar.extractall(tmp_path / "extras", members=[tar.getmember(n) for n in build_binary.ARCHIVE_EXTRAS],
+                       filter="data")
+    extras = {name: (tmp_path / "extras" / name, mode) for name, mode in build_binary.ARCHIVE_EXTRAS.items()}
+    again = tmp_path / built["archive"].name
+    build_binary.write_archive(again, built["folder"], extras, int(source["epoch"]))
+    assert _sha256(again) == _sha256(built["archive"])
 
 
 @pytest.mark.e2e  # builds the binary
-def test_archive_is_a_reproducible_tarball(built):
+def test_archive_is_a_reproducible_tarball_of_the_one_folder_build(built):
     raw = built["archive"].read_bytes()
     assert raw[:2] == b"\x1f\x8b" and raw[4:8] == b"\0\0\0\0", "gzip mtime must be 0"
+    assert build_binary.not_krew_entries(built["archive"]) == []
     with tarfile.open(built["archive"]) as tar:
         members = tar.getmembers()
     names = [m.name for m in members]
     assert names == sorted(names)
-    assert {"kubectl-kvdtype", "LICENSE", "kubectl-kvdtype.1", "kubectl_complete-kvdtype"} == set(names)
+    top = {name.split("/")[0] for name in names}
+    assert top == {"kubectl-kvdtype", "_internal", "LICENSE", "kubectl-kvdtype.1", "kubectl_complete-kvdtype"}
+    modes = {m.name: m.mode for m in members}
+    assert modes["kubectl-kvdtype"] == modes["kubectl_complete-kvdtype"] == 0o755 and modes["LICENSE"] == 0o644
+    assert any(re.fullmatch(r"_internal/libpython3\.\d+\.so(\.1\.0)?", n) for n in names), "libpython beside it"
     assert len({m.mtime for m in members}) == 1
     assert all(m.uid == 0 and m.gid == 0 and not m.uname and not m.gname for m in members)
-    assert {m.name: m.mode for m in members}["kubectl-kvdtype"] == 0o755
-    assert built["binary"].stat().st_size < 48 * 1024 * 1024  # ~35 MB: stored uncompressed, to start faster
+    # Every file of the one-folder build is in the archive, links dereferenced.
+    folder = {p.relative_to(built["folder"]).as_posix() for p in built["folder"].rglob("*")}
+    assert folder <= set(names)
     assert built["archive"].stat().st_size < 28 * 1024 * 1024  # ~20 MB to download
 
 
@@ -463,19 +540,6 @@ def test_krew_installed_binary_runs_through_kubectl(krew_installed, kube_env):
     assert json.loads(offline.stdout) == json.loads(venv.stdout)
 
 
-def test_krew_installed_binary_talks_to_a_cluster_with_the_kubernetes_client(krew_installed, kube_env, fake):
-    seed(fake, documents(EXAMPLES))
-    env = _krew_env(kube_env, krew_installed["bindir"])
-    frozen = subprocess.run([kubectl_path(), "kvdtype", "check", "-A", "-o", "json"], env=env, capture_output=True,
-                            text=True, timeout=60)
-    assert frozen.returncode == 1, frozen.stderr
-    fake.clear_log()
-    venv = subprocess.run([str(Path(sys.executable).parent / "kubectl-kvdtype"), "check", "-A", "-o", "json"],
-                          env=kube_env, capture_output=True, text=True, timeout=60)
-    assert json.loads(frozen.stdout) == json.loads(venv.stdout)
-    assert json.loads(frozen.stdout)["items"]
-
-
 def test_binary_linked_as_the_completion_helper_completes(krew_installed, kube_env):
     helper = krew_installed["bindir"] / "kubectl_complete-kvdtype"
     helper.symlink_to(krew_installed["link"].resolve())
@@ -486,6 +550,241 @@ def test_binary_linked_as_the_completion_helper_completes(krew_installed, kube_e
     assert result.stdout.splitlines()[-1] == ":4"
 
 
+@pytest.mark.e2e  # builds the binary
+def test_krew_upgrades_a_onefile_release_to_the_one_folder_one(built, tmp_path, kube_env):
+    """A user who installed the onefile release (files: the binary and LICENSE) upgrades: the new
+    version's files (the executable and _internal/) replace the old, bin is relinked, and
+    .krew.yaml renders the same manifest as plugin.yaml."""
+    from kubectl_kvdtype import __version__
+
+    old_version = "0.0.9"
+    old_archive = tmp_path / "old" / build_binary.archive_name(old_version, built["os"], built["arch"])
+    old_archive.parent.mkdir()
+    with tarfile.open(old_archive, "w:gz", compresslevel=1) as tar:
+        tar.add(built["onefile"], arcname="kubectl-kvdtype")
+        tar.add(ROOT / "LICENSE", arcname="LICENSE")
+    sha256s = {(built["os"], built["arch"]): _sha256(old_archive)}
+    old = yaml.safe_load(build_binary.render_manifest(old_version, sha256s))
+    for platform in old["spec"]["platforms"]:
+        platform["files"] = [{"from": "kubectl-kvdtype", "to": "."}, {"from": "LICENSE", "to": "."}]
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump(old))
+    root = tmp_path / "root"
+    link = krew_install(tmp_path / "old.yaml", old_archive, root, built["os"], built["arch"])
+    assert sorted(p.name for p in link.resolve().parent.iterdir()) == ["LICENSE", "kubectl-kvdtype"]
+
+    new = _release_manifest(built["archive"], tmp_path / "plugin.yaml")
+    rendered = render_krew_template(KREW_TEMPLATE.read_text(), f"v{__version__}", lambda uri: _sha256(built["archive"]))
+    ours = _selector_platform(yaml.safe_load(new.read_text()), built)
+    assert ours == _selector_platform(yaml.safe_load(rendered), built)
+    assert ours["files"] != old["spec"]["platforms"][0]["files"]
+    link = krew_install(new, built["archive"], root, built["os"], built["arch"])
+    installed = link.resolve().parent
+    assert installed == root / "store" / "kvdtype" / f"v{__version__}"
+    assert sorted(p.name for p in (root / "store" / "kvdtype").iterdir()) == [f"v{__version__}"]  # old one gone
+    assert sorted(p.name for p in installed.iterdir()) == sorted(build_binary.INSTALLED)
+    result = subprocess.run([kubectl_path(), "kvdtype", "--version"], env=_krew_env(kube_env, link.parent),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == f"kubectl-kvdtype v{__version__}", result.stderr
+
+
+def _selector_platform(manifest: dict, built: dict) -> dict:
+    return next(p for p in manifest["spec"]["platforms"] if selector_matches(p["selector"], built["os"], built["arch"]))
+
+
+# --- Hardened hosts: noexec TMPDIR, /tmp and HOME ----------------------------------------------------
+
+#: Where the private mount namespace puts KREW_ROOT: an existing directory outside /tmp and HOME,
+#: covered there by a tmpfs that allows execution (a plugin cannot run from a noexec KREW_ROOT,
+#: krew's or anyone's: on such hosts KREW_ROOT is set to an executable file system).
+EXEC_MOUNT_POINTS = ("/srv", "/media", "/opt", "/mnt")
+
+
+@pytest.fixture(scope="session")
+def private_mounts() -> list[str]:
+    """The command that runs a shell script in a private mount namespace, or a skip saying why the
+    mounts it needs are refused here (not root, no unshare, a container without CAP_SYS_ADMIN)."""
+    unshare = shutil.which("unshare")
+    if not unshare:
+        pytest.skip("unshare (util-linux) is not installed: no private mount namespace")
+    command = [unshare, "--mount", "--propagation", "private", "sh", "-c"]
+    probe = subprocess.run([*command, "mount -t tmpfs -o noexec kvdtype-probe /tmp"], capture_output=True,
+                           text=True, timeout=30)
+    if probe.returncode != 0:
+        pytest.skip(f"a private mount namespace with a tmpfs on /tmp is refused here: {probe.stderr.strip()}")
+    return command
+
+
+#: In the namespace: an executable tmpfs for KREW_ROOT, then empty noexec tmpfs mounts on /tmp, on
+#: TMPDIR and on HOME (both inside the new /tmp, each its own mount); then INSIDE.
+NOEXEC_MOUNTS = r"""set -e
+mount -t tmpfs -o mode=0755 kvdtype-krew "$KREW_MOUNT"
+cp "$ARCHIVE" "$MANIFEST" "$ONEFILE" "$KREW_MOUNT/"
+mount -t tmpfs -o noexec,nosuid,nodev,mode=1777 kvdtype-tmp /tmp
+mkdir /tmp/home /tmp/tmpdir
+mount -t tmpfs -o noexec,nosuid,nodev,mode=0700 kvdtype-home /tmp/home
+mount -t tmpfs -o noexec,nosuid,nodev,mode=0700 kvdtype-tmpdir /tmp/tmpdir
+export HOME=/tmp/home TMPDIR=/tmp/tmpdir
+exec "$PYTHON" -c "$INSIDE"
+"""
+#: Installs the archive as krew does (unpacked under the noexec TMPDIR, moved to KREW_ROOT), runs it
+#: through kubectl, runs the onefile, tries to execute a copy of `true` on each noexec mount, and
+#: lists every _MEI* directory left anywhere a PyInstaller bootloader could unpack to.
+INSIDE = r"""
+import json, os, shutil, subprocess, sys
+from pathlib import Path
+sys.path.insert(0, os.environ["KVDTYPE_TESTS"])
+from _krew import krew_install
+
+mount = Path(os.environ["KREW_MOUNT"])
+link = krew_install(mount / "plugin.yaml", mount / os.path.basename(os.environ["ARCHIVE"]), mount / "krew",
+                    *os.environ["PLATFORM"].split("/"))
+env = dict(os.environ, PATH=os.pathsep.join([str(link.parent), "/usr/bin", "/bin"]))
+kubectl = os.environ["KUBECTL"]
+
+def run(argv):
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    return {"status": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+
+def executes(directory):
+    copy = Path(directory) / "true"
+    shutil.copy("/bin/true", copy)
+    copy.chmod(0o755)
+    try:
+        return subprocess.run([str(copy)], timeout=30).returncode == 0
+    except PermissionError:
+        return False
+
+roots = ["/tmp", os.environ["TMPDIR"], os.environ["HOME"], "/var/tmp", str(mount), os.getcwd()]
+results = {
+    "version": run([kubectl, "kvdtype", "--version"]),
+    "check": run([kubectl, "kvdtype", "check", "-f", os.environ["EXAMPLES"], "-o", "json"]),
+    "onefile": run([str(mount / os.path.basename(os.environ["ONEFILE"])), "--version"]),
+    "executes": {d: executes(d) for d in ("/tmp", os.environ["TMPDIR"], os.environ["HOME"])},
+    "mei": sorted({str(p) for root in roots for p in Path(root).rglob("_MEI*")}),
+}
+print(json.dumps(results))
+"""
+
+
+def test_installed_binary_starts_with_tmpdir_tmp_and_home_on_noexec_mounts(built, private_mounts, kube_env):
+    """The hardened host of CIS benchmarks: the krew-installed plugin starts and judges the
+    examples, and nothing is unpacked anywhere; the onefile, in the same place, cannot start."""
+    from kubectl_kvdtype import __version__
+
+    target = next((d for d in EXEC_MOUNT_POINTS if Path(d).is_dir()), None)
+    if target is None:
+        pytest.skip(f"none of {', '.join(EXEC_MOUNT_POINTS)} exists to mount KREW_ROOT's tmpfs on")
+    manifest = _release_manifest(built["archive"], built["archive"].parent / "plugin.yaml")
+    env = dict(kube_env, KREW_MOUNT=target, ARCHIVE=str(built["archive"]), MANIFEST=str(manifest),
+               ONEFILE=str(built["onefile"]), PYTHON=sys.executable, INSIDE=INSIDE, KVDTYPE_TESTS=str(ROOT / "tests"),
+               KUBECTL=kubectl_path(), EXAMPLES=str(EXAMPLES), PLATFORM=f"{built['os']}/{built['arch']}")
+    env.pop("KUBECONFIG")
+    done = subprocess.run([*private_mounts, NOEXEC_MOUNTS], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads(done.stdout)
+    assert results["executes"] == {"/tmp": False, "/tmp/tmpdir": False, "/tmp/home": False}, "the mounts are noexec"
+    assert results["version"]["status"] == 0, results["version"]
+    assert results["version"]["stdout"].strip() == f"kubectl-kvdtype v{__version__}"
+    assert results["check"]["status"] == 1, results["check"]  # the examples hold error findings on purpose
+    report = json.loads(results["check"]["stdout"])
+    assert report["kind"] == "CheckReport" and report["items"] and report["findings"]
+    assert results["mei"] == []
+    # The same host defeats the onefile: its bootloader unpacks to the noexec TMPDIR and cannot load it.
+    assert results["onefile"]["status"] != 0 and not results["onefile"]["stdout"], results["onefile"]
+
+
+# --- Every credential path, from the installed binary ----------------------------------------------------
+
+def _run_installed(krew_installed: dict, env: dict, *args: str) -> subprocess.CompletedProcess:
+    """``kubectl kvdtype ARGS`` with the krew-installed binary first on PATH."""
+    return subprocess.run([kubectl_path(), "kvdtype", *args], env=_krew_env(env, krew_installed["bindir"]),
+                          capture_output=True, text=True, timeout=60)
+
+
+def _judged_the_examples(result: subprocess.CompletedProcess) -> None:
+    assert result.returncode == 1, result.stderr  # the examples hold error findings on purpose
+    report = json.loads(result.stdout)
+    assert report["kind"] == "CheckReport" and len(report["items"]) == len(
+        [o for o in documents(EXAMPLES) if o.get("kind") == "KVCachePoolBinding"])
+
+
+def _authenticated(fake) -> list:
+    return [r for r in fake.requests if r.path not in ("/version", "/healthz", "/livez", "/readyz")]
+
+
+def test_installed_binary_authenticates_with_a_token(krew_installed, kube_env, fake):
+    seed(fake, documents(EXAMPLES))
+    fake.clear_log()
+    installed = _run_installed(krew_installed, kube_env, "check", "-A", "-o", "json")
+    _judged_the_examples(installed)
+    assert {r.headers.get("Authorization") for r in _authenticated(fake)} == {f"Bearer {fake.token}"}
+    venv = subprocess.run([str(Path(sys.executable).parent / "kubectl-kvdtype"), "check", "-A", "-o", "json"],
+                          env=kube_env, capture_output=True, text=True, timeout=60)
+    assert json.loads(installed.stdout) == json.loads(venv.stdout)
+
+
+def test_installed_binary_authenticates_with_a_client_certificate(krew_installed, kube_env, fake, tmp_path):
+    from fakekube import TEST_CLIENT_CERT_PEM, TEST_CLIENT_KEY_PEM
+
+    path = fake.write_kubeconfig(tmp_path / "cert.kubeconfig")
+    config = json.loads(path.read_text())
+    config["users"][0]["user"] = {"client-certificate-data": base64.b64encode(TEST_CLIENT_CERT_PEM.encode()).decode(),
+                                  "client-key-data": base64.b64encode(TEST_CLIENT_KEY_PEM.encode()).decode()}
+    path.write_text(json.dumps(config))
+    seed(fake, documents(EXAMPLES))
+    fake.clear_log()
+    _judged_the_examples(_run_installed(krew_installed, dict(kube_env, KUBECONFIG=str(path)), "check", "-A",
+                                        "-o", "json"))
+    assert {r.client_cert for r in _authenticated(fake)} == {"ci-bot"}
+    assert all("Authorization" not in r.headers for r in fake.requests)
+
+
+def test_installed_binary_refreshes_an_oidc_id_token(krew_installed, kube_env, tmp_path):
+    """The OIDC refresh loads the client's ApiClient and pydantic, which nothing else imports: the
+    bundle must hold them."""
+    from _oidc import FRESH_EXP, identity_provider, jwt, oidc_user
+    from fakekube import FakeKube
+
+    fresh = jwt({"iss": "test", "exp": FRESH_EXP})
+    with identity_provider(fresh) as (issuer, grants), FakeKube(token=fresh) as fake:
+        seed(fake, documents(EXAMPLES))
+        path = fake.write_kubeconfig(tmp_path / "oidc.kubeconfig")
+        config = json.loads(path.read_text())
+        config["users"][0]["user"] = oidc_user(issuer)
+        path.write_text(json.dumps(config))
+        env = dict(kube_env, KUBECONFIG=str(path), OAUTHLIB_INSECURE_TRANSPORT="1")
+        _judged_the_examples(_run_installed(krew_installed, env, "check", "-A", "-o", "json"))
+        assert [g.get("refresh_token") for g in grants] == [["refresh-1"]]
+        assert {r.headers.get("Authorization") for r in _authenticated(fake)} == {f"Bearer {fresh}"}
+
+
+#: In a private mount namespace: the service account's files where every Pod has them, then the
+#: installed binary with no kubeconfig.
+IN_CLUSTER = r"""set -e
+mount -t tmpfs -o mode=0755 kvdtype-run /run
+account=/var/run/secrets/kubernetes.io/serviceaccount
+mkdir -p "$account"
+printf '%s' "$ACCOUNT_TOKEN" > "$account/token"
+printf '%s' "$ACCOUNT_CA" > "$account/ca.crt"
+printf 'team-a' > "$account/namespace"
+exec "$BINARY" check -A -o json
+"""
+
+
+def test_installed_binary_uses_the_in_cluster_service_account(krew_installed, private_mounts, kube_env, fake,
+                                                               tmp_path):
+    seed(fake, documents(EXAMPLES))
+    fake.clear_log()
+    port = fake.url.rsplit(":", 1)[1]
+    env = {k: v for k, v in kube_env.items() if k != "KUBECONFIG"}
+    env.update(HOME=str(tmp_path / "empty-home"), KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=port,
+               ACCOUNT_TOKEN=fake.token, ACCOUNT_CA=fake.ca_pem, BINARY=str(krew_installed["link"]))
+    _judged_the_examples(subprocess.run([*private_mounts, IN_CLUSTER], env=env, capture_output=True, text=True,
+                                        timeout=60))
+    # The in-cluster loader spells the scheme "bearer" (the apiserver reads it case-insensitively).
+    assert {r.headers.get("Authorization", "").lower() for r in _authenticated(fake)} == {f"bearer {fake.token}"}
+
+
 EXEC_PLUGIN = """#!/bin/sh
 env > "$KVDTYPE_TEST_RECORD"
 printf '%s' '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
@@ -494,8 +793,11 @@ printf '%s' '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCred
 
 
 @pytest.mark.parametrize("user_value", ["/opt/user-libs:/usr/local/lib/custom", None])
-def test_frozen_binary_runs_exec_credential_plugins_in_the_users_environment(built, fake, kube_env, tmp_path,
-                                                                             user_value):
+def test_installed_binary_runs_exec_credential_plugins_in_the_users_environment(krew_installed, fake, kube_env,
+                                                                                tmp_path, user_value):
+    """The bootloader points the loader's search path at the bundle's libraries: an exec plugin
+    (aws, gke-gcloud-auth-plugin, kubelogin) gets the user's LD_LIBRARY_PATH and DYLD_LIBRARY_PATH
+    back, or none, and no PyInstaller variable."""
     plugin = tmp_path / "exec-credential"
     plugin.write_text(EXEC_PLUGIN)
     plugin.chmod(0o755)
@@ -503,16 +805,17 @@ def test_frozen_binary_runs_exec_credential_plugins_in_the_users_environment(bui
     env = dict(kube_env, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec.kubeconfig",
                                                               exec_command=[str(plugin)])),
                KVDTYPE_TEST_RECORD=str(record))
-    env.pop("LD_LIBRARY_PATH", None)
-    if user_value is not None:
-        env["LD_LIBRARY_PATH"] = user_value
+    for name in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH"):
+        env.pop(name, None)
+        if user_value is not None:
+            env[name] = user_value
     seed(fake, documents(EXAMPLES))
     fake.clear_log()
-    result = subprocess.run([str(built["binary"]), "check", "-A", "-o", "json"], env=env, capture_output=True,
-                            text=True, timeout=60)
-    assert result.returncode == 1, result.stderr
-    assert json.loads(result.stdout)["kind"] == "CheckReport"
+    _judged_the_examples(_run_installed(krew_installed, env, "check", "-A", "-o", "json"))
     assert any(r.headers.get("Authorization") == "Bearer fake-token" for r in fake.requests)
     seen = dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line)
     assert seen.get("LD_LIBRARY_PATH") == user_value, seen.get("LD_LIBRARY_PATH")
-    assert not [name for name in seen if name.startswith("_PYI_") or name in ("_MEIPASS2", "LD_LIBRARY_PATH_ORIG")]
+    assert seen.get("DYLD_LIBRARY_PATH") == user_value, seen.get("DYLD_LIBRARY_PATH")
+    assert not [name for name in seen if name.startswith("_PYI_") or name.endswith("_ORIG") or name == "_MEIPASS2"]
+    installed = str(krew_installed["link"].resolve().parent)
+    assert not [name for name, value in seen.items() if installed in value], "the bundle leaked into the plugin's env"

@@ -20,8 +20,14 @@ import pytest
 
 from _support import EXAMPLES, PLUGIN, ROOT, SETTING, SYSTEM, assert_one_clean_line, direct, in_process, kvdtype
 from fakekube import HangingServer
+from kubectl_kvdtype import _progress
+
+# Imported with the module: urllib3 opens a socket at import (its IPv6 probe), which the fast tier forbids.
 
 SUBCOMMANDS = [["check"], ["find-flags"], ["verify"], ["escape", "status"]]
+#: What a loaded machine may add to a short configured deadline before a test calls it broken; still
+#: well below what a broken deadline waits (the 30 s request timeout, or a server silent for an hour).
+SLACK = 15
 NULL_METADATA = "apiVersion: worker.gpustack.ai/v1\nkind: KVCachePoolBinding\nmetadata: null\n"
 
 
@@ -132,12 +138,13 @@ def test_a_silent_server_ends_every_subcommand_naming_the_request(hanging, args)
     assert re.search(r"error: (discover|list|get|create) \S+.*: the cluster at http://127\.0\.0\.1:\d+ did not "
                      r"answer within 1s \(--request-timeout", result.stderr), result.stderr
     assert server.accepted >= 1
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 1 + SLACK
     assert result.stdout == ""
 
 
-def test_the_default_timeout_is_30s_and_0_means_none(hanging):
-    """All at once, so the suite pays for one 30 s wait."""
+def test_request_timeout_0_waits_where_1s_gives_up(hanging):
+    """Started together against a server that never answers: once the 1 s run has ended with its
+    error, the run with --request-timeout 0 is still waiting, as kubectl would."""
     server, env = hanging
     from conftest import kubectl_path
 
@@ -146,18 +153,15 @@ def test_the_default_timeout_is_30s_and_0_means_none(hanging):
                                 stderr=subprocess.PIPE, text=True)
 
     unlimited = start("check", "--request-timeout", "0")
-    defaults = [start(*args) for args in SUBCOMMANDS]
+    limited = start("check", "--request-timeout", "1s")
     try:
-        for process in defaults:
-            _, stderr = process.communicate(timeout=90)
-            assert process.returncode == 3
-            assert_one_clean_line(stderr)
-            assert "did not answer within 30s (--request-timeout; 0 waits without limit)" in stderr
-        assert server.first_accept is not None
-        assert time.monotonic() - server.first_accept >= 30
-        assert unlimited.poll() is None  # --request-timeout 0: still waiting, as kubectl would
+        _, stderr = limited.communicate(timeout=60)
+        assert limited.returncode == 3
+        assert "did not answer within 1s (--request-timeout; 0 waits without limit)" in stderr
+        assert server.accepted >= 2  # both asked
+        assert unlimited.poll() is None  # --request-timeout 0: still waiting
     finally:
-        for process in [unlimited, *defaults]:
+        for process in (unlimited, limited):
             if process.poll() is None:
                 process.kill()
             process.communicate()
@@ -181,7 +185,7 @@ def test_verify_wait_holds_its_deadline_against_a_silent_server(hanging):
     assert result.returncode == 3
     assert_one_clean_line(result.stderr)
     assert "did not answer before the --wait deadline" in result.stderr
-    assert server.first_accept is not None and ended - server.first_accept < 4 + 5
+    assert server.first_accept is not None and ended - server.first_accept < 4 + SLACK
 
 
 def test_verify_wait_holds_its_deadline_when_the_server_falls_silent(cluster, fake):
@@ -197,7 +201,7 @@ def test_verify_wait_holds_its_deadline_when_the_server_falls_silent(cluster, fa
     fake.delay(3600, times=None)
     silent_since = time.monotonic()
     stdout, stderr = process.communicate(timeout=60)
-    assert time.monotonic() - silent_since < 6 + 5
+    assert time.monotonic() - silent_since < 6 + SLACK
     assert process.returncode == 1, stderr  # the last answered poll's verdict: Pods still fail
     assert json.loads(stdout)["summary"]["wait"]["timedOut"] is True
     assert "gave up waiting after 6s" in stderr
@@ -239,7 +243,7 @@ def test_escape_wait_holds_its_deadline_against_a_silent_server(hanging, action,
     assert server.first_accept is not None
     print(f"escape {action} --wait=4s, silent server: {ended - server.first_accept:.1f}s from the first request, "
           f"{ended - started:.1f}s in all")
-    assert ended - server.first_accept < 4 + 5
+    assert ended - server.first_accept < 4 + SLACK
 
 
 @pytest.mark.parametrize("action, before", SWITCHES)
@@ -257,7 +261,7 @@ def test_escape_wait_holds_its_deadline_when_the_server_falls_silent(cluster, fa
     (patch,) = [r for r in fake.requests if r.method == "PATCH"]
     print(f"escape {action} --wait=4s, silent after the patch: {ended - first:.1f}s from the first request, "
           f"{ended - patch.time:.1f}s from the patch")
-    assert ended - first < 4 + 5
+    assert ended - first < 4 + SLACK
     assert result.returncode == 3
     error = _error_after_the_preview(result.stderr)
     value = "false" if action == "off" else "true"
@@ -276,7 +280,7 @@ def test_escape_wait_holds_its_deadline_when_the_patch_gets_no_answer(cluster, f
     result = kvdtype(cluster, "escape", "off", "--yes", "--wait=4s", timeout=60)
     ended = time.monotonic()
     print(f"escape off --wait=4s, the patch unanswered: {ended - fake.requests[0].time:.1f}s from the first request")
-    assert ended - fake.requests[0].time < 4 + 5
+    assert ended - fake.requests[0].time < 4 + SLACK
     assert result.returncode == 3
     error = _error_after_the_preview(result.stderr)
     assert re.search(r'^error: patch settings\.gpustack\.ai in namespace "gpustack-system": the cluster at \S+ did '
@@ -324,7 +328,7 @@ def test_rebind_never_hangs_waiting_for_a_deletion(fake, kube_env, tmp_path):
     assert fake.silent
     (delete,) = [r for r in fake.requests if r.method == "DELETE"]
     print(f"escape rebind --apply --request-timeout 2s, silent after the delete: {ended - delete.time:.1f}s from it")
-    assert ended - delete.time < 2 + 5
+    assert ended - delete.time < 2 + SLACK
     assert result.returncode == 3
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and result.stderr.splitlines()[-1] == errors[0], result.stderr
@@ -376,7 +380,7 @@ def test_an_exec_credential_plugin_that_never_returns_is_cut_by_the_request_time
     assert_one_clean_line(result.stderr)
     assert result.stderr == (f"error: the exec credential plugin {plugin} of the kubeconfig user did not return within "
                              "2s (--request-timeout; 0 waits without limit)\n")
-    assert took < 2 + 5
+    assert took < 2 + SLACK
     pids = [int(line) for line in (tmp_path / "cred-plugin.pids").read_text().split()]
     assert len(pids) == 2 and not any(_alive(pid) for pid in pids)  # the plugin and its child are gone
     assert not [r for r in fake.requests if r.path != "/version"]  # no request went out without credentials
@@ -468,8 +472,6 @@ def test_version_after_a_subcommand(kube_env, args):
 # --- 5. Slow work shows progress on a terminal, and only there ----------------------------------
 
 def test_a_wait_says_what_it_waits_for_between_its_requests():
-    from kubectl_kvdtype import _progress
-
     _progress._notes.clear()
     with _progress.during("waiting until ModelDeployment team-a/x is gone"):
         _progress.note("get modeldeployments.worker.gpustack.ai in namespace \"team-a\"")
@@ -492,6 +494,27 @@ def _read_to_end(master: int) -> bytes:
         seen += chunk
 
 
+def _read_terminal(master: int, process: subprocess.Popen, until: bytes = b"", within: float = 60) -> bytes:
+    """What the terminal shows: up to and including ``until`` when given (the child still running),
+    else until the child closes it or exits. Bounded by ``within`` seconds, which only a hung child
+    reaches."""
+    seen = b""
+    end = time.monotonic() + within
+    while time.monotonic() < end and not (until and until in seen):
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif process.poll() is not None:
+            break
+    return seen
+
+
 def _run_on_pty(args, env) -> tuple[int, bytes, str]:
     """Run the plugin with stderr on a pseudo-terminal: (status, what the terminal got, stdout).
     stdout goes to a file, so a large report cannot fill a pipe while the terminal is read."""
@@ -499,28 +522,21 @@ def _run_on_pty(args, env) -> tuple[int, bytes, str]:
     with tempfile.TemporaryFile() as out:
         process = subprocess.Popen([PLUGIN, *args], env=env, stdout=out, stderr=slave)
         os.close(slave)
-        seen = b""
-        while True:
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(master, 4096)
-                except OSError:  # the child closed the terminal
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-            elif process.poll() is not None:
-                break
+        seen = _read_terminal(master, process)
         process.wait(timeout=60)
         os.close(master)
         out.seek(0)
         return process.returncode, seen, out.read().decode()
 
 
+def _progress_delay(env: dict, seconds: str) -> dict:
+    """``env`` with the progress line's test-only delay set (docs/development.md)."""
+    return dict(env, **{_progress.DELAY_VARIABLE: seconds})
+
+
 def test_slow_work_shows_progress_on_a_terminal(cluster, fake):
-    fake.delay(2.5, path=r"/pods$", times=None)
-    status, terminal, stdout = _run_on_pty(["check", "-A", "-o", "json"], cluster)
+    fake.delay(1.5, path=r"/pods$", times=None)
+    status, terminal, stdout = _run_on_pty(["check", "-A", "-o", "json"], _progress_delay(cluster, "0"))
     assert status == 1
     assert b"listing pods in all namespaces" in terminal, terminal
     assert b"\r\x1b[K" in terminal
@@ -529,11 +545,11 @@ def test_slow_work_shows_progress_on_a_terminal(cluster, fake):
 
 
 def test_quick_work_and_pipes_show_no_progress(cluster, fake):
-    status, terminal, _ = _run_on_pty(["check", "-f", str(EXAMPLES)], cluster)
+    status, terminal, _ = _run_on_pty(["check", "-f", str(EXAMPLES)], _progress_delay(cluster, "60"))
     assert status == 1
-    assert terminal == b""  # under a second: nothing
-    fake.delay(2.5, path=r"/pods$", times=None)
-    piped = direct(cluster, "check", "-A", "-o", "json")
+    assert terminal == b""  # done within the delay: nothing, not even an erasure
+    fake.delay(1.5, path=r"/pods$", times=None)
+    piped = direct(_progress_delay(cluster, "0"), "check", "-A", "-o", "json")
     assert piped.returncode == 1
     assert piped.stderr == ""  # stderr is a pipe: no progress
 
@@ -541,16 +557,17 @@ def test_quick_work_and_pipes_show_no_progress(cluster, fake):
 def test_progress_never_draws_over_a_question_nor_under_a_line(cluster, fake):
     """escape off on a terminal, after a slow read: the progress line is erased before the preview
     (which starts a line of its own), and nothing is drawn over the question while it waits."""
-    fake.delay(2.0, path=r"/modeldeployments$")
+    fake.delay(1.5, path=r"/modeldeployments$")
     master, slave = pty.openpty()
-    process = subprocess.Popen([PLUGIN, "escape", "off"], env=cluster, stdin=slave, stdout=slave, stderr=slave)
+    process = subprocess.Popen([PLUGIN, "escape", "off"], env=_progress_delay(cluster, "0"), stdin=slave,
+                               stdout=slave, stderr=slave)
     os.close(slave)
     seen = b""
     while b"[y/N]: " not in seen:
         assert select.select([master], [], [], 30)[0], seen
         seen += os.read(master, 4096)
     asked = len(seen)
-    time.sleep(2.5)  # the display would have redrawn ten times by now
+    time.sleep(1.0)  # the display would have redrawn four times by now
     while select.select([master], [], [], 0.2)[0]:
         seen += os.read(master, 4096)
     unanswered = seen[asked:]
@@ -616,28 +633,36 @@ def _large_dump(path: Path, deployments: int) -> Path:
 
 
 @pytest.mark.e2e  # the plugin as a subprocess, on a pseudo-terminal
-def test_reading_a_large_dump_shows_progress_on_a_terminal_only(tmp_path):
-    """A 7 MB dump takes seconds to parse (about 5 s of CPU on the shared 2-core machine the suite
-    was written on, so more than 1 s on a machine several times faster): the terminal says which
-    file is being read, the report on stdout is untouched; with stderr on a pipe, stderr stays
-    empty."""
-    dump = _large_dump(tmp_path / "dump.yaml", 1800)
-    assert dump.stat().st_size > 6_000_000  # the size the figures in the docstring are for
-    env = dict(os.environ, NO_COLOR="1")
-    started = time.monotonic()
-    status, terminal, stdout = _run_on_pty(["check", "-f", str(dump), "-o", "json"], env)
-    took = time.monotonic() - started
-    shown = re.findall(rb"\r\x1b\[K([^\r]+)", terminal)
-    print(f"check -f of {dump.stat().st_size / 1e6:.1f} MB: {took:.1f}s; the terminal showed {sorted(set(shown))}")
-    assert status == 1  # every 10th Binding is rejected
-    assert f"reading {dump} (".encode() in terminal, terminal[:500]
-    assert terminal.endswith(b"\r\x1b[K")  # erased before the result
+def test_reading_a_dump_shows_progress_on_a_terminal_only(tmp_path):
+    """While ``-f -`` reads (standard input held open until the terminal shows the line), the
+    terminal says what is being read and the report on stdout is untouched; with stderr on a pipe,
+    stderr stays empty. The test-only delay 0 makes what is shown independent of this machine's
+    speed: the run is as long as the test holds the input open, not as long as parsing takes."""
+    dump = _large_dump(tmp_path / "dump.yaml", 40)
+    env = dict(os.environ, NO_COLOR="1", **{_progress.DELAY_VARIABLE: "0"})
+    master, slave = pty.openpty()
+    with tempfile.TemporaryFile() as out:
+        process = subprocess.Popen([PLUGIN, "check", "-f", "-", "-o", "json"], env=env, stdin=subprocess.PIPE,
+                                   stdout=out, stderr=slave)
+        os.close(slave)
+        assert process.stdin is not None
+        seen = _read_terminal(master, process, until=b"reading standard input (")
+        process.stdin.write(dump.read_bytes())
+        process.stdin.close()
+        seen += _read_terminal(master, process)
+        process.wait(timeout=60)
+        os.close(master)
+        out.seek(0)
+        stdout = out.read().decode()
+    assert process.returncode == 1  # every 10th Binding is rejected
+    assert b"reading standard input (" in seen, seen[:500]
+    assert seen.endswith(b"\r\x1b[K")  # erased before the result
     document = json.loads(stdout)  # stdout is the report and nothing else
-    assert document["kind"] == "CheckReport" and len(document["items"]) == 1800
+    assert document["kind"] == "CheckReport" and len(document["items"]) == 40
     assert "\x1b" not in stdout and "reading" not in stdout
     piped = direct(env, "check", "-f", str(dump), "-o", "json")
     assert piped.returncode == 1
-    assert piped.stderr == ""  # stderr is a pipe: no progress
+    assert piped.stderr == ""  # stderr is a pipe: no progress, whatever the delay
     assert json.loads(piped.stdout) == document
 
 

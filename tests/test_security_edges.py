@@ -10,15 +10,15 @@ import os
 import pty
 import re
 import subprocess
-import threading
-from http.server import ThreadingHTTPServer
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Optional
 
 import pytest
 import yaml
 
-from _support import EXAMPLES, JsonHandler, assert_one_clean_line, documents, jwt, seed
+from _oidc import FRESH_EXP, identity_provider, jwt, oidc_user
+from _support import EXAMPLES, assert_one_clean_line, documents, seed
 from conftest import kubectl_path
 from fakekube import FakeKube
 from test_escape_rebind import team_a
@@ -192,21 +192,6 @@ def test_a_password_in_the_server_url_is_shown_as_user_stars(kube_env, debug):
     assert "PW-S3CRET" not in result.stderr + result.stdout
 
 
-class _IdentityProvider(JsonHandler):
-    """An OIDC issuer: its discovery document, and a refresh-token grant answering ``fresh``."""
-
-    fresh = ""
-
-    def do_GET(self) -> None:  # noqa: N802
-        issuer = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.answer({"issuer": issuer, "token_endpoint": f"{issuer}/token"})
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.rfile.read(int(self.headers["Content-Length"]))
-        self.answer({"access_token": "unused", "token_type": "Bearer", "expires_in": 3600,
-                     "id_token": self.fresh, "refresh_token": "REFRESH-S3CRET-2"})
-
-
 SOURCES = ("token", "token-file", "exec-plugin", "basic-auth", "url-userinfo", "oidc-refresh")
 
 
@@ -215,11 +200,11 @@ def test_no_credential_is_ever_printed_nor_written(kube_env, tmp_path, source):
     """A distinct secret through each credential source; every output, every error, the debug
     output, the journal and every backup file are searched for it."""
     secret = f"S3CRET-{source}-{os.getpid()}"
-    idp: Optional[ThreadingHTTPServer] = None
     fake_token: Optional[str] = secret
     user: dict = {"token": secret}
     server = None
     env = dict(kube_env)
+    secrets = [secret]
     if source == "token-file":
         (tmp_path / "token").write_text(secret + "\n")
         user = {"tokenFile": str(tmp_path / "token")}
@@ -234,35 +219,28 @@ def test_no_credential_is_ever_printed_nor_written(kube_env, tmp_path, source):
     elif source in ("basic-auth", "url-userinfo"):
         fake_token = "unused-token"
         user = {"username": "admin", "password": secret} if source == "basic-auth" else {"token": "unused-token"}
-    elif source == "oidc-refresh":
-        fresh = jwt({"iss": "test", "exp": 4102444800}, signature=base64.urlsafe_b64encode(secret.encode()).decode())
-        _IdentityProvider.fresh = fresh
-        idp = ThreadingHTTPServer(("127.0.0.1", 0), _IdentityProvider)
-        threading.Thread(target=idp.serve_forever, daemon=True).start()
-        fake_token = fresh
-        user = {"auth-provider": {"name": "oidc", "config": {
-            "client-id": "kvdtype", "client-secret": "client-S3CRET", "id-token": jwt({"iss": "test", "exp": 1}),
-            "idp-issuer-url": f"http://127.0.0.1:{idp.server_address[1]}", "refresh-token": secret}}}
-        env["OAUTHLIB_INSECURE_TRANSPORT"] = "1"
-        secret = base64.urlsafe_b64encode(secret.encode()).decode()  # as it travels, in the id-token
-    try:
-        with FakeKube(token=fake_token) as fake:
-            if source == "basic-auth":
-                fake.passwords = {"admin": user["password"]}
-            if source == "url-userinfo":
-                server = fake.url.replace("://", f"://admin:{secret}@")
-            seed(fake, team_a())
-            env["KUBECONFIG"] = _kubeconfig(fake, tmp_path / "kc", user, server)
-            outputs = _every_run(env, tmp_path / "work", fake)
-    finally:
-        if idp is not None:
-            idp.shutdown()
+    with ExitStack() as stack:
+        if source == "oidc-refresh":  # the refresh token, and the id-token it is exchanged for
+            fake_token = jwt({"iss": "test", "exp": FRESH_EXP, "sub": secret})
+            issuer, _ = stack.enter_context(identity_provider(fake_token))
+            user = oidc_user(issuer)
+            user["auth-provider"]["config"]["refresh-token"] = secret
+            env["OAUTHLIB_INSECURE_TRANSPORT"] = "1"
+            secrets.append(fake_token)
+        fake = stack.enter_context(FakeKube(token=fake_token))
+        if source == "basic-auth":
+            fake.passwords = {"admin": secret}
+        if source == "url-userinfo":
+            server = fake.url.replace("://", f"://admin:{secret}@")
+        seed(fake, team_a())
+        env["KUBECONFIG"] = _kubeconfig(fake, tmp_path / "kc", user, server)
+        outputs = _every_run(env, tmp_path / "work", fake)
     for name, text in outputs:
-        assert secret not in text, name
+        assert not any(s in text for s in secrets), name
     written = [p for p in (tmp_path / "work").rglob("*") if p.is_file()]
     assert written, "the rebind wrote its journal and backups"
     for path in written:
-        assert secret.encode() not in path.read_bytes(), path
+        assert not any(s.encode() in path.read_bytes() for s in secrets), path
 
 
 def _every_run(env: dict, work: Path, fake: FakeKube) -> list[tuple[str, str]]:

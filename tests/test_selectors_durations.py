@@ -10,8 +10,14 @@ from hypothesis import strategies as st
 
 from _support import EXAMPLES, in_process
 from fakekube import ApiError, label_matcher
+from kubectl_kvdtype._cli import parse
+
+# Imported with the module: urllib3 opens a socket at import (its IPv6 probe), which the fast tier forbids.
+from kubectl_kvdtype._cluster import ConnectionOptions
 from kubectl_kvdtype._flags import DURATION_FORMS, _request_timeout, parse_duration
 from kubectl_kvdtype._sources import matches_selector
+
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 
 LABELS = {"app": "llama", "tier": "gpu", "kvcache.gpustack.ai/inject": "true", "empty": ""}
 
@@ -93,3 +99,14 @@ def test_a_bad_request_timeout_is_a_usage_error_of_the_whole_command():
     assert status == 2 and out == ""
     assert "invalid duration '10min'" in err and DURATION_FORMS in err
     assert len([line for line in err.splitlines() if line.strip()]) == 1, err
+
+
+@pytest.mark.parametrize(("flags", "seconds"), [
+    ([], 30.0), (["--request-timeout", "0"], None), (["--request-timeout", "1m30s"], 90.0),
+    (["--request-timeout=500ms"], 0.5),
+])
+def test_the_default_timeout_is_30s_and_0_means_none(flags, seconds):
+    """What the connection carries, in process: the 30 s default is the point here, and waiting
+    it out would cost the suite 30 s (the behaviour is the e2e tests' with short values)."""
+    for argv in (["check", *flags], [*flags, "check"]):  # global flags before or after the subcommand
+        assert ConnectionOptions.from_flags(parse(argv)).request_timeout == seconds

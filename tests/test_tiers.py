@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import _FastTierGuard
+
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 
 
 def test_the_fast_tier_refuses_a_socket_and_a_subprocess(request):
@@ -25,3 +29,56 @@ def test_the_fast_tier_refuses_a_socket_and_a_subprocess(request):
 def test_a_test_using_the_fake_api_server_is_e2e(request, fake):
     assert request.node.get_closest_marker("e2e") is not None
     assert fake.url.startswith("https://127.0.0.1:")
+
+
+#: What makes a test module's outcome depend on the Python running it: it imports argparse or the
+#: code built on it and on CPython's own parsing (the argv reader, the flag parser, completion) or
+#: checks the man page. CI runs such modules on every supported Python, the rest on two
+#: (noxfile.py); such a module carries ``pytestmark`` with ``version_sensitive``. This is the floor:
+#: a module may carry the marker for another reason (test_cli.py: help and usage errors).
+VERSION_SENSITIVE_SUBJECTS = frozenset({
+    "argparse", "kubectl_kvdtype._argv", "kubectl_kvdtype._engines", "kubectl_kvdtype._engine_records",
+    "kubectl_kvdtype._complete", "kubectl_kvdtype.completion", "kubectl_kvdtype._flags",
+    "kubectl_kvdtype._registry", "kubectl_kvdtype._cli.parse",
+})
+MAN_PAGE = "kubectl-kvdtype.1"
+TESTS = Path(__file__).resolve().parent
+
+
+def _subjects(source: str) -> set[str]:
+    """The version-sensitive subjects a test module's source imports or reads (nested imports too)."""
+    found = {MAN_PAGE} if MAN_PAGE in source else set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names} & VERSION_SENSITIVE_SUBJECTS
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+            found |= names & VERSION_SENSITIVE_SUBJECTS
+    return found
+
+
+def _marked(source: str) -> bool:
+    """Whether the module's ``pytestmark`` names ``version_sensitive``."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
+            return "version_sensitive" in ast.unparse(node.value)
+    return False
+
+
+def test_every_test_of_argparse_the_argv_reader_completion_or_the_man_page_is_version_sensitive():
+    unmarked = {path.name: sorted(_subjects(path.read_text())) for path in sorted(TESTS.glob("test_*.py"))
+                if _subjects(path.read_text()) and not _marked(path.read_text())}
+    assert unmarked == {}, "add pytest.mark.version_sensitive to their pytestmark"
+
+
+@pytest.mark.parametrize(("source", "needs_marker"), [
+    ("import argparse\n", True),
+    ("def test_x():\n    from kubectl_kvdtype._argv import read\n", True),
+    ("from kubectl_kvdtype import _complete\n", True),
+    ("MAN = ROOT / 'man' / 'kubectl-kvdtype.1'\n", True),
+    ("from kubectl_kvdtype._report import Report\n", False),
+])
+def test_the_rule_finds_a_version_sensitive_module(source, needs_marker):
+    assert bool(_subjects(source)) is needs_marker
+    assert not _marked(source)
+    assert _marked(source + "pytestmark = [pytest.mark.e2e, pytest.mark.version_sensitive]\n")

@@ -8,6 +8,8 @@ import pytest
 
 from kubectl_kvdtype import _engines, _model, _upgrade
 
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
+
 
 def _deployment(engine="vLLM", version="0.29.0", extra=(), command=None, binding="chat") -> dict:
     role = {"name": "server", "kind": "Server", "replicas": 2, "extraArgs": list(extra)}

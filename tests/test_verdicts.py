@@ -30,6 +30,8 @@ from kubectl_kvdtype._engines import (
     remedy,
 )
 
+pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
+
 # --- The reader ----------------------------------------------------------------------------
 
 # (case, argv, engine, version, state, value, words of the engine's error, stage)
@@ -59,7 +61,7 @@ READINGS = [
      "expected one argument", AT_PARSING),
     ("an empty value", ["--kv-cache-dtype="], SGLANG, "0.5.18", FAILED, None, "invalid choice: ''", AT_PARSING),
     # A value the tables do not list is never called refused between recorded versions (it may be new)...
-    ("a value the tables do not know", ["--kv-cache-dtype", "turboquant_3bit"], VLLM, "0.30.0", UNSURE,
+    ("a value the tables do not know", ["--kv-cache-dtype", "turboquant_3bit"], VLLM, "0.32.1", UNSURE,
      "turboquant_3bit", "", ""),
     # ...but at a recorded version the engine's own choices are known: its parser refuses it.
     ("a value the recorded parser refuses", ["--kv-cache-dtype", "turboquant_3bit"], VLLM, "0.29.0", FAILED, None,
@@ -165,9 +167,9 @@ def upgraded(fake, kube_env):
         deployment("up", "late", "legacy", "vLLM", "0.33.0"),
         replica("up", "late", 0, ["--kv-cache-dtype", "bf16"]),
         # 1. a value the tables do not know: unknown, never rejected.
-        # 0.30.0 is between recorded parsers: a value neither table lists may be new there (at 0.29.0
-        # itself the recorded parser refuses turboquant_3bit).
-        deployment("up", "turbo", "turbo", "vLLM", "0.30.0"),
+        # 0.32.1 is no release, between recorded parsers: a value neither table lists may be new there
+        # (at a recorded release, 0.29.0 or 0.30.0, the recorded parser refuses turboquant_3bit).
+        deployment("up", "turbo", "turbo", "vLLM", "0.32.1"),
         replica("up", "turbo", 0, ["--kv-cache-dtype", "turboquant_3bit"]),
         # 3. only the role's own copy, giving the right value: not rolled yet.
         deployment("up", "waiting", "chat", "vLLM", "0.29.0", ["--kv-cache-dtype", "bfloat16"]),

@@ -166,5 +166,6 @@ class FakeKube(ServerMixin, VerbsMixin, FaultsMixin, StoreMixin):
         self._finalizers: list[_Finalizer] = []
         self._reaping = False
         self._conns: set[socket.socket] = set()
+        self._connections_accepted = 0
         self._server: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None

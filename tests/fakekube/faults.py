@@ -35,6 +35,8 @@ class _Rule:
     retry_after: Optional[float] = None
     message: Optional[str] = None
     reason: Optional[str] = None
+    #: Matching requests still answered as usual before the rule applies (``fail(after=N)``).
+    after: int = 0
 
     def matches(self, method: str, path: str) -> bool:
         if self.times is not None and self.times <= 0:
@@ -107,10 +109,11 @@ class FaultsMixin:
     def fail(self, status: int, method: Optional[str] = None, path: Optional[str] = None,
              times: Optional[int] = 1, retry_after: Optional[float] = None,
              delay: float = 0.0, message: Optional[str] = None,
-             reason: Optional[str] = None) -> None:
-        """Answer the next ``times`` (None = all) matching requests with ``status``."""
+             reason: Optional[str] = None, after: int = 0) -> None:
+        """Answer the next ``times`` (None = all) matching requests with ``status``, once ``after``
+        matching requests have been answered as usual (a fault placed by count, not by a clock)."""
         rule = _Rule(status, method, re.compile(path) if path else None, times, delay,
-                     retry_after, message, reason)
+                     retry_after, message, reason, after)
         with self._lock:
             self._rules.append(rule)
 
@@ -136,6 +139,11 @@ class FaultsMixin:
         """Whether ``fall_silent`` has taken effect (its ``after`` requests are answered)."""
         with self._lock:
             return self._silence is not None and self._silence.fallen
+
+    def faults_pending(self) -> int:
+        """How many ``fail``/``delay`` rules still apply to a future request (not used up)."""
+        with self._lock:
+            return sum(1 for rule in self._rules if rule.times is None or rule.times > 0)
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -185,6 +193,9 @@ class FaultsMixin:
         with self._lock:
             for rule in self._rules:
                 if not rule.matches(method, path):
+                    continue
+                if rule.after > 0:
+                    rule.after -= 1
                     continue
                 if rule.status is None:
                     pause += rule.delay

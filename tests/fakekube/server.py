@@ -48,12 +48,24 @@ class RequestRecord:
     #: certificate it presented (None: none presented).
     sni: Optional[str] = None
     client_cert: Optional[str] = None
+    #: Which TCP connection carried it (1, 2, ... in the order accepted), and whether that socket
+    #: sends without Nagle's delay: what keep-alive and a prompt answer depend on, told without a clock.
+    connection: int = 0
+    nodelay: bool = False
     #: The request target exactly as sent (path and query, percent-encoding kept).
     target: str = ""
 
     def header_values(self, name: str) -> list[str]:
         """Every value of a (repeatable) header, e.g. ``Impersonate-Group``."""
         return [v for k, v in self.header_lines if k.lower() == name.lower()]
+
+
+def _nodelay(conn: socket.socket) -> bool:
+    """Whether the socket has Nagle's algorithm off (TCP_NODELAY), so a small answer is sent at once."""
+    try:
+        return bool(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+    except OSError:
+        return False
 
 
 class _Server(ThreadingHTTPServer):
@@ -90,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.server.fake._track(self.connection, True)
+        self.connection_number = self.server.fake._track(self.connection, True)
 
     def finish(self) -> None:
         try:
@@ -187,9 +199,12 @@ class ServerMixin:
         """PEM of the CA that signed the server certificate (for clients not using kubeconfig)."""
         return TEST_CA_PEM
 
-    def _track(self, conn: socket.socket, add: bool) -> None:
+    def _track(self, conn: socket.socket, add: bool) -> int:
+        """Count a connection opened (its number) or forget one closed."""
         with self._lock:
             (self._conns.add if add else self._conns.discard)(conn)
+            self._connections_accepted += add
+            return self._connections_accepted
 
     def request_log(self) -> list[tuple[str, str, dict[str, str]]]:
         """(method, path, query) of every request so far, in arrival order: what a test asserts
@@ -238,7 +253,8 @@ class ServerMixin:
         record = RequestRecord(method, split.path, query, ctype, _try_json(raw), None,
                                time.monotonic(), dict(handler.headers.items()), raw,
                                list(handler.headers.items()), getattr(handler.connection, "fake_sni", None),
-                               _peer_common_name(handler.connection), handler.path)
+                               _peer_common_name(handler.connection), getattr(handler, "connection_number", 0),
+                               _nodelay(handler.connection), handler.path)
         with self._log_lock:
             self.requests.append(record)
         try:
@@ -263,8 +279,10 @@ class ServerMixin:
         return self._route(method, path, query, handler.headers.get("Content-Type") or "", raw)
 
     def _check_auth(self, header: Optional[str], client_cert: Optional[str]) -> None:
-        """The bearer token, a verified client certificate, or a user of ``passwords``."""
-        if self.token is None or header == f"Bearer {self.token}" or client_cert:
+        """The bearer token, a verified client certificate, or a user of ``passwords``. The scheme
+        is case-insensitive, as the apiserver's: the client's in-cluster loader sends "bearer"."""
+        scheme, _, credential = (header or "").partition(" ")
+        if self.token is None or (scheme.lower() == "bearer" and credential == self.token) or client_cert:
             return
         if header and header.startswith("Basic ") and self.passwords:
             try:
