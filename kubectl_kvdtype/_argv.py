@@ -39,6 +39,10 @@ FAILED = "failed"
 UNKNOWN = "unknown"
 
 FLAG = "--kv-cache-dtype"
+#: The longest argv (command and args, or a role's extraArgs) read: argparse's time grows faster
+#: than the argv (each unknown option is matched against every known one), so a longer one is
+#: UNKNOWN, unparsed (docs/reference.md, "Limits"); engine argvs seen in practice are under 100.
+MAX_ARGV_TOKENS = 256
 _DEST = "kv_cache_dtype"
 
 #: ``validity(engine, version, value)``: True accepted, False refused, None not known.
@@ -710,6 +714,8 @@ def read_container(engine: str, version: object, command: Sequence[str], args: S
                    env: object = None, validity: Optional[Validity] = _judge_validity) -> Reading:
     """What the engine in a container runs with: Kubernetes expansion, shell, then its parser."""
     tokens = [t for t in list(command or []) + list(args or []) if isinstance(t, str)]
+    if too_long(tokens):
+        return Reading(UNKNOWN, error=too_long(tokens) or "")
     tokens, unknown = expand_kubernetes(tokens, env)
     shell = _shell_script(tokens)
     depends: list[str] = []
@@ -738,6 +744,13 @@ def _depending(default: Reading, names: Sequence[str]) -> Reading:
     else:
         then = f"unset: fails, {default.error}"
     return Reading(UNKNOWN, error=f"depends on {', '.join(names)} ({then})", table=default.table, default=default)
+
+
+def too_long(argv: Sequence[object]) -> Optional[str]:
+    """Why ``argv`` is not read (it has more than ``MAX_ARGV_TOKENS`` entries), or None."""
+    if len(argv) <= MAX_ARGV_TOKENS:
+        return None
+    return f"depends on an argv of {len(argv)} entries, more than the {MAX_ARGV_TOKENS} this tool reads"
 
 
 def _env_values(env: object) -> dict[str, str]:

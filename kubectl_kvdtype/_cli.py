@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import signal
 import sys
 import traceback
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
@@ -20,7 +21,7 @@ from kubectl_kvdtype._env import Environment
 from kubectl_kvdtype._flags import APPENDED, DEFAULTS, check_header_flags, normalize_booleans, redact, secrets_in
 from kubectl_kvdtype._registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
 from kubectl_kvdtype._render import render, render_fleet
-from kubectl_kvdtype._status import ExitStatus, KvdtypeError, UsageError
+from kubectl_kvdtype._status import SIGNAL_STATUS, ExitStatus, KvdtypeError, Signalled, UsageError
 
 if TYPE_CHECKING:
     from kubectl_kvdtype._report import Finding, Report
@@ -92,6 +93,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
     try:
         options = parse(argv)
         _extra_engine_tables(env)
+        _RUN["writes"] = _may_write(options)
         if _fleet.requested(options):
             return _run_fleet(options, env, ticker)
         context = Context(options=options, env=env)
@@ -115,11 +117,15 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
     except KvdtypeError as error:
         message = _with_help_hint(error.message, options) if error.status == ExitStatus.USAGE else error.message
         return _fail(env, message, error.status, ticker, argv)
+    except Signalled as signalled:  # SIGTERM/SIGHUP outside a write: nothing to resume, nothing to say
+        if ticker:
+            ticker.stop()
+        return int(signalled.status)
     except KeyboardInterrupt:
         return _fail(env, "interrupted", ExitStatus.INTERRUPTED, ticker, argv)
-    except BrokenPipeError:  # `kubectl kvdtype check | head`
+    except BrokenPipeError:  # `kubectl kvdtype check | head`: quiet, as kubectl is, but not a success
         _silence_stdout()
-        return int(ExitStatus.OK)
+        return int(ExitStatus.INCOMPLETE)
     except _OutputError as error:  # stdout is a full disk, a closed file...
         _silence_stdout()
         return _fail(env, f"cannot write the result to standard output: {error.reason}", ExitStatus.INCOMPLETE,
@@ -211,6 +217,8 @@ class _OutputError(Exception):
 
 
 def _write(env: Environment, text: str) -> None:
+    if env.stdout is None:  # started with stdout closed (`>&-`): Python leaves sys.stdout None
+        raise _OutputError("it is closed")
     try:
         env.stdout.write(text)
         env.stdout.flush()
@@ -242,8 +250,13 @@ def _with_help_hint(message: str, options: Optional[argparse.Namespace]) -> str:
 
 
 def _silence_stdout() -> None:
+    """What is left in stdout's buffer goes nowhere: the interpreter's last flush stays quiet."""
+    try:
+        fileno = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # closed, or not a file (a test's stream)
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, fileno)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -258,8 +271,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from kubectl_kvdtype._complete import complete
 
         return complete(sys.argv[1:])  # the binary linked as kubectl_complete-kvdtype (krew installs)
+    if argv is None:
+        _end_on_signals()
     status = run(sys.argv[1:] if argv is None else argv)
-    if status == ExitStatus.INTERRUPTED and argv is None:
+    if status in (ExitStatus.INTERRUPTED, *SIGNAL_STATUS.values()) and argv is None:
         # Parallel LISTs may still be waiting on a silent server: interpreter shutdown would join
         # their threads. Ctrl-C means now.
         for stream in (sys.stdout, sys.stderr):
@@ -269,6 +284,35 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 pass
         os._exit(status)
     return status
+
+
+#: Whether this run may write (``--apply``, ``escape off``/``on``): what a signal does depends on it.
+_RUN = {"writes": False}
+
+
+def _may_write(options: argparse.Namespace) -> bool:
+    switch = options.command == "escape" and getattr(options, "escape_action", None) in ("off", "on")
+    return bool(getattr(options, "apply", False) or switch)
+
+
+def _end_on_signals() -> None:
+    """SIGTERM and SIGHUP (a CI cancel, ``timeout``, a closed terminal) raise ``Signalled`` in the
+    main thread of a run that may write, so that a write ends as on Ctrl-C: journaled, with how to
+    resume (a second one while that is said and the lease given back is ignored). A read-only run
+    ends at once, quietly: nothing to resume, and no parallel LIST left to wait for."""
+
+    def handler(number: int, _frame: object) -> None:
+        status = SIGNAL_STATUS[signal.Signals(number).name]
+        if not _RUN["writes"]:
+            os._exit(int(status))
+        for name in SIGNAL_STATUS:
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_IGN)
+        raise Signalled(status)
+
+    for name in SIGNAL_STATUS:
+        if hasattr(signal, name):  # Windows has no SIGHUP
+            signal.signal(getattr(signal, name), handler)
 
 
 def _tolerant_streams() -> None:

@@ -15,6 +15,7 @@ import importlib.util
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +31,7 @@ import yaml
 from urllib3 import HTTPHeaderDict
 
 from kubectl_kvdtype import __version__, _names, _progress
+from kubectl_kvdtype._env import limit
 from kubectl_kvdtype._flags import breaks_header, without_password
 from kubectl_kvdtype._report import Finding
 from kubectl_kvdtype._sources import Kind, Projection
@@ -275,6 +277,10 @@ def _exec_bounded(timeout: Optional[float]) -> Iterator[None]:
 
 
 PAGE_SIZE = 500
+#: Pages one LIST may take before it is abandoned as endless: 500,000 objects at PAGE_SIZE, five
+#: times a 100,000-Pod cluster; ``MAX_PAGES_VARIABLE`` sets another (docs/reference.md, "Limits").
+MAX_PAGES = 1000
+MAX_PAGES_VARIABLE = "KUBECTL_KVDTYPE_MAX_PAGES"
 #: Attempts for a request answered 429 or 5xx (reads), or 429 (writes, which a 5xx may have done).
 ATTEMPTS = 4
 _RETRY_READ = {429, 500, 502, 503, 504}
@@ -343,6 +349,7 @@ class ClusterSource:
         environ = dict(os.environ if environ is None else environ)
         self._configuration, self._namespace, self.description, impersonation = _load_configuration(options, environ)
         self._rest = RESTClientObject(self._configuration)
+        _watch_connections(self._rest.pool_manager)
         #: The server as messages name it: a password in its URL shown as ``user:***``.
         self._shown_host = without_password(self._configuration.host)
         self._timeout = options.request_timeout
@@ -360,6 +367,7 @@ class ClusterSource:
         self._credentials_failed: Optional[KvdtypeError] = None
         self._discovery_errors: dict[str, KvdtypeError] = {}  # met once, not again per waiting LIST
         self.request_count = 0
+        self._max_pages = limit(environ, MAX_PAGES_VARIABLE, MAX_PAGES, "pages")
         #: Objects the cluster answered with names the API server refuses (``_names.refusal``).
         self.findings: builtins.list[Finding] = []
 
@@ -405,8 +413,12 @@ class ClusterSource:
                             content_type="application/json-patch+json",
                             verb="patch", kind=kind, namespace=namespace)
 
-    def delete(self, kind: Kind, namespace: Optional[str], name: str, dry_run: bool = False) -> dict:
-        return self.request("DELETE", self.path(kind, namespace, name), query=_dry(dry_run),
+    def delete(self, kind: Kind, namespace: Optional[str], name: str, dry_run: bool = False,
+               preconditions: Optional[dict] = None) -> dict:
+        """``preconditions`` (``uid``, ``resourceVersion``): the server deletes only that object in
+        that version, else answers 409, so an edit made since it was read is never lost."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions} if preconditions else None
+        return self.request("DELETE", self.path(kind, namespace, name), query=_dry(dry_run), body=body,
                             verb="delete", kind=kind, namespace=namespace)
 
     def post(self, path: str, body: dict) -> dict:
@@ -470,7 +482,8 @@ class ClusterSource:
         query: dict[str, Any] = {"limit": PAGE_SIZE}
         if selector:
             query["labelSelector"] = selector
-        while True:
+        seen: set[str] = set()  # continue tokens already followed: one met again is a loop
+        for _ in range(self._max_pages):
             so_far = f" ({len(items)} so far)" if items else ""
             _progress.note(f"listing {kind.resource}{_where(kind, namespace)}{so_far}")
             try:
@@ -481,12 +494,19 @@ class ClusterSource:
                 raise
             finally:
                 _progress.done()
-            objects = (i for i in page.get("items") or [] if isinstance(i, dict) and self._named_validly(kind, i))
+            objects = (i for i in _list_items(page, kind, namespace, path)
+                       if isinstance(i, dict) and self._named_validly(kind, i))
             items.extend(map(project, objects) if project else objects)
-            token = (page.get("metadata") or {}).get("continue")
+            token = _continue_token(page)
             if not token:
                 return items, False
+            if token in seen:
+                raise ClusterError(f"{_describe('list', kind, namespace, path)}: the API server answered a "
+                                   f"continue token it had answered before, so the list would never end")
+            seen.add(token)
             query["continue"] = token
+        raise ClusterError(f"{_describe('list', kind, namespace, path)}: still not complete after {self._max_pages} "
+                           f"pages of {PAGE_SIZE}, the most one LIST may take (set {MAX_PAGES_VARIABLE} for more)")
 
     def _named_validly(self, kind: Kind, obj: dict) -> bool:
         """Whether a listed object's name and namespace are ones the API server accepts: a proxy
@@ -525,15 +545,17 @@ class ClusterSource:
                        self._shown_host)
         for attempt in range(1, ATTEMPTS + 1):
             headers.update(self._auth_headers())
-            response = self._send(method, url, headers, body, clock)
+            with clock.watching():  # connect, headers and body: all of it within what is left
+                response = self._send(method, url, headers, body, clock)
+                data = self._read(response, clock)
             status = response.status
             if status < 300:
-                return _json(self._read(response, clock))
+                return _json(data)
             retryable = status == 429 or (method == "GET" and status in _RETRY_READ)
             if retryable and attempt < ATTEMPTS:
                 clock.sleep(_backoff(attempt, response.headers.get("Retry-After")))
                 continue
-            raise _api_error(status, self._read(response, clock), verb or method.lower(), kind, namespace, path)
+            raise _api_error(status, data, verb or method.lower(), kind, namespace, path)
         raise AssertionError("unreachable")
 
     def _auth_headers(self) -> dict:
@@ -557,7 +579,10 @@ class ClusterSource:
         self.request_count += 1
         try:
             return self._rest.request(method, url, headers=headers, body=body, _request_timeout=clock.remaining())
+        except _Cut:
+            raise clock.timed_out() from None
         except ApiException as error:  # the client turns TLS failures into status 0
+            clock.check_timeout(None)
             raise ClusterError(f"TLS failure talking to {self._shown_host}: "
                                f"{_first_line(error.reason)}") from None
         except urllib3.exceptions.MaxRetryError as error:
@@ -593,6 +618,39 @@ def _encoded(path: str) -> str:
     return request_path(*(unquote(segment) for segment in path.lstrip("/").split("/")))
 
 
+# --- The request timeout, for the whole request ----------------------------------------------
+#
+# urllib3's timeouts bound each socket operation: a server that sends its headers or body a byte
+# at a time never lets one expire, and holds the request as long as it likes. So while a request
+# runs (``_Clock.watching``), the connection it was given is cut (its socket shut down) when the
+# time is up, and the failure that follows is said as the timeout it is. The pools of the
+# client's PoolManager are subclasses that tell the request's clock which connection it got.
+
+_IN_FLIGHT = threading.local()  # .clock: the _Clock of the request this thread is making
+
+
+class _Cut(Exception):
+    """The clock ran out before urllib3 took a connection (its quiet retry): not sent again.
+    Not an urllib3 exception, so urllib3 does not catch it."""
+
+
+class _WatchedPool(urllib3.HTTPConnectionPool):
+    def _get_conn(self, timeout: Optional[float] = None) -> Any:
+        connection = super()._get_conn(timeout)
+        clock = getattr(_IN_FLIGHT, "clock", None)
+        if clock is not None:
+            clock.attach(connection)
+        return connection
+
+
+class _WatchedHTTPSPool(urllib3.HTTPSConnectionPool, _WatchedPool):
+    pass
+
+
+def _watch_connections(pool_manager: Any) -> None:
+    pool_manager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedHTTPSPool}
+
+
 class _Clock:
     """The time one request (all its attempts) may take: the request timeout and any deadline."""
 
@@ -604,6 +662,9 @@ class _Clock:
         self.by_deadline = deadline is not None and self.end == deadline
         self.what = what
         self.host = host
+        self._lock = threading.Lock()
+        self._connection: Any = None
+        self._cut = False
 
     def remaining(self) -> Optional[float]:
         """Seconds left for the next attempt (None: no limit); a spent budget fails now."""
@@ -611,22 +672,61 @@ class _Clock:
             return None
         left = self.end - time.monotonic()
         if left <= 0:
-            raise self._timed_out()
+            raise self.timed_out()
         return left
+
+    @contextmanager
+    def watching(self) -> Iterator[None]:
+        """Inside, this thread's request loses its connection when the time is up."""
+        left = self.remaining()
+        if left is None:
+            yield
+            return
+        timer = threading.Timer(left, self._cut_connection)
+        timer.daemon = True
+        _IN_FLIGHT.clock = self
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            _IN_FLIGHT.clock = None
+            with self._lock:
+                self._connection = None
+
+    def attach(self, connection: Any) -> None:
+        """The connection urllib3 took for this request (again, on its quiet retry)."""
+        with self._lock:
+            if self._cut:
+                raise _Cut()
+            self._connection = connection
+
+    def _cut_connection(self) -> None:
+        with self._lock:
+            self._cut = True
+            sock = getattr(self._connection, "sock", None)
+        if sock is not None:
+            try:  # socket.socket's own: an SSLSocket's would drop its TLS state under the reading thread
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def sleep(self, seconds: float) -> None:
         """Back off before a retry, unless the wait would outlast the budget."""
         left = self.remaining()
         if left is not None and seconds >= left:
-            raise self._timed_out()
+            raise self.timed_out()
         time.sleep(seconds)
 
     def check_timeout(self, reason: object) -> None:
+        """A failure that is the time running out (a socket timeout, or the cut) is said as that."""
+        if self._cut:
+            raise self.timed_out() from None
         if isinstance(reason, (urllib3.exceptions.TimeoutError, TimeoutError)) and \
                 not isinstance(reason, urllib3.exceptions.NewConnectionError):
-            raise self._timed_out() from None
+            raise self.timed_out() from None
 
-    def _timed_out(self) -> RequestTimeout:
+    def timed_out(self) -> RequestTimeout:
         if self.by_deadline:
             return RequestTimeout(f"{self.what}: the cluster at {self.host} did not answer before the --wait deadline")
         return RequestTimeout(f"{self.what}: the cluster at {self.host} did not answer within "
@@ -651,6 +751,25 @@ def _seconds(seconds: float) -> str:
 
 def _dry(dry_run: bool) -> Optional[dict]:
     return {"dryRun": "All"} if dry_run else None
+
+
+def _list_items(page: dict, kind: Kind, namespace: Optional[str], path: str) -> builtins.list:
+    """A LIST page's items; an answer that is not a List of ``kind`` is no answer (an empty one
+    would read as "none exist": every consumer told its Binding is missing)."""
+    items = page.get("items")
+    if page.get("kind") != f"{kind.name}List" or not isinstance(items, builtins.list):
+        answered = page.get("kind")
+        shown = f"kind {_first_line(answered)[:60]!r}" if isinstance(answered, str) and answered else "no kind"
+        listed = "" if isinstance(items, builtins.list) else ", no list of items"
+        raise ClusterError(f"{_describe('list', kind, namespace, path)}: the API server's answer is not a "
+                           f"{kind.name}List ({shown}{listed})")
+    return items
+
+
+def _continue_token(page: dict) -> Optional[str]:
+    metadata = page.get("metadata")
+    token = metadata.get("continue") if isinstance(metadata, dict) else None
+    return token if isinstance(token, str) and token else None
 
 
 def _json(data: bytes) -> dict:
@@ -723,7 +842,9 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
     configuration = Configuration()
     # One quiet retry of a dropped connection, never of a read that timed out: the request
     # timeout bounds the whole call (see _Clock), so urllib3 must not start the clock again.
-    configuration.retries = urllib3.Retry(total=1, read=0)
+    # Nor does it honour Retry-After itself (it would sleep for whatever the server asks): the
+    # plugin's retries do, within what is left of the request timeout.
+    configuration.retries = urllib3.Retry(total=1, read=0, respect_retry_after_header=False)
     paths = _kubeconfig_paths(options.kubeconfig, environ)
     if not paths and not options.server:
         return _in_cluster(configuration, options, environ)

@@ -30,6 +30,8 @@ VERSION_UNRECORDED = "engine-version-unrecorded"
 # find-flags
 ROLE_FLAG = "role-flag"
 POD_FLAG = "pod-flag"
+KIND_NOT_EXAMINED = "kind-not-examined"
+ARGV_TOO_LONG = "argv-too-long"
 # verify
 REPLICA_MISSING = "replica-missing-flag"
 REPLICA_MISMATCH = "replica-dtype-mismatch"
@@ -96,6 +98,11 @@ CODES: tuple[Code, ...] = (
          (FIND_FLAGS,)),
     Code(POD_FLAG, ERROR, "an injected Pod or an opted-in workload template passes --kv-cache-dtype itself",
          (FIND_FLAGS,)),
+    Code(KIND_NOT_EXAMINED, WARNING, "a kind the judgement can do without (a workload kind's Pod templates) could not "
+                                     "be read (403, or 404 on a served group): its objects were not examined",
+         (FIND_FLAGS,)),
+    Code(ARGV_TOO_LONG, WARNING, "a role's extraArgs or a container's argv is longer than the tool reads: not "
+                                 "parsed, so whether it passes --kv-cache-dtype is unknown", (FIND_FLAGS,)),
     Code(REPLICA_REJECTED, ERROR, "the engine refuses the replica's argv, so it never serves", (VERIFY,)),
     Code(REPLICA_MISSING, ERROR, "the replica carries no flag the engine reads", (VERIFY,)),
     Code(REPLICA_MISMATCH, ERROR, "the replica's effective dtype differs from its Binding's", (VERIFY,)),

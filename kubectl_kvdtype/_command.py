@@ -54,7 +54,7 @@ class Context:
         if self.offline:
             from kubectl_kvdtype._manifests import ManifestSource
 
-            return ManifestSource.from_paths(self.options.filename, self.env.stdin)
+            return ManifestSource.from_paths(self.options.filename, self.env.stdin, self.env.environ)
         from kubectl_kvdtype._cluster import ClusterSource, ConnectionOptions  # imports the client
 
         self._writable = ClusterSource(ConnectionOptions.from_flags(self.options), environ=dict(self.env.environ))

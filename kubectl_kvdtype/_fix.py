@@ -20,7 +20,6 @@ resourceVersion is still the one this tool left.
 from __future__ import annotations
 
 import copy
-import datetime
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +28,10 @@ from typing import Any, Optional
 from kubectl_kvdtype import _engines, _model
 from kubectl_kvdtype._codes import FIX_CONFLICT, FIX_MANUAL, FIX_REFUSED, RESTORE_CONFLICT
 from kubectl_kvdtype._command import Context, confirm
-from kubectl_kvdtype._journal import JOURNAL, Journal, backup_name
+from kubectl_kvdtype._journal import JOURNAL, Journal, backup_name, fix_directory
 from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._sources import DEPLOYMENT, POD, SETTING, WORKLOADS, Kind
-from kubectl_kvdtype._status import ApiError, KvdtypeError, UsageError
+from kubectl_kvdtype._status import ApiError, Interrupted, KvdtypeError, UsageError, interrupted_status
 
 #: The journal's ``operation`` for a fix (a rebind's journal has none).
 OPERATION = "find-flags-fix"
@@ -76,6 +75,7 @@ class Target:
     obj: Optional[dict] = None  # as read; None for a manual step on an object not read
     ops: list[dict] = field(default_factory=list)  # the removals, without the resourceVersion test
     revert: list[dict] = field(default_factory=list)  # what puts the original lists back
+    after: list[dict] = field(default_factory=list)  # each patched list as the patch leaves it (path, value)
     removes: list[str] = field(default_factory=list)  # "spec.roles[0].extraArgs[1]: --kv-cache-dtype fp8"
     changes: list[str] = field(default_factory=list)  # dtype changes the patch makes
     manual: str = ""  # why this object is a manual step
@@ -329,6 +329,7 @@ def _add_part(target: Target, part: _Part, occurrences: list[dict]) -> None:
     for index in sorted(part.drop, reverse=True):  # from the end: earlier indices stay valid
         target.ops.append({"op": "remove", "path": f"{part.path}/{index}"})
     target.revert.append({"op": "replace", "path": part.path, "value": list(part.original)})
+    target.after.append({"path": part.path, "value": [t for i, t in enumerate(part.original) if i not in part.drop]})
     target.removes.append(f"{part.label}[{','.join(map(str, part.drop))}]: "
                           f"{' '.join(part.original[i] for i in part.drop)}")
 
@@ -455,8 +456,7 @@ def _confirm(context: Context, ready: list[Target]) -> None:
 
 
 def _backup(context: Context, ready: list[Target]) -> Path:
-    moment = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    directory = Path(context.options.backup_dir or f"kvdtype-backup-fix-{moment}")
+    directory = Path(context.options.backup_dir) if context.options.backup_dir else fix_directory()
     steps = [_step(t) for t in ready]
     Journal.create(directory, {"operation": OPERATION}, steps, [t.as_read for t in ready])
     context.env.progress(f"saved {len(ready)} object(s) in {directory}/ (kubectl kvdtype escape restore {directory} "
@@ -467,8 +467,8 @@ def _backup(context: Context, ready: list[Target]) -> Path:
 def _step(target: Target) -> dict:
     return {"id": "/".join(target.key), "kind": target.kind.name, "group": target.kind.group,
             "version": target.kind.versions[0], "plural": target.kind.plural, "namespace": target.namespace,
-            "name": target.name, "patch": target.patch, "revert": target.revert,
-            "backup": backup_name(target.obj or {})}
+            "name": target.name, "patch": target.patch, "revert": target.revert, "after": target.after,
+            "uid": _model.dig(target.obj or {}, "metadata", "uid"), "backup": backup_name(target.obj or {})}
 
 
 def _write(context: Context, ready: list[Target], directory: Optional[Path], dry_run: bool) -> None:
@@ -477,19 +477,71 @@ def _write(context: Context, ready: list[Target], directory: Optional[Path], dry
     for target in ready:
         context.env.progress(f"patch {target.ref}{' (dry run)' if dry_run else ''}")
         try:
-            answer = context.writable_source.json_patch(target.kind, target.namespace, target.name, target.patch,
-                                                        dry_run=dry_run)
+            _patch_one(context, target, journal, dry_run)
         except ApiError as error:
             if error.code in (409, 422):
                 _conflicted(context, target, error)
                 continue
-            raise _stopped(target, error, done, directory) from None
+            raise _stopped(target, error, done, directory, journal) from None
         except KvdtypeError as error:
-            raise _stopped(target, error, done, directory) from None
-        if journal is not None:
-            journal.mark("/".join(target.key), str(_model.dig(answer, "metadata", "resourceVersion") or ""))
-        target.state = DRY if dry_run else PATCHED
-        done.append(str(target.ref))
+            raise _stopped(target, error, done, directory, journal) from None
+        except KeyboardInterrupt as signal:  # the PATCH may have been applied: the journal says it was sent
+            raise _stopped(target, Interrupted("interrupted", interrupted_status(signal)), done, directory,
+                           journal) from None
+        if target.state == PLANNED:
+            target.state = DRY if dry_run else PATCHED
+            done.append(str(target.ref))
+
+
+def _patch_one(context: Context, target: Target, journal: Optional[Journal], dry_run: bool) -> None:
+    """GET the object just before; if it is still as planned (uid, generation, the lists the
+    patch removes from), record the PATCH in the journal, then send it guarded by that GET's
+    resourceVersion. A change stops this object only, said as a conflict."""
+    current = context.source.get(target.kind, target.namespace, target.name)
+    changed = _changes(target, current)
+    if changed:
+        target.state, target.detail = CONFLICT, f"changed since it was read ({changed}): nothing was written there; " \
+                                                 "run the command again"
+        return
+    version = str(_model.dig(current or {}, "metadata", "resourceVersion") or "")
+    step_id = "/".join(target.key)
+    if journal is not None:
+        journal.data.setdefault("sent", {})[step_id] = version
+        journal.save()
+    guard = [{"op": "test", "path": "/metadata/resourceVersion", "value": version}]
+    answer = context.writable_source.json_patch(target.kind, target.namespace, target.name, guard + target.ops,
+                                                dry_run=dry_run)
+    if journal is not None:
+        journal.mark(step_id, str(_model.dig(answer, "metadata", "resourceVersion") or ""))
+
+
+def _changes(target: Target, current: Optional[dict]) -> str:
+    """What changed in ``current`` since the plan read the object ("" when nothing the patch depends on)."""
+    if current is None:
+        return "deleted"
+    before = target.as_read
+    found = []
+    for field_ in ("uid", "generation"):
+        old, new = _model.dig(before, "metadata", field_), _model.dig(current, "metadata", field_)
+        if old is not None and old != new:
+            found.append(f"metadata.{field_} {old} -> {new}")
+    for revert in target.revert:
+        if _at(current, revert["path"]) != revert["value"]:
+            found.append(f"{revert['path']} is no longer as read")
+    return "; ".join(found)
+
+
+def _at(obj: Any, pointer: str) -> Any:
+    """The value at a JSON pointer, or None where the path does not lead."""
+    node = obj
+    for part in pointer.strip("/").split("/"):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict):
+            node = node.get(part)
+        else:
+            return None
+    return node
 
 
 def _conflicted(context: Context, target: Target, error: ApiError) -> None:
@@ -507,11 +559,19 @@ def _conflicted(context: Context, target: Target, error: ApiError) -> None:
         target.detail = f"the server refused the patch ({error.message}): nothing was written there"
 
 
-def _stopped(target: Target, error: KvdtypeError, done: list[str], directory: Optional[Path]) -> KvdtypeError:
+def _stopped(target: Target, error: KvdtypeError, done: list[str], directory: Optional[Path],
+             journal: Optional[Journal] = None) -> KvdtypeError:
+    """One sentence: where it stopped, what is done, how to undo it; kept in the backup directory too."""
     so_far = "; ".join(done) or "nothing"
     where = (f"; the originals are in {directory}/ (kubectl kvdtype escape restore {directory} reverts what was "
-             "patched)") if directory else ""
-    return KvdtypeError(f"cannot patch {target.ref}: {error.message}. Patched so far: {so_far}{where}")
+             "patched, this one included if its PATCH was applied; run the same command again to carry on)"
+             ) if directory else ""
+    message = f"cannot patch {target.ref}: {error.message}. Patched so far: {so_far}{where}"
+    if journal is not None:
+        journal.note_stop(message)
+    if isinstance(error, Interrupted):
+        return Interrupted(message, error.status)
+    return KvdtypeError(message)
 
 
 def _fill(report: Report, targets: list[Target], found: Report, directory: Optional[Path], writing: bool) -> None:
@@ -587,10 +647,15 @@ def restore_fix(context: Context) -> Report:
                 "namespace": step["namespace"], "name": step["name"], "state": "", "detail": ""}
         report.items.append(item)
         left = journal.done.get(step["id"])
-        if not left:
+        sent = step["id"] in (journal.data.get("sent") or {})
+        if not left and not sent:
             item.update(state="not patched", detail="the fix did not patch it: nothing to revert")
             continue
         existing = context.source.get(kind, step["namespace"], step["name"])
+        if not left:  # its PATCH was sent and no answer recorded: the object itself tells whether it applied
+            left = _in_flight(report, item, step, existing, directory)
+            if not left:
+                continue
         current = str(_model.dig(existing or {}, "metadata", "resourceVersion") or "")
         if existing is None:
             item.update(state="gone",
@@ -616,6 +681,32 @@ def restore_fix(context: Context) -> Report:
         report.headline = (f"{'Dry run: ' if mode.startswith('dry') else ''}Restored {reverted} of "
                            f"{len(journal.steps)} object(s) the fix patched; each rolls its replicas again.")
     return report
+
+
+def _in_flight(report: Report, item: dict, step: dict, existing: Optional[dict], directory: Path) -> str:
+    """A PATCH the fix sent without recording an answer (interrupted): applied when every list is
+    as the patch leaves it (then its resourceVersion now is the one to revert from), not applied
+    when every list is as read; otherwise this cannot tell, and says so, naming the object."""
+    if existing is None:
+        item.update(state="gone",
+                    detail=f"deleted since the fix: left alone (its original is {directory / step['backup']})")
+        return ""
+    if step.get("uid") and _model.dig(existing, "metadata", "uid") != step["uid"]:
+        values = None
+    else:
+        values = [_at(existing, a["path"]) for a in step.get("after") or []]
+    if values is not None and step.get("after") and values == [a["value"] for a in step["after"]]:
+        return str(_model.dig(existing, "metadata", "resourceVersion") or "")
+    if values is not None and values == [r["value"] for r in step["revert"]]:
+        item.update(state="not patched", detail="its PATCH was interrupted and not applied: nothing to revert")
+        return ""
+    item.update(state="unknown", detail="its PATCH was interrupted and it has changed since: cannot tell whether "
+                                        "the fix removed its flag; left alone")
+    report.add(RESTORE_CONFLICT, ObjectRef(step["kind"], step["namespace"], step["name"]),
+               f"{item['object']}: find-flags --fix was interrupted while patching it, and it changed since, so "
+               "restore cannot tell whether the patch was applied: nothing was written there; compare it with its "
+               f"backup {directory / step['backup']} and put the flag back by hand if needed")
+    return ""
 
 
 def _restore_conflict(report: Report, item: dict, step: dict, left: str, current: str) -> None:

@@ -7,10 +7,11 @@ layers, never each other). ``find_flags`` is the command; this is what it report
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from kubectl_kvdtype import _engines, _model
-from kubectl_kvdtype._codes import POD_FLAG, ROLE_FLAG
+from kubectl_kvdtype._argv import too_long
+from kubectl_kvdtype._codes import ARGV_TOO_LONG, KIND_NOT_EXAMINED, POD_FLAG, ROLE_FLAG
 from kubectl_kvdtype._engines import FlagOccurrence
 from kubectl_kvdtype._report import Column, FieldPath, ObjectRef, Report
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, WORKLOADS, Kind, Query, Source, list_many, unwrap
@@ -26,6 +27,9 @@ class FlagInventory:
     pods: list[dict]
     workloads: list[tuple[Kind, dict]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: (kind, why) of each optional kind that could not be read: a warning finding each.
+    not_examined: list[tuple[Kind, str]] = field(default_factory=list)
+    namespace: Optional[str] = None
 
     @classmethod
     def read(cls, source: Source, namespace: Optional[str]) -> "FlagInventory":
@@ -33,12 +37,14 @@ class FlagInventory:
                    Query(POD, namespace, f"{_model.INJECT_LABEL}=true")] + [Query(k, namespace) for k in WORKLOADS]
         results = list_many(source, queries)
         deployments, bindings, pods = unwrap(results[:3])
-        inventory = cls(deployments, bindings, pods)
+        inventory = cls(deployments, bindings, pods, namespace=namespace)
         for kind, result in zip(WORKLOADS, results[3:], strict=True):
             if isinstance(result, ApiError) and result.code in (403, 404):
-                # Workload templates are a bonus over the guide: a user who may not list them
-                # still gets the roles and Pods, and is told what was not examined.
+                # Workload templates are a bonus over the guide (docs/reference.md, "Kinds that
+                # cannot be read"): a user who may not list them still gets the roles and Pods,
+                # and a warning finding says what was not examined.
                 inventory.warnings.append(f"{kind.resource} not examined: {result.message}")
+                inventory.not_examined.append((kind, result.message))
                 continue
             (objects,) = unwrap([result])  # any other failure is the whole run's
             inventory.workloads += [(kind, obj) for obj in objects]
@@ -64,12 +70,21 @@ def build_find_flags_report(inventory: FlagInventory) -> Report:
             report.judged.append(_ref(kind.name, workload))
             _pod_like(kind.name, workload, template, _model.pod_spec(template), dtypes, report,
                       _model.template_spec_path(workload))
+    for kind, why in inventory.not_examined:
+        report.add(KIND_NOT_EXAMINED, not_examined_ref(kind, inventory.namespace),
+                   f"{kind.resource} not examined: {why}; their Pod templates may pass --kv-cache-dtype unseen.",
+                   resource=kind.resource)
     report.warnings += inventory.warnings
     report.summary = _summary(inventory, report)
     report.headline = (f"{len(report.items)} place(s) pass --kv-cache-dtype themselves: "
                        f"{report.summary['roles']} role(s), {report.summary['pods']} Pod(s), "
                        f"{report.summary['templates']} Pod template(s); {report.findings_line()}.")
     return report
+
+
+def not_examined_ref(kind: Kind, namespace: Optional[str]) -> ObjectRef:
+    """What a ``kind-not-examined`` finding is about: every object of the kind in scope ("*")."""
+    return ObjectRef(kind.name, namespace, "*")
 
 
 def _ref(kind: str, obj: dict) -> ObjectRef:
@@ -86,6 +101,9 @@ def _deployment(deployment: dict, dtypes: dict, report: Report) -> None:
         if _model.role_is_takeover(role):
             continue  # the operator adds nothing to a take-over role and refuses nothing there
         extra = _model.role_extra_args(role)
+        role_name = _model.role_name(role)
+        if _unread(report, ref, too_long(extra), f"role {role_name}'s extraArgs", role=role_name):
+            continue
         today = _engines.read_role(extra, engine.name, engine.version)
         found = list(today.occurrences)
         if not found:
@@ -95,7 +113,6 @@ def _deployment(deployment: dict, dtypes: dict, report: Report) -> None:
         value = today.value if today.runs else None
         after = (_engines.read_role(extra, engine.name, engine.version, operator_dtype=binding_dtype)
                  if binding_dtype else None)
-        role_name = _model.role_name(role)
         message = _role_message(ref, role_name, engine, today, after, binding, known, binding_dtype)
         report.add(ROLE_FLAG, ref, message[:-1] + (f" ({today.note})." if today.note else "."),
                    role=role_name, value=value, binding=binding or None, bindingDtype=binding_dtype,
@@ -150,18 +167,21 @@ def _pod_like(kind: str, obj: dict, pod_like: dict, spec: dict, dtypes: dict, re
     container = _model.target_container(pod_like, spec)
     if container is None:
         return
+    argv = _model.as_list(container.get("command")) + _model.as_list(container.get("args"))
+    name = _model.text(container.get("name")) or ""
+    ref = ObjectRef(kind, _model.namespace_of(obj), _model.name_of(obj))
+    if _unread(report, ref, too_long(argv), f"container {name}'s command and args", container=name):
+        return
     engine = _model.pod_engine(pod_like)
     found = _model.container_flags(container, engine)
     webhook = _model.webhook_copy(pod_like, found)
     own = [o for o in found if o is not webhook]
     if not own:
         return
-    namespace = _model.namespace_of(obj)
-    ref = ObjectRef(kind, namespace, _model.name_of(obj))
+    namespace = ref.namespace or ""
     binding = _model.pod_binding(pod_like) or ""
     binding_dtype = dtypes.get((namespace, binding))
     owner = _owner(obj) if kind == POD.name else None
-    name = _model.text(container.get("name")) or ""
     reading = _own_reading(container, engine, webhook)
     value = reading.value if reading.runs else None
     report.add(POD_FLAG, ref, _pod_message(ref, name, own, owner, reading),
@@ -179,6 +199,15 @@ def _own_reading(container: dict, engine: _model.EngineInfo, webhook: Optional[F
         del args[webhook.index:webhook.index + (1 if "=" in webhook.token or webhook.value is None else 2)]
         fields[1] = ("args", args)
     return _engines.read_flag(fields, engine.name, engine.version, container.get("env"))
+
+
+def _unread(report: Report, ref: ObjectRef, why: Optional[str], what: str, **fields: Any) -> bool:
+    """An argv too long to read (``why``): a warning finding instead of a judgement, and True."""
+    if why is None:
+        return False
+    report.add(ARGV_TOO_LONG, ref, f"{ref}: whether {what} pass --kv-cache-dtype is not known: it {why}; "
+                                   "look at it by hand.", **fields)
+    return True
 
 
 def _owner(pod: dict) -> Optional[dict]:

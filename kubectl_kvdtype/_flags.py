@@ -19,6 +19,8 @@ from kubectl_kvdtype._status import UsageError
 
 #: Seconds one API request may take, retries included, unless --request-timeout says otherwise.
 DEFAULT_REQUEST_TIMEOUT = 30.0
+#: The longest --request-timeout accepted (0, no limit, aside): a typo (30h for 30s) is refused.
+MAX_REQUEST_TIMEOUT = 3600.0
 
 #: Global flags' defaults, applied after parsing so a flag given after the subcommand is not
 #: overwritten by the subcommand parser's default (the flags are defined on both parsers).
@@ -65,6 +67,9 @@ def parse_duration(text: str) -> float:
 
 def _request_timeout(text: str) -> Optional[float]:
     seconds = parse_duration(text)
+    if seconds > MAX_REQUEST_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"{text!r} is longer than the most a request may take "
+                                         f"({MAX_REQUEST_TIMEOUT:g}s; 0 waits without limit)")
     return seconds or None  # kubectl: "0" means no timeout
 
 
@@ -172,8 +177,9 @@ def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "") -> None:
     flags.add_argument("-n", "--namespace", default=s, help="the namespace in scope (default: the context's)")
     flags.add_argument("-A", "--all-namespaces", action="store_true", default=s, help="every namespace")
     flags.add_argument("--request-timeout", type=_request_timeout, default=s, metavar="DURATION",
-                       help="how long one API request may take, retries included, and the kubeconfig's exec "
-                            "credential plugin too (default 30s, where kubectl has no limit; 0: no limit)")
+                       help="how long one API request may take (connecting, the answer's headers and body), retries "
+                            "included, and the kubeconfig's exec credential plugin too (default 30s, where kubectl "
+                            f"has no limit; at most {MAX_REQUEST_TIMEOUT:g}s; 0: no limit)")
     add_connection_flags(flags, suffix)
     flags.add_argument("-o", "--output", choices=OUTPUTS, default=s,
                        help="table (default), wide, json, yaml, junit (JUnit XML for CI test reports), sarif "

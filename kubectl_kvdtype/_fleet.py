@@ -101,7 +101,9 @@ class FleetInterrupted(KvdtypeError):
 
 
 class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread: the fleet stops as on Ctrl-C."""
+    """SIGTERM, raised in the main thread: the fleet stops as on Ctrl-C, with SIGTERM's exit status."""
+
+    status = ExitStatus.TERMINATED
 
 
 #: Says a bug met in one context in one line (``_cli.internal_error``).

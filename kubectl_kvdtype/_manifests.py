@@ -10,17 +10,23 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Iterable, Iterator, Optional, TextIO, Union
+import stat
+from typing import Any, Iterable, Iterator, Mapping, Optional, TextIO, Union
 
 import yaml
 
 from kubectl_kvdtype import _model, _names, _progress, _yamlread
 from kubectl_kvdtype._codes import DUPLICATE_OBJECT
+from kubectl_kvdtype._env import limit
 from kubectl_kvdtype._report import Finding, ObjectRef
 from kubectl_kvdtype._sources import Kind, Projection, kind_for, matches_selector
 from kubectl_kvdtype._status import ManifestError
 
 _EXTENSIONS = (".yaml", ".yml", ".json")
+#: The most -f reads of one file (or of standard input), in MiB of text: a 10,000-deployment JSON
+#: dump is about 60 MB. ``MAX_FILE_VARIABLE`` raises (or lowers) it for one run.
+MAX_FILE_MB = 512
+MAX_FILE_VARIABLE = "KUBECTL_KVDTYPE_MAX_FILE_MB"
 _JSON_START = re.compile(r"\s*[{\[]")
 
 #: How -f identifies an object: (kind, namespace, name); the namespace is "" for a cluster-scoped kind.
@@ -39,6 +45,8 @@ class ManifestSource:
         self.findings: list[Finding] = []
         #: -f arguments that held only a ``kind: List`` with no items: a valid, empty answer.
         self.empty_lists: list[str] = []
+        #: The most one file may hold (``max_file_bytes``), for whoever reads the files again.
+        self.max_file_bytes = MAX_FILE_MB << 20
         seen: dict[ObjectKey, tuple[str, dict, Kind, tuple[str, str]]] = {}
         kinds: dict[tuple[str, str], Optional[Kind]] = {}  # (apiVersion, kind) -> Kind: a dump repeats a few
         for entry in objects:
@@ -102,11 +110,13 @@ class ManifestSource:
                                         "would leave it.", files=[first[0], last[0]]))
 
     @classmethod
-    def from_paths(cls, paths: Iterable[str], stdin: TextIO) -> "ManifestSource":
+    def from_paths(cls, paths: Iterable[str], stdin: TextIO, environ: Optional[Mapping[str, str]] = None
+                   ) -> "ManifestSource":
         empty_lists: list[str] = []
         objects: list[tuple[str, dict]] = []
+        limit = max_file_bytes(environ or {})
         for path in paths:
-            read = list(read_path(path, stdin))
+            read = list(read_path(path, stdin, limit))
             if not read:
                 shown = "standard input" if path == "-" else path
                 raise ManifestError(f"{shown} holds no Kubernetes object (empty, or only comments or whitespace: "
@@ -116,6 +126,7 @@ class ManifestSource:
                 empty_lists.append(path)
         source = cls(objects)
         source.empty_lists = empty_lists
+        source.max_file_bytes = limit
         return source
 
     def default_namespace(self) -> Optional[str]:
@@ -161,30 +172,38 @@ def _first(entry: tuple) -> Any:
     return entry[0]
 
 
-def read_path(path: str, stdin: TextIO) -> Iterator[tuple[str, Optional[dict]]]:
+def max_file_bytes(environ: Mapping[str, str]) -> int:
+    """The most -f reads of one input, in bytes: ``MAX_FILE_MB``, or what ``MAX_FILE_VARIABLE`` says."""
+    return limit(environ, MAX_FILE_VARIABLE, MAX_FILE_MB, "MiB") << 20
+
+
+def read_path(path: str, stdin: TextIO, limit: int = MAX_FILE_MB << 20) -> Iterator[tuple[str, Optional[dict]]]:
     """(file, object) for every object in a file, a directory (recursively, YAML/JSON files only) or
-    ``-``; (file, None) for a ``kind: List`` with no items (an empty answer, not an empty input)."""
+    ``-``; (file, None) for a ``kind: List`` with no items (an empty answer, not an empty input).
+    Each input is read up to ``limit`` bytes: more is refused, not read on (``/dev/urandom``)."""
     if path == "-":
         _progress.note("reading standard input")
+        _refuse_device(stdin, "standard input")
         try:
-            content = stdin.read()
+            content = stdin.read(limit + 1)
         except (OSError, UnicodeDecodeError) as error:
             raise ManifestError(f"cannot read the manifests on standard input: {error}") from None
+        _within(len(content), limit, "standard input")
         yield from _located("-", _objects(_parse(content, "standard input")))
         _progress.done()
         return
     for file in manifest_files(path):
-        yield from _read_file(file)
+        yield from _read_file(file, limit)
 
 
 def _located(where: str, objects: Iterator[Optional[dict]]) -> Iterator[tuple[str, Optional[dict]]]:
     return ((where, obj) for obj in objects)
 
 
-def _read_file(path: str) -> Iterator[tuple[str, Optional[dict]]]:
+def _read_file(path: str, limit: int) -> Iterator[tuple[str, Optional[dict]]]:
     _progress.note(f"reading {path}")
     try:
-        content = read_text(path)
+        content = read_text(path, limit)
     except FileNotFoundError:
         raise ManifestError(f"the manifest {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as error:
@@ -192,6 +211,25 @@ def _read_file(path: str) -> Iterator[tuple[str, Optional[dict]]]:
         raise ManifestError(f"cannot read the manifest {path}: {reason}") from None
     yield from _located(path, _objects(_parse(content, path)))
     _progress.done()
+
+
+def _refuse_device(stream: Any, shown: str) -> None:
+    """A character device (``/dev/zero``, ``/dev/urandom``, a serial line) is an endless stream, no
+    manifest; a terminal is the one kept (a person typing, ending with Ctrl-D)."""
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+        terminal = stream.isatty()
+    except (AttributeError, OSError, ValueError):  # an in-memory stream
+        return
+    if stat.S_ISCHR(mode) and not terminal:
+        raise ManifestError(f"{shown} is a character device, not a manifest file: -f reads files, directories "
+                            "and pipes")
+
+
+def _within(size: int, limit: int, shown: str) -> None:
+    if size > limit:
+        raise ManifestError(f"{shown} holds more than {limit >> 20} MiB, the most -f reads of one input "
+                            f"(set {MAX_FILE_VARIABLE} to read bigger ones)")
 
 
 def _parse(content: str, where: str) -> list:
@@ -210,10 +248,14 @@ def _first_sentence(error: Exception) -> str:
     return str(error).split(": value has")[0].split("; use sys.")[0]
 
 
-def read_text(path: str) -> str:
-    """A manifest's text as -f reads it (UTF-8, universal newlines: a CRLF is one line break)."""
+def read_text(path: str, limit: int = MAX_FILE_MB << 20) -> str:
+    """A manifest's text as -f reads it (UTF-8, universal newlines: a CRLF is one line break), at
+    most ``limit`` bytes of it."""
     with open(path, encoding="utf-8") as handle:
-        return handle.read()
+        _refuse_device(handle, path)
+        content = handle.read(limit + 1)
+    _within(len(content), limit, path)
+    return content
 
 
 def looks_like_json(content: str) -> bool:

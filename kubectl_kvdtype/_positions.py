@@ -27,6 +27,7 @@ from kubectl_kvdtype import _manifests
 from kubectl_kvdtype._manifests import ManifestSource, ObjectKey
 from kubectl_kvdtype._report import FieldPath, Finding, ObjectRef
 from kubectl_kvdtype._sarif import Place
+from kubectl_kvdtype._status import ManifestError
 
 __all__ = ["Locator", "ObjectSpan", "field_line", "object_spans"]
 
@@ -81,8 +82,9 @@ class Locator:
     def _spans(self, path: str) -> Optional[dict[ObjectKey, ObjectSpan]]:
         if path not in self._files:
             try:
-                self._files[path] = {span.key: span for span in object_spans(_manifests.read_text(path))}
-            except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError, RecursionError) as error:
+                content = _manifests.read_text(path, self._source.max_file_bytes)
+                self._files[path] = {span.key: span for span in object_spans(content)}
+            except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError, RecursionError, ManifestError) as error:
                 self.warnings.append(f"cannot find the lines of the objects in {path} again ({_reason(error)}): "
                                      "its SARIF results name the file without a line")
                 self._files[path] = None

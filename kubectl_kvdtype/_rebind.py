@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import json
 import re
 import socket
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from kubectl_kvdtype import _engines, _model, _progress
 from kubectl_kvdtype._codes import (
@@ -32,6 +34,7 @@ from kubectl_kvdtype._codes import (
 from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._journal import JOURNAL, Journal, default_directory, finished, unfinished
 from kubectl_kvdtype._judgement import BindingInventory, Consumer, build_check_report, consumer_verdict, read_setting
+from kubectl_kvdtype._lease import LEASE_ANNOTATION, Lease
 from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._setting import (
     OFF,
@@ -44,7 +47,15 @@ from kubectl_kvdtype._setting import (
     write_setting,
 )
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL, SETTING, Kind, Source, WritableSource, bounded
-from kubectl_kvdtype._status import ApiError, Conflict, ExitStatus, KvdtypeError, NotFound, UsageError
+from kubectl_kvdtype._status import (
+    ApiError,
+    Conflict,
+    Interrupted,
+    KvdtypeError,
+    NotFound,
+    UsageError,
+    interrupted_status,
+)
 
 #: How long ``--strategy replace`` waits for a deleted ModelDeployment to be gone before recreating it.
 GONE_TIMEOUT = 300.0
@@ -66,10 +77,19 @@ _SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "man
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
-class Interrupted(KvdtypeError):
-    """Ctrl-C during ``--apply``: said like any failure, with how to resume, exit 130."""
+#: Annotations that say nothing about what a copy runs: never copied, never "a change since the plan".
+_NOT_COPIED = (_LAST_APPLIED, LEASE_ANNOTATION, JOURNAL_ANNOTATION)
+#: How often a DELETE is tried again when its resourceVersion precondition failed because only
+#: what the plan does not depend on (a controller's status write) changed in between.
+_PRECONDITION_ATTEMPTS = 5
 
-    status = ExitStatus.INTERRUPTED
+
+class Changed(KvdtypeError):
+    """An object the plan depends on changed since the plan: the run stops before touching it."""
+
+    def __init__(self, message: str, name: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 # --- escape rebind: the plan ----------------------------------------------------------------------
@@ -85,6 +105,11 @@ class Step:
     name: str
     detail: str
     body: Any = None
+    #: What the plan read of the object this step deletes or copies (``name``, ``uid``,
+    #: ``generation``, ``fields``): checked just before the write.
+    expect: Optional[dict] = None
+    #: For a create: the name of the object its body was copied from.
+    origin: str = ""
 
     @classmethod
     def from_journal(cls, entry: dict) -> "Step":
@@ -110,6 +135,7 @@ class Plan:
     manifests: list[dict] = field(default_factory=list)  # the new objects, for -o yaml
     blockers: list[str] = field(default_factory=list)  # Bindings that keep the Setting off
     force_unknown: bool = False  # --force-unknown-dtype
+    lease: Optional[Lease] = None  # held while --apply writes
     report: Report = field(default_factory=lambda: Report(kind="RebindPlan"))
 
 
@@ -135,10 +161,29 @@ def rebind(context: Context) -> Report:
         check_access(context.writable_source, plan.steps)
         directory = Path(options.backup_dir) if options.backup_dir else default_directory(namespace, plan.binding)
         _record_location(plan, directory)
-        journal = Journal.create(directory, _header(plan), [dataclasses.asdict(s) for s in plan.steps], plan.originals)
-        context.env.progress(f"Saved {len(plan.originals)} object(s) and the journal to {journal.directory}/")
-        execute(context, plan, journal)
+        journal = Journal.create(directory, _header(plan), [dataclasses.asdict(s) for s in plan.steps],
+                                 plan.originals)  # the backups before any write, the lease included
+        with _leased(context, plan, journal, discard=True):
+            context.env.progress(f"Saved {len(plan.originals)} object(s) and the journal to {journal.directory}/")
+            execute(context, plan, journal)
     return _plan_report(context, plan, journal)
+
+
+@contextmanager
+def _leased(context: Context, plan: Plan, journal: Journal, discard: bool = False) -> Iterator[None]:
+    """The Binding's lease, held while the block writes and given back however it ends. A new
+    journal (``discard``) is removed when the lease is refused: that run changed nothing."""
+    try:
+        plan.lease = Lease(context.writable_source, plan.namespace, plan.binding, journal.directory).acquire()
+    except KvdtypeError:
+        if discard:
+            journal.discard()
+        raise
+    try:
+        yield
+    finally:
+        plan.lease.release()
+        plan.lease = None
 
 
 def is_dns_label(value: str) -> bool:
@@ -250,7 +295,7 @@ def _fresh_metadata(obj: dict, name: str, origin: str) -> dict:
     meta = copy.deepcopy(obj.get("metadata") or {})
     for key in _SERVER_SET:
         meta.pop(key, None)
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != _LAST_APPLIED}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in _NOT_COPIED}
     annotations[REBIND_ANNOTATION] = origin
     meta.update(name=name, annotations=annotations)
     return meta
@@ -365,7 +410,7 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
         plan.originals.append(setting)
     steps.append(Step("create-binding", "create", BINDING.name, namespace, names["newName"],
                       f"same pool, quota and blockSize; dtype {names['dtype']}, domain {names['domainName']}",
-                      new_binding))
+                      new_binding, expect=expectation(binding), origin=old))
     plan.originals.append(binding)
     plan.manifests.append(new_binding)
     origin = f"{namespace}/{old}"
@@ -376,11 +421,13 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
         body = _new_deployment(source, deployment, new_name, names["newName"], origin)
         plan.originals.append(deployment)
         plan.manifests.append(body)
+        side_by_side = names["strategy"] == SIDE_BY_SIDE  # the copy is made while the original still runs
         creates.append(Step(f"create-md:{new_name}", "create", DEPLOYMENT.name, namespace, new_name,
-                            f"copy of {name} with kvCache.poolRef.name {names['newName']}", body))
+                            f"copy of {name} with kvCache.poolRef.name {names['newName']}", body,
+                            expect=expectation(deployment) if side_by_side else None, origin=name))
         deletes.append(Step(f"delete-md:{name}", "delete", DEPLOYMENT.name, namespace, name,
-                            "the old deployment" + (" (outage until it is created again)"
-                                                    if names["strategy"] == REPLACE else "")))
+                            "the old deployment" + ("" if side_by_side else " (outage until it is created again)"),
+                            expect=expectation(deployment)))
     if names["strategy"] == REPLACE:
         for delete, create in zip(deletes, creates, strict=True):
             steps += [delete, create]
@@ -395,7 +442,7 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
                             renamed={_model.name_of(d): _label(_model.name_of(d), names['suffix']) for d in moved})
     if not names["keepOldBinding"] and not pods:
         steps.append(Step("delete-binding", "delete", BINDING.name, namespace, old,
-                          "the old Binding; its deletion completes once nothing holds it"))
+                          "the old Binding; its deletion completes once nothing holds it", expect=expectation(binding)))
     if any(s.id == "setting-off" for s in steps):  # turned back on only if this plan turned it off
         steps.append(Step("setting-on", SETTING_ON, SETTING.name, system, _model.SETTING_NAME,
                           'spec.value -> "true", unless another Binding would still break an engine', ON))
@@ -489,7 +536,8 @@ def _verb(step: Step) -> str:
 
 
 def execute(context: Context, plan: Plan, journal: Optional[Journal], dry_run: bool = False) -> None:
-    """Each step not yet journaled, in order; a failure says what is done and how to resume."""
+    """Each step not yet journaled, in order; a failure says what is done and how to resume (and
+    leaves that message in the backup directory too: after SIGHUP no terminal reads it)."""
     done = journal.done if journal is not None else {}
     total = len(plan.steps)
     for index, step in enumerate(plan.steps, 1):
@@ -497,29 +545,128 @@ def execute(context: Context, plan: Plan, journal: Optional[Journal], dry_run: b
             continue
         context.env.progress(f"[{index}/{total}] {step.label()}{' (dry run)' if dry_run else ''}")
         try:
-            outcome = run_step(context, plan, step, dry_run)
+            if plan.lease is not None:
+                plan.lease.renew()
+            outcome = run_step(context, plan, step, dry_run, journal)
             if journal is not None:
                 journal.mark(step.id, outcome)
             else:
                 done[step.id] = outcome
+        except Changed as changed:
+            raise _stopped(journal, KvdtypeError(_changed_failure(plan, journal, index, step, changed))) from None
+        except Interrupted as interrupted:  # a signal inside a step that words its own in-flight write
+            raise _stopped(journal, Interrupted(_failure(plan, journal, index, step, interrupted.message),
+                                                interrupted.status)) from None
         except KvdtypeError as error:
-            raise KvdtypeError(_failure(plan, journal, index, step, error.message)) from None
-        except KeyboardInterrupt:  # the step may be done but not journaled: repeating it is safe
-            raise Interrupted(_failure(plan, journal, index, step, "interrupted")) from None
+            raise _stopped(journal, KvdtypeError(_failure(plan, journal, index, step, error.message))) from None
+        except KeyboardInterrupt as signal:  # the step may be done but not journaled: repeating it is safe
+            raise _stopped(journal, Interrupted(_failure(plan, journal, index, step, "interrupted"),
+                                                interrupted_status(signal))) from None
     plan.report.summary["outcomes"] = dict(done)
+    if journal is not None:
+        journal.cleared()
+
+
+def _stopped(journal: Optional[Journal], error: KvdtypeError) -> KvdtypeError:
+    if journal is not None:
+        journal.note_stop(error.message)
+    return error
 
 
 def _failure(plan: Plan, journal: Optional[Journal], index: int, step: Step, why: str) -> str:
     if journal is None:
         return f"dry run: step {index} ({step.label()}) failed: {why}; nothing was changed"
     finished = [s.label() for s in plan.steps if s.id in journal.done]
+    only_saved = [s for s in plan.steps if s.action == "delete" and s.id in journal.done and s.kind == step.kind
+                  and s.name == step.name and step.action == "create"]
+    said = (f" Until then {step.kind} {step.namespace}/{step.name} may exist only in the backup."
+            if only_saved else "")
     return (f"step {index} of {len(plan.steps)} ({step.label()}) failed: {why}. Done so far: "
-            f"{'; '.join(finished) or 'nothing'}. The originals and the journal are in {journal.directory}/: "
+            f"{'; '.join(finished) or 'nothing'}.{said} The originals and the journal are in {journal.directory}/: "
             f"run the same command again (with --apply) to resume from step {index}, or put back what it deleted "
             f"with kubectl kvdtype escape restore {journal.directory}")
 
 
-def run_step(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
+def _changed_failure(plan: Plan, journal: Optional[Journal], index: int, step: Step, changed: Changed) -> str:
+    """Stopped before touching an object edited since the plan: the edit is kept; say how to go on."""
+    if journal is None:
+        return f"dry run: step {index} ({step.label()}) stopped: {changed.message}; nothing was changed"
+    journal.data.setdefault("changed", {})[step.id] = changed.name
+    journal.save()
+    copies = [s for s in plan.steps if s.action == "create" and s.origin == changed.name and s.id in journal.done
+              and s.kind == step.kind]
+    finished = [s.label() for s in plan.steps if s.id in journal.done]
+    how = (f"its copy {copies[0].kind} {copies[0].namespace}/{copies[0].name} was created before the edit: make the "
+           "same change to it, then run the same command again with --apply to carry on" if copies else
+           "to move it as it is now, run the same command again with --apply (its copy and its backup are made "
+           "again from it)")
+    return (f"step {index} of {len(plan.steps)} ({step.label()}) stopped before touching it: {changed.message}; "
+            f"its edit is kept. Done so far: {'; '.join(finished) or 'nothing'}. {how[0].upper()}{how[1:]}; or put "
+            f"back what this run changed with kubectl kvdtype escape restore {journal.directory}")
+
+
+# --- What the plan read, and whether it still holds --------------------------------------------------
+
+def expectation(obj: dict) -> dict:
+    """What a step's write depends on: the object's identity, generation and copied fields."""
+    return {"name": _model.name_of(obj), "uid": _model.dig(obj, "metadata", "uid"),
+            "generation": _model.dig(obj, "metadata", "generation"), "fields": _depends_on(obj)}
+
+
+def _depends_on(obj: dict) -> dict:
+    """The fields a copy is made of (status and what the server sets are not)."""
+    annotations = {k: v for k, v in _model.annotations_of(obj).items() if k not in _NOT_COPIED}
+    return {"spec": obj.get("spec"), "labels": _model.labels_of(obj), "annotations": annotations}
+
+
+def changes(expect: dict, current: dict) -> list[str]:
+    """What differs between the plan's reading and ``current`` ([] when the plan still holds)."""
+    found = []
+    uid = _model.dig(current, "metadata", "uid")
+    if expect.get("uid") and uid != expect["uid"]:
+        return [f"it was deleted and created again (uid {expect['uid']} -> {uid})"]
+    generation = _model.dig(current, "metadata", "generation")
+    if expect.get("generation") is not None and generation != expect["generation"]:
+        found.append(f"metadata.generation {expect['generation']} -> {generation}")
+    fields = _depends_on(current)
+    for name, before in (expect.get("fields") or {}).items():
+        prefix = "metadata." + name if name != "spec" else "spec"
+        found += _differences(before, fields.get(name), prefix)
+    return list(dict.fromkeys(found))
+
+
+def _differences(before: Any, after: Any, path: str, limit: int = 3) -> list[str]:
+    """Up to ``limit`` paths where ``before`` and ``after`` differ, with the values when short."""
+    if before == after:
+        return []
+    if isinstance(before, dict) and isinstance(after, dict):
+        found: list[str] = []
+        for key in sorted(set(before) | set(after), key=str):
+            found += _differences(before.get(key), after.get(key), f"{path}.{key}", limit)
+        return found[:limit]
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        found = []
+        for i, (old, new) in enumerate(zip(before, after, strict=True)):
+            found += _differences(old, new, f"{path}[{i}]", limit)
+        return found[:limit]
+    old, new = json.dumps(before), json.dumps(after)
+    return [f"{path} {old} -> {new}" if len(old) + len(new) < 80 else path]
+
+
+def _refuse_changed(step: Step, current: Optional[dict], plan: Plan) -> None:
+    """Stop before the write when the object the step depends on is not what the plan read."""
+    expect = step.expect
+    if not expect:
+        return
+    what = f"{step.kind} {step.namespace}/{expect['name']}"
+    if current is None:
+        raise Changed(f"{what} was deleted since the plan", expect["name"])
+    found = changes(expect, current)
+    if found:
+        raise Changed(f"{what} changed since the plan ({'; '.join(found)})", expect["name"])
+
+
+def run_step(context: Context, plan: Plan, step: Step, dry_run: bool, journal: Optional[Journal] = None) -> str:
     """One step, idempotent: a rerun after an unknown outcome finds the work done and moves on."""
     source = context.writable_source
     kind = KINDS_BY_NAME[step.kind]
@@ -528,8 +675,10 @@ def run_step(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
     if step.action == SETTING_ON:
         return _setting_on(context, plan, step, dry_run)
     if step.action == "create":
+        if step.expect:
+            _refuse_changed(step, source.get(kind, step.namespace, step.expect["name"]), plan)
         return _create(source, kind, step, plan, dry_run)
-    return _delete(source, kind, step, plan, dry_run)
+    return _delete(source, kind, step, plan, dry_run, journal)
 
 
 def _set(source: WritableSource, step: Step, dry_run: bool) -> str:
@@ -579,7 +728,7 @@ def _create(source: WritableSource, kind: Kind, step: Step, plan: Plan, dry_run:
     except Conflict:
         existing = source.get(kind, step.namespace, step.name)
     if existing is not None and not dry_run and _model.dig(existing, "metadata", "deletionTimestamp"):
-        _wait_gone(source, kind, step)  # the old object is still terminating (a resumed replace)
+        _wait_gone(source, kind, step, plan.lease)  # the old object is still terminating (a resumed replace)
         return _create(source, kind, step, plan, dry_run)
     if existing is not None and _is_ours(existing, step, plan):
         return "already created"
@@ -596,27 +745,53 @@ def _is_ours(existing: dict, step: Step, plan: Plan) -> bool:
     return _model.deployment_binding(existing) == plan.options["newName"]
 
 
-def _delete(source: WritableSource, kind: Kind, step: Step, plan: Plan, dry_run: bool) -> str:
-    try:
-        source.delete(kind, step.namespace, step.name, dry_run=dry_run)
-    except NotFound:
-        return "already gone"
-    if dry_run:
-        return "deleted (dry run)"
-    if kind is DEPLOYMENT and plan.options["strategy"] == REPLACE:
-        _wait_gone(source, kind, step)
-    return "deleted"
+def _delete(source: WritableSource, kind: Kind, step: Step, plan: Plan, dry_run: bool,
+            journal: Optional[Journal] = None) -> str:
+    """DELETE with the uid and the resourceVersion of a GET made just before, once the GET shows
+    the object as planned: an edit made since the plan, or between the GET and the DELETE, is
+    never deleted (the server answers 409 to the latter, and the object is read again)."""
+    sent = journal.data.get("sent") if journal is not None else None
+    for _ in range(_PRECONDITION_ATTEMPTS):
+        current = source.get(kind, step.namespace, step.name)
+        if current is None:
+            if sent is not None and step.id not in sent and not dry_run:
+                _refuse_changed(step, None, plan)  # deleted by someone else: what follows would revive it
+            return "already gone"
+        terminating = bool(_model.dig(current, "metadata", "deletionTimestamp"))
+        if not (terminating and sent is not None and step.id in sent):  # not the deletion this run asked for
+            _refuse_changed(step, current, plan)
+        if not terminating:
+            if journal is not None and not dry_run:
+                journal.note_sent(step.id)
+            try:
+                source.delete(kind, step.namespace, step.name, dry_run=dry_run,
+                              preconditions={"uid": _model.dig(current, "metadata", "uid"),
+                                             "resourceVersion": _model.dig(current, "metadata", "resourceVersion")})
+            except NotFound:
+                return "already gone"
+            except Conflict:
+                continue  # written between the GET and the DELETE: read it again
+        if dry_run:
+            return "deleted (dry run)"
+        if kind is DEPLOYMENT and plan.options["strategy"] == REPLACE:
+            _wait_gone(source, kind, step, plan.lease)
+        return "deleted"
+    raise KvdtypeError(f"{step.kind} {step.namespace}/{step.name} changed between each read and its DELETE "
+                       f"({_PRECONDITION_ATTEMPTS} times): nothing was deleted; run the command again")
 
 
-def _wait_gone(source: Source, kind: Kind, step: Step) -> None:
+def _wait_gone(source: Source, kind: Kind, step: Step, lease: Optional[Lease] = None) -> None:
     """The same name is created next: wait until the old object's finalizers have let it go. Each
-    poll has the request timeout, and none outlives the wait's deadline (a silent server)."""
+    poll has the request timeout, and none outlives the wait's deadline (a silent server). The
+    lease is renewed meanwhile: the wait can outlast it."""
     deadline = time.monotonic() + GONE_TIMEOUT
     with _progress.during(f"waiting until {kind.name} {step.namespace}/{step.name} is gone (a finalizer holds it)"):
         while _still_there(source, kind, step, deadline):
             if time.monotonic() > deadline:
                 raise KvdtypeError(f"{kind.name} {step.namespace}/{step.name} was deleted but is still there after "
                                    f"{GONE_TIMEOUT:g}s (a finalizer holds it)")
+            if lease is not None:
+                lease.renew()
             time.sleep(POLL_SECONDS)
 
 
@@ -715,8 +890,59 @@ def _resume(context: Context, journal: Journal) -> Report:
         context.env.progress(f"Resuming the rebind journaled in {journal.directory}/: "
                              f"{len(plan.steps) - len(remaining)} of {len(plan.steps)} step(s) already done")
         check_access(context.writable_source, remaining)
-        execute(context, plan, journal)
+        with _leased(context, plan, journal):
+            _accept_changes(context, plan, journal)
+            execute(context, plan, journal)
     return _plan_report(context, plan, journal)
+
+
+def _accept_changes(context: Context, plan: Plan, journal: Journal) -> None:
+    """The objects an earlier run stopped at because they changed since the plan: the user ran
+    the command again, so they move as they are now. Each one's expectation, backup and (when not
+    yet created) copy are made again from it; one that left the Binding cannot move."""
+    changed = journal.data.get("changed") or {}
+    for step_id, name in list(changed.items()):
+        step = next((s for s in plan.steps if s.id == step_id), None)
+        if step is None:
+            continue
+        kind = KINDS_BY_NAME[step.kind]
+        current = context.source.get(kind, step.namespace, name)
+        if current is None:
+            raise KvdtypeError(f"{step.kind} {step.namespace}/{name} was deleted since the plan: this rebind cannot "
+                               f"move it; put back what it changed with kubectl kvdtype escape restore "
+                               f"{journal.directory}")
+        if kind is DEPLOYMENT and _model.deployment_binding(current) != plan.binding:
+            raise KvdtypeError(f"ModelDeployment {step.namespace}/{name} no longer uses the Binding {plan.binding} "
+                               f"(it names {_model.deployment_binding(current)}): this rebind cannot move it; put "
+                               f"back what it changed with kubectl kvdtype escape restore {journal.directory}")
+        _remake_from(context, plan, journal, kind, current)
+        del changed[step_id]
+        context.env.progress(f"{step.kind} {step.namespace}/{name} changed since the plan: moving it as it is now")
+    journal.save()
+
+
+def _remake_from(context: Context, plan: Plan, journal: Journal, kind: Kind, current: dict) -> None:
+    """Every step that depends on ``current`` now expects it as it is; a copy not yet created is
+    made from it again, and its backup saved again."""
+    name, origin = _model.name_of(current), f"{plan.namespace}/{plan.binding}"
+    journal.save_original(current)
+    for index, step in enumerate(plan.steps):
+        if step.kind != kind.name:
+            continue
+        if step.expect and step.expect.get("name") == name:
+            step.expect = expectation(current)
+        if step.action == "create" and step.origin == name and step.id not in journal.done:
+            if kind is BINDING:
+                body = _new_binding(context.source, current, plan.options)
+                body["metadata"]["annotations"][JOURNAL_ANNOTATION] = \
+                    step.body["metadata"]["annotations"].get(JOURNAL_ANNOTATION, "")
+            else:
+                body = _new_deployment(context.source, current, step.name, plan.options["newName"], origin)
+            step.body = body
+            plan.manifests = [body if (m.get("kind"), _model.name_of(m)) == (kind.name, step.name) else m
+                              for m in plan.manifests]
+        journal.steps[index] = dataclasses.asdict(step)
+    journal.data["manifests"] = plan.manifests
 
 
 # --- escape rebind: the report ------------------------------------------------------------------

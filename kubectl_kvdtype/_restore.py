@@ -16,12 +16,12 @@ import yaml
 from kubectl_kvdtype import _model
 from kubectl_kvdtype._codes import RESTORE_BREAKS, WARNING
 from kubectl_kvdtype._command import Context
-from kubectl_kvdtype._journal import JOURNAL
+from kubectl_kvdtype._journal import JOURNAL, Journal
 from kubectl_kvdtype._judgement import BindingInventory, build_check_report, consumers_of, read_setting
 from kubectl_kvdtype._report import Column, ObjectRef, Report
 from kubectl_kvdtype._setting import OFF, blockers_of
 from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, SETTING, Kind
-from kubectl_kvdtype._status import ApiError, Conflict, KvdtypeError, UsageError
+from kubectl_kvdtype._status import ApiError, Conflict, Interrupted, KvdtypeError, UsageError, interrupted_status
 
 _KINDS = {k.name: k for k in (BINDING, DEPLOYMENT, SETTING)}
 _ORDER = {BINDING.name: 0, DEPLOYMENT.name: 1, SETTING.name: 2}
@@ -41,6 +41,8 @@ def restore(context: Context) -> Report:
     directory = Path(options.directory)
     from kubectl_kvdtype import _fix  # a find-flags --fix backup is reverted by patches, not re-created
 
+    if (directory / JOURNAL).exists():
+        Journal.read(directory)  # one that cannot be read is said (exit 3), never restored from half
     if _fix.is_fix_backup(directory):
         return _fix.restore_fix(context)
     saved = read_backups(directory)
@@ -158,10 +160,15 @@ def _create_all(context: Context, missing: list[tuple[Kind, dict, dict]], dry_ru
         except Conflict:
             item.update(state="exists", detail="created meanwhile by someone else: left alone")
         except KvdtypeError as error:
-            so_far = "; ".join(done) or "nothing"
-            raise KvdtypeError(f"cannot create {item['object']}: {error.message}. Created so far: {so_far}; "
-                               "run the same command again to carry on (what exists is left alone)") from None
+            raise KvdtypeError(_stopped_at(item, error.message, done)) from None
+        except KeyboardInterrupt as signal:  # Ctrl-C, SIGTERM, SIGHUP: the create may have been carried out
+            raise Interrupted(_stopped_at(item, "interrupted", done), interrupted_status(signal)) from None
         done.append(item["object"])
+
+
+def _stopped_at(item: dict, why: str, done: list[str]) -> str:
+    return (f"cannot create {item['object']}: {why}. Created so far: {'; '.join(done) or 'nothing'}; run the same "
+            "command again to carry on (what exists is left alone)")
 
 
 def _headline(mode: str, missing: int, saved: int, terminating: int, directory: Path) -> str:

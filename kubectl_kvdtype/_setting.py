@@ -16,7 +16,16 @@ from kubectl_kvdtype import _model, _progress
 from kubectl_kvdtype._codes import DTYPE_REJECTED
 from kubectl_kvdtype._report import Report
 from kubectl_kvdtype._sources import DEPLOYMENT, SETTING, Source, WritableSource, bounded
-from kubectl_kvdtype._status import ApiError, ClusterError, Conflict, KvdtypeError, NotFound, RequestTimeout
+from kubectl_kvdtype._status import (
+    ApiError,
+    ClusterError,
+    Conflict,
+    Interrupted,
+    KvdtypeError,
+    NotFound,
+    RequestTimeout,
+    interrupted_status,
+)
 
 ON, OFF = "true", "false"
 POLL_SECONDS = 0.5
@@ -82,6 +91,10 @@ def write_setting(source: WritableSource, namespace: str, setting: dict, value: 
              "spec": {"value": value}}
     try:
         return source.merge_patch(SETTING, namespace, _model.SETTING_NAME, patch, dry_run=dry_run)
+    except KeyboardInterrupt as signal:  # Ctrl-C, SIGTERM, SIGHUP with the PATCH sent: it may be applied
+        raise Interrupted(f'interrupted while the write of spec.value "{value}" was in flight: it may or may not have '
+                          "been applied (kubectl kvdtype escape status shows which; the same command again makes "
+                          "sure)", interrupted_status(signal)) from None
     except Conflict:
         raise KvdtypeError(
             f"the Setting {namespace}/{_model.SETTING_NAME} changed after it was read (409 Conflict), so nothing "
@@ -103,7 +116,12 @@ def wait_for_setting(source: Source, namespace: str, value: str, clock: WaitCloc
     ``clock``'s deadline. A poll that fails for a reason a later one may not meet (a timeout, 5xx)
     is tried again while time remains; at the deadline the error names the last one."""
     with _progress.during(f'waiting for the operator to apply spec.value "{value}" (status.value follows it)'):
-        return _poll_setting(source, namespace, value, clock)
+        try:
+            return _poll_setting(source, namespace, value, clock)
+        except KeyboardInterrupt as signal:  # Ctrl-C, SIGTERM, SIGHUP: the write stands, only the wait ends
+            raise Interrupted(f'interrupted while waiting: the write is done (spec.value "{value}"), the operator '
+                              "applies it on its own; kubectl kvdtype escape status shows when it is in force (the "
+                              "same command with --wait waits again)", interrupted_status(signal)) from None
 
 
 def _poll_setting(source: Source, namespace: str, value: str, clock: WaitClock) -> dict:

@@ -93,8 +93,9 @@ class WritableSource(Source, Protocol):
                     dry_run: bool = False) -> dict:
         """A JSON merge patch of one object."""
 
-    def delete(self, kind: Kind, namespace: Optional[str], name: str, dry_run: bool = False) -> dict:
-        """Delete one object."""
+    def delete(self, kind: Kind, namespace: Optional[str], name: str, dry_run: bool = False,
+               preconditions: Optional[dict] = None) -> dict:
+        """Delete one object; with ``preconditions`` only while its uid and resourceVersion are those."""
 
     def json_patch(self, kind: Kind, namespace: Optional[str], name: str, operations: list[dict],
                    dry_run: bool = False) -> dict:

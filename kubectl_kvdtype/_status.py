@@ -17,7 +17,9 @@ class ExitStatus(enum.IntEnum):
     FINDINGS = 1
     USAGE = 2
     INCOMPLETE = 3
+    HANGUP = 129
     INTERRUPTED = 130
+    TERMINATED = 143
 
     @property
     def meaning(self) -> str:
@@ -33,14 +35,36 @@ EXIT_MEANINGS = {
     ExitStatus.INCOMPLETE: "could not complete: unreachable or silent cluster (a request timed out), TLS failure, "
                            "bad kubeconfig or context, 401/403, the operator's API (worker.gpustack.ai) not "
                            "served, an unreadable manifest, a deployment or Binding that does not exist, "
-                           "a refused escape, an internal error",
+                           "a refused escape, an answer that is not a list of the kind asked for, a result that "
+                           "could not be written (a full disk, a closed stdout or pipe), an internal error",
+    ExitStatus.HANGUP: "ended by SIGHUP (the terminal closed); a write ends as on Ctrl-C, its message also "
+                       "written into the backup directory",
     ExitStatus.INTERRUPTED: "interrupted (Ctrl-C); during escape rebind --apply the message says how to resume",
+    ExitStatus.TERMINATED: "ended by SIGTERM (a CI cancel, timeout); a write ends as on Ctrl-C, its message also "
+                           "written into the backup directory; a read-only run ends quietly",
 }
+
+#: The signals besides SIGINT that end a run as Ctrl-C does, and the exit status each gives.
+SIGNAL_STATUS = {"SIGTERM": ExitStatus.TERMINATED, "SIGHUP": ExitStatus.HANGUP}
 
 
 def exit_codes_epilog() -> str:
     """The "Exit codes" paragraph of ``--help``."""
     return "Exit codes: " + "; ".join(f"{int(s)} {s.meaning}" for s in ExitStatus) + "."
+
+
+class Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the main thread is, so that a write ends exactly as on
+    Ctrl-C (the same ``except KeyboardInterrupt`` says how to resume); ``status`` is its exit code."""
+
+    def __init__(self, status: ExitStatus) -> None:
+        super().__init__(status.name.lower())
+        self.status = status
+
+
+def interrupted_status(error: BaseException) -> ExitStatus:
+    """The exit status of a KeyboardInterrupt: Ctrl-C's, or the signal's that raised it."""
+    return error.status if isinstance(error, Signalled) else ExitStatus.INTERRUPTED
 
 
 class KvdtypeError(Exception):
@@ -51,6 +75,15 @@ class KvdtypeError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class Interrupted(KvdtypeError):
+    """A write stopped by Ctrl-C, SIGTERM or SIGHUP: said like any failure, with how to resume,
+    and the signal's exit status."""
+
+    def __init__(self, message: str, status: ExitStatus = ExitStatus.INTERRUPTED) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class UsageError(KvdtypeError):

@@ -101,8 +101,10 @@ def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: 
     warnings = [f for f in counted if f.severity == WARNING]
     no_go = any(fails(f.severity, fail_on) for f in counted)
     setting = _setting_state(check_inventory, system_namespace, offline)
+    incomplete = [kind.resource for kind, _ in flags_inventory.not_examined]
     report.summary = {
         "verdict": NO_GO if no_go else GO,
+        "incomplete": incomplete,
         "reason": _reason(errors, warnings, fail_on),
         "failOn": fail_on,
         "setting": setting,
@@ -111,8 +113,10 @@ def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: 
                    "outcomes": _upgrade.counts(predictions)},
         "todo": len(report.items),
     }
-    report.headline = "\n".join([setting["line"], _dry_run_line(predictions),
-                                 f"{report.summary['verdict']}: {report.summary['reason']}"])
+    verdict = report.summary["verdict"]
+    if incomplete:  # never a clean GO over a partial read
+        verdict += f" (incomplete: {', '.join(incomplete)} not examined)"
+    report.headline = "\n".join([setting["line"], _dry_run_line(predictions), f"{verdict}: {report.summary['reason']}"])
     return report
 
 

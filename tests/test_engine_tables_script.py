@@ -15,6 +15,8 @@ import pytest
 
 from _support import ROOT, direct
 
+pytestmark = pytest.mark.version_sensitive  # the argv reader (test_tiers.py)
+
 SCRIPT = ROOT / "scripts" / "engine-tables"
 SHIPPED = json.loads((ROOT / "kubectl_kvdtype" / "data" / "engine_options.json").read_text(encoding="utf-8"))
 

@@ -30,9 +30,9 @@ TABLE = [
 
 
 def test_between_recordings_a_spelling_the_table_lacks_is_unknown_and_says_which_parser():
-    judged = judge(VLLM, "0.27.1", "turboquant_3bit")
+    judged = judge(VLLM, "0.27.5", "turboquant_3bit")  # no such release: between 0.27.1 and 0.28.0
     assert judged.verdict == UNKNOWN
-    assert judged.note == ("vLLM 0.27.1 is between the recorded releases 0.19.0 and 0.29.0: judged as 0.19.0, "
+    assert judged.note == ("vLLM 0.27.5 is between the recorded releases 0.27.1 and 0.28.0: judged as 0.27.1, "
                            "the value by this tool's spelling table")
 
 
@@ -95,7 +95,7 @@ def test_unreadable_version_falls_back_to_the_reference():
     (VLLM, "0.29.0", ""), (VLLM, "0.29.0-cu124", ""), (SGLANG, "v0.5.23", ""),
     (VLLM, "0.34.0", "vLLM 0.34.0 is newer than the newest recorded release, 0.33.0: judged as 0.33.0"),
     (SGLANG, "0.5.24", "SGLang 0.5.24 is newer than the newest recorded release, 0.5.23: judged as 0.5.23"),
-    (VLLM, "0.33.0rc1", "vLLM 0.33.0rc1 is between the recorded releases 0.29.0 and 0.33.0: judged as 0.29.0"),
+    (VLLM, "0.33.0rc1", "vLLM 0.33.0rc1 is between the recorded releases 0.32.0 and 0.33.0: judged as 0.32.0"),
     (VLLM, "0.11.0", "vLLM 0.11.0 is older than the oldest recorded release, 0.18.0: judged as 0.18.0"),
 ])
 def test_the_basis_names_the_recorded_parser_that_stands_in(engine, version, note):

@@ -18,6 +18,7 @@ from fakekube import FakeKube
 
 REBIND = ("legacy", "-n", "team-a", "--dtype", "bfloat16")
 JOURNAL_ANNOTATION = "kvdtype.gpustack.ai/journal"
+LEASE = "kvdtype.gpustack.ai/lease"
 
 #: A second deployment on the broken Binding, carrying metadata a copy must keep or drop.
 SECOND = {
@@ -69,11 +70,17 @@ def env_for(fake: FakeKube, base: dict, path: Path) -> dict:
     return {**base, "KUBECONFIG": str(fake.write_kubeconfig(path))}
 
 
+def is_lease(record) -> bool:
+    """A PATCH of the Binding's lease annotation alone (taken, renewed, given back)."""
+    annotations = ((record.body or {}).get("metadata") or {}).get("annotations") if record.method == "PATCH" else None
+    return isinstance(record.body, dict) and set(record.body) == {"metadata"} and set(annotations or {}) == {LEASE}
+
+
 def writes(fake: FakeKube) -> list[tuple[str, str, str]]:
-    """(method, resource, name) of every write but SelfSubjectAccessReviews, in arrival order."""
+    """(method, resource, name) of every write but SelfSubjectAccessReviews and the lease, in arrival order."""
     found = []
     for record in fake.requests:
-        if record.method not in WRITES or "selfsubjectaccessreviews" in record.path:
+        if record.method not in WRITES or "selfsubjectaccessreviews" in record.path or is_lease(record):
             continue
         parts = record.path.split("/")
         if record.method == "POST":
@@ -185,8 +192,8 @@ def test_replace_end_to_end_with_backups_first_and_equal_to_the_originals(cluste
         ("DELETE", "kvcachepoolbindings", "legacy"),
         ("PATCH", "settings", SETTING),
     ]
-    # Every write, the first included, found the backups and the journal already on disk.
-    assert len(seen) == 8 and all(files >= set(originals) | {"journal.json"} for _, files in seen)
+    # Every write, the first included (the lease on the old Binding, then 8 steps), found the backups on disk.
+    assert len(seen) == 9 and all(files >= set(originals) | {"journal.json"} for _, files in seen)
     (directory,) = backup_dirs(tmp_path)
     for name, original in originals.items():
         assert yaml.safe_load((directory / name).read_text()) == original
@@ -270,7 +277,7 @@ def test_a_fault_half_way_then_the_same_command_resumes_to_the_same_end(cluster,
     assert second.returncode == 0, second.stderr
     assert f"Resuming the rebind journaled in {directory}/: {step - 1} of 8 step(s) already done" in second.stderr
     resumed = writes(fake)[-(9 - step):]
-    assert len([r for r in fake.requests[before_resume:] if r.method in WRITES
+    assert len([r for r in fake.requests[before_resume:] if r.method in WRITES and not is_lease(r)
                 and "selfsubjectaccessreviews" not in r.path]) == 9 - step  # nothing done twice
     assert resumed[0][0] == method
     assert backup_dirs(tmp_path) == [directory]

@@ -323,6 +323,32 @@ def test_fault_injection_with_retry_after_and_delay(populated: FakeKube, py: Py)
     assert status == 500 and body["reason"] == "InternalError"
 
 
+def test_hold_keeps_a_request_received_and_unanswered_until_released(populated: FakeKube, py: Py) -> None:
+    path = f"/apis/gpustack.ai/v1/namespaces/{SYSTEM_NS}/settings/{SETTING}"
+    held = populated.hold("PATCH", r"/settings/")
+    answers: list = []
+    worker = threading.Thread(target=lambda: answers.append(py.call("PATCH", path, None, {"spec": {"value": "false"}},
+                                                                      MERGE)))
+    worker.start()
+    held.wait_arrived()
+    assert answers == [] and populated.get("set", SYSTEM_NS, SETTING)["spec"]["value"] == "true"
+    held.release()
+    worker.join(10)
+    assert answers[0][0] == 200 and populated.get("set", SYSTEM_NS, SETTING)["spec"]["value"] == "false"
+    assert py.call("GET", path)[0] == 200  # times=1: the next one is not held
+
+
+def test_generation_follows_the_spec_only_whatever_version_is_served(populated: FakeKube, py: Py) -> None:
+    """Like a real server: a metadata write through another served version keeps the generation;
+    a DELETE whose resourceVersion precondition is stale is a 409 and deletes nothing."""
+    path = "/apis/worker.gpustack.ai/v1/namespaces/team-b/kvcachepoolbindings/team-b"  # stored as v1alpha1
+    status, patched, _ = py.call("PATCH", path, None, {"metadata": {"annotations": {"a": "b"}}}, MERGE)
+    assert status == 200 and patched["metadata"]["generation"] == 1
+    stale = {"preconditions": {"resourceVersion": "1"}}
+    assert py.call("DELETE", path, None, stale)[0] == 409
+    assert populated.get("kvcachepoolbindings", "team-b", "team-b") is not None
+
+
 def test_fall_silent_answers_n_matches_then_nothing(populated: FakeKube, py: Py) -> None:
     path = f"/apis/gpustack.ai/v1/namespaces/{SYSTEM_NS}/settings/{SETTING}"
     populated.fall_silent(after=1, method="PATCH", path=r"/settings/")

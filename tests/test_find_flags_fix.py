@@ -172,20 +172,35 @@ def test_yaml_prints_patched_manifests_and_patch_the_json_patches_kubectl_applie
 
 
 def test_an_object_changed_meanwhile_is_left_alone(cluster, fake, tmp_path):
-    """Someone edits the CronJob while the fix patches the deployments: its patch fails its test (422)."""
+    """Someone edits the CronJob's spec while the fix patches the deployments: the GET just before
+    its PATCH shows a new generation, so no PATCH is sent to it."""
     def edit_cronjob(op, new, old):
         if op == "UPDATE" and (new or {}).get("kind") == "ModelDeployment":
-            fake.update("CronJob", NS, "nightly-eval", {"metadata": {"labels": {"edited": "yes"}}})
+            fake.update("CronJob", NS, "nightly-eval", {"spec": {"schedule": "0 4 * * *"}})
     fake.admission(edit_cronjob)
     result = run(cluster, tmp_path, "find-flags", "-n", NS, "--fix", "--apply", "--yes", "-o", "json")
     cron = items(result)[("CronJob", "nightly-eval")]
-    assert cron["state"] == "conflict" and "changed since it was read" in cron["detail"]
-    assert [r.status for r in patches(fake) if "cronjobs" in r.path] == [422]
+    assert cron["state"] == "conflict" and "changed since it was read (metadata.generation" in cron["detail"]
+    assert [r.status for r in patches(fake) if "cronjobs" in r.path] == []
     assert "fix-conflict" in [f["code"] for f in json.loads(result.stdout)["findings"]]
     cron_spec = fake.get("CronJob", NS, "nightly-eval")["spec"]["jobTemplate"]["spec"]
     command = cron_spec["template"]["spec"]["containers"][1]["command"]
     assert "--kv-cache-dtype" in command
     assert extra_args(fake, "qwen-same") == []
+
+
+def test_a_label_written_meanwhile_is_not_a_change_and_survives(cluster, fake, tmp_path):
+    """Controllers write metadata and status all the time: the PATCH carries the resourceVersion of
+    a GET made just before it, so such a write neither blocks the fix nor is lost."""
+    def label_cronjob(op, new, old):
+        if op == "UPDATE" and (new or {}).get("kind") == "ModelDeployment":
+            fake.update("CronJob", NS, "nightly-eval", {"metadata": {"labels": {"edited": "yes"}}})
+    fake.admission(label_cronjob)
+    result = run(cluster, tmp_path, "find-flags", "-n", NS, "--fix", "--apply", "--yes", "-o", "json")
+    assert items(result)[("CronJob", "nightly-eval")]["state"] == "patched", result.stderr
+    cron = fake.get("CronJob", NS, "nightly-eval")
+    assert cron["metadata"]["labels"]["edited"] == "yes"
+    assert "--kv-cache-dtype" not in cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][1]["command"]
 
 
 def test_restore_reverts_the_fix_and_leaves_an_object_changed_since(cluster, fake, tmp_path):

@@ -34,8 +34,8 @@ LAYERS: dict[str, str] = {
     # sources: where the objects come from, and what a subcommand is given
     "_cluster": "sources", "_manifests": "sources", "_positions": "sources", "_command": "sources",
     # judgement shared by the subcommands
-    "_judgement": "judgement", "_setting": "judgement", "_rebind": "judgement", "_fix": "judgement",
-    "_upgrade": "judgement", "_flagged": "judgement", "_restore": "judgement",
+    "_judgement": "judgement", "_setting": "judgement", "_lease": "judgement", "_rebind": "judgement",
+    "_fix": "judgement", "_upgrade": "judgement", "_flagged": "judgement", "_restore": "judgement",
     # one module per subcommand
     "preflight": "subcommands", "check": "subcommands", "find_flags": "subcommands", "verify": "subcommands",
     "escape": "subcommands", "completion": "subcommands",

@@ -19,10 +19,15 @@ Public API::
         fake.fail(status, method=None, path=None, times=1, retry_after=None, delay=0.0,
                   message=None, reason=None)    # path: regex searched in the URL path
         fake.delay(seconds, method=None, path=None, times=1)   # times=None: every match
+        fake.hold(method=None, path=None, times=1) -> Hold   # hold matches until .release()
+                                                # (.arrived / .wait_arrived(): one is waiting)
         fake.fall_silent(after=0, method=None, path=None)   # answer `after` matches, then nothing
         fake.silent                             # whether fall_silent has taken effect
         fake.clear_faults()                     # drop fail/delay/deny rules, end a silence
         fake.expire_continue(times=1)           # next N continue-requests answer 410 Expired
+        fake.answer(body, method=None, path=None, times=1)   # 200 with body ({}, None, []...) instead
+        fake.dribble(seconds_per_byte, method=None, path=None, times=1)   # the body a byte at a time
+        fake.loop_continue(fresh=False, resource=None)   # LIST pages' continue leads back to page 1
         fake.admission(fn)                      # fn(op, new, old) -> None | denial text (403)
         fake.setting_lag = 0.0                  # seconds until Setting status.value follows spec
         fake.finalizer(kind_or_resource, name="gpustack.ai/cleanup", after=0.3, held_by=None)
@@ -80,7 +85,7 @@ import socket
 import threading
 from typing import Any, Callable, Iterable, Optional
 
-from .faults import EXPIRED_MESSAGE, FaultsMixin, HangingServer, _Deny, _Rule, _Silence
+from .faults import EXPIRED_MESSAGE, FaultsMixin, HangingServer, Hold, _Deny, _Loop, _Rule, _Silence
 from .resources import (
     ALL_VERBS,
     BUILTIN_GROUPS,
@@ -124,7 +129,7 @@ from .wire import (
 )
 
 __all__ = [
-    "FakeKube", "HangingServer", "RequestRecord", "ApiError", "ResourceType", "RESOURCE_TYPES",
+    "FakeKube", "HangingServer", "Hold", "RequestRecord", "ApiError", "ResourceType", "RESOURCE_TYPES",
     "find_type", "not_found", "conflict", "bad_request", "label_matcher", "field_matcher",
     "Matcher", "merge_patch", "json_patch", "ssar_from_protobuf", "JSON", "Key", "ALL_VERBS",
     "READ_VERBS", "MERGE_PATCH", "JSON_PATCH", "STRATEGIC_PATCH", "APPLY_PATCH", "PROTOBUF",
@@ -158,9 +163,11 @@ class FakeKube(ServerMixin, VerbsMixin, FaultsMixin, StoreMixin):
         #: examines each object once, however many pages it takes (tests assert this, not time).
         self.examined = 0
         self._rules: list[_Rule] = []
+        self._holds: list[Hold] = []
         self._denies: list[_Deny] = []
         self._admission: list[Callable[[str, Optional[JSON], Optional[JSON]], Optional[str]]] = []
         self._expire = 0
+        self._loop: Optional[_Loop] = None
         self._silence: Optional[_Silence] = None
         self._pending: dict[Key, tuple[float, Any]] = {}
         self._finalizers: list[_Finalizer] = []

@@ -1,6 +1,7 @@
 """What tests inject: errors and delays, RBAC denials, expired continue tokens, admission hooks,
-a server that falls silent mid-run (``fall_silent``); and ``HangingServer``, a socket that accepts
-and never answers.
+a server that falls silent mid-run (``fall_silent``), a body sent a byte at a time (``dribble``),
+an answer in place of the real one (``answer``), a LIST whose continue token never ends
+(``loop_continue``); and ``HangingServer``, a socket that accepts and never answers.
 """
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ class _Rule:
     reason: Optional[str] = None
     #: Matching requests still answered as usual before the rule applies (``fail(after=N)``).
     after: int = 0
+    answer: Optional[bytes] = None  # a 200 body served instead of the real answer
+    pace: float = 0.0  # seconds between the bytes of the body
 
     def matches(self, method: str, path: str) -> bool:
         if self.times is not None and self.times <= 0:
@@ -56,6 +59,26 @@ class _Rule:
         return ApiError(code, message, self.reason, details, headers=headers)
 
 
+class Hold:
+    """``fake.hold(...)``: matching requests wait, received but unanswered, until ``release``.
+
+    ``arrived`` is set once the first one is waiting, so that a test acts while a client is
+    reliably mid-request; after ``release`` each is served as usual (the write applies, as a real
+    server applies a request whose client has gone)."""
+
+    def __init__(self, method: Optional[str], path: Optional[str], times: Optional[int]) -> None:
+        self.rule = _Rule(None, method, re.compile(path) if path else None, times)
+        self.arrived = threading.Event()
+        self.released = threading.Event()
+
+    def release(self) -> None:
+        self.released.set()
+
+    def wait_arrived(self, timeout: float = 30) -> None:
+        if not self.arrived.wait(timeout):
+            raise AssertionError(f"no request matching the hold arrived within {timeout}s")
+
+
 @dataclass
 class _Silence:
     """``fall_silent``: matching requests still to answer, then no answer to anything."""
@@ -67,6 +90,18 @@ class _Silence:
     @property
     def fallen(self) -> bool:
         return self.remaining <= 0
+
+
+_LOOP_PREFIX = "fake-loop-"
+
+
+@dataclass
+class _Loop:
+    """``loop_continue``: the resource it applies to (None: any), and whether each token is new."""
+
+    resource: Optional[str]
+    fresh: bool
+    served: int = 0
 
 
 @dataclass(frozen=True)
@@ -124,6 +159,36 @@ class FaultsMixin:
             self._rules.append(_Rule(None, method, re.compile(path) if path else None,
                                      times, seconds))
 
+    def hold(self, method: Optional[str] = None, path: Optional[str] = None, times: Optional[int] = 1) -> Hold:
+        """Hold the next ``times`` (None = all) matching requests until the returned ``Hold`` is
+        released (or ``clear_faults``/``stop``); see ``Hold``."""
+        hold = Hold(method, path, times)
+        with self._lock:
+            self._holds.append(hold)
+        return hold
+    def answer(self, body: Any, method: Optional[str] = None, path: Optional[str] = None,
+               times: Optional[int] = 1) -> None:
+        """Answer the next ``times`` (None = all) matches ``200`` with ``body`` (bytes as they are,
+        anything else as JSON: ``{}``, ``None``, ``[]``...), whatever the request asked."""
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        with self._lock:
+            self._rules.append(_Rule(None, method, re.compile(path) if path else None, times, answer=raw))
+
+    def dribble(self, seconds_per_byte: float, method: Optional[str] = None, path: Optional[str] = None,
+                times: Optional[int] = 1) -> None:
+        """Send the body of the next ``times`` (None = all) matching answers one byte at a time,
+        ``seconds_per_byte`` apart (the headers at once): no single read waits long, the whole does."""
+        with self._lock:
+            self._rules.append(_Rule(None, method, re.compile(path) if path else None, times,
+                                     pace=seconds_per_byte))
+
+    def loop_continue(self, fresh: bool = False, resource: Optional[str] = None) -> None:
+        """Every LIST page of ``resource`` (a plural; None: any) until ``clear_faults`` carries a
+        continue token that leads back to the first page: the same token each time, or with
+        ``fresh`` a new one each time (a list that never ends)."""
+        with self._lock:
+            self._loop = _Loop(resource, fresh)
+
     def fall_silent(self, after: int = 0, method: Optional[str] = None, path: Optional[str] = None) -> None:
         """Answer the next ``after`` requests matching ``method``/``path`` as usual (others too,
         meanwhile), then answer no request at all, of any path, until ``clear_faults`` or ``stop``:
@@ -147,9 +212,13 @@ class FaultsMixin:
 
     def clear_faults(self) -> None:
         with self._lock:
+            for hold in self._holds:
+                hold.release()
+            self._holds.clear()
             self._rules.clear()
             self._denies.clear()
             self._expire = 0
+            self._loop = None
             self._release_silence()
 
     def expire_continue(self, times: int = 1) -> None:
@@ -188,8 +257,21 @@ class FaultsMixin:
                 return
         silence.released.wait()
 
-    def _apply_rules(self, method: str, path: str) -> None:
-        failing, pause = None, 0.0
+    def _wait_if_held(self, method: str, path: str) -> None:
+        with self._lock:
+            hold = next((h for h in self._holds if h.rule.matches(method, path)), None)
+            if hold is None:
+                return
+            if hold.rule.times is not None:
+                hold.rule.times -= 1
+        hold.arrived.set()
+        hold.released.wait(60)  # never a thread held past the test
+
+    def _apply_rules(self, method: str, path: str) -> tuple[Optional[bytes], float]:
+        """Wait while held, sleep the delays, raise the failure; (an answer to serve instead, seconds per byte)."""
+        self._wait_if_held(method, path)
+        failing: Optional[_Rule] = None
+        pause, pace = 0.0, 0.0
         with self._lock:
             for rule in self._rules:
                 if not rule.matches(method, path):
@@ -197,8 +279,9 @@ class FaultsMixin:
                 if rule.after > 0:
                     rule.after -= 1
                     continue
-                if rule.status is None:
+                if rule.status is None and rule.answer is None:
                     pause += rule.delay
+                    pace = max(pace, rule.pace)
                 elif failing is None:
                     failing = rule
                     pause += rule.delay
@@ -208,8 +291,19 @@ class FaultsMixin:
                     rule.times -= 1
         if pause:
             time.sleep(pause)
-        if failing is not None:
+        if failing is not None and failing.answer is None:
             raise failing.error()
+        return (failing.answer if failing else None), pace
+
+    def _looping_token(self, resource: str, token: Optional[str]) -> tuple[Optional[str], bool]:
+        """(the continue token ``loop_continue`` puts on this LIST page, whether ``token`` is one of its)."""
+        with self._lock:
+            loop = self._loop
+            if loop is None or loop.resource not in (None, resource):
+                return None, False
+            loop.served += 1
+            fresh = f"{_LOOP_PREFIX}{loop.served if loop.fresh else 0}"
+        return fresh, bool(token and token.startswith(_LOOP_PREFIX))
 
     def _authorize(self, verb: str, target: _Target) -> None:
         rt = target.rt

@@ -133,7 +133,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.rfile.readline()
 
     def send(self, status: int, body: bytes, content_type: str,
-             headers: dict[str, str]) -> None:
+             headers: dict[str, str], pace: float = 0.0) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -141,8 +141,18 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command == "HEAD":
+            return
+        if not pace:
             self.wfile.write(body)
+            return
+        for index in range(len(body)):  # dribble: until the client gives up
+            try:
+                self.wfile.write(body[index:index + 1])
+                self.wfile.flush()
+            except OSError:
+                return
+            time.sleep(pace)
 
 
 class ServerMixin:
@@ -264,12 +274,19 @@ class ServerMixin:
         except Exception as err:  # pragma: no cover - a bug in the fake
             resp = _Response(500, ApiError(500, f"fake apiserver bug: {err!r}").body())
         record.status = resp.status
-        handler.send(resp.status, resp.encode(), resp.content_type, resp.headers)
+        handler.send(resp.status, resp.encode(), resp.content_type, resp.headers, resp.pace)
 
     def _respond(self, method: str, path: str, query: dict[str, str], handler: _Handler,
                  raw: bytes) -> _Response:
         self._hold_if_silent(method, path)
-        self._apply_rules(method, path)
+        answer, pace = self._apply_rules(method, path)
+        response = _Response(200, answer) if answer is not None else \
+            self._answer(method, path, query, handler, raw)
+        response.pace = pace
+        return response
+
+    def _answer(self, method: str, path: str, query: dict[str, str], handler: _Handler,
+                raw: bytes) -> _Response:
         self._reap()
         if path in ("/version", "/version/"):
             return _Response(200, self.server_version)

@@ -55,7 +55,8 @@ class VerbsMixin:
         limit = max(0, int(query.get("limit") or 0))
         lo, hi = store.span(target.namespace)
         list_rv, start = str(self._rv), lo
-        if query.get("continue"):
+        looping, looped = self._looping_token(rt.plural, query.get("continue"))
+        if query.get("continue") and not looped:
             list_rv, last = self._continue_from(query["continue"])
             start = max(lo, bisect.bisect_right(store.keys, last, lo, hi))
         items, i = self._select(store, start, hi, labels, fields, limit, target, rt)
@@ -64,6 +65,8 @@ class VerbsMixin:
             meta["continue"] = _encode_continue(list_rv, store.keys[i - 1])
             if labels is None and fields is None:
                 meta["remainingItemCount"] = hi - i
+        if looping:
+            meta["continue"] = looping
         head = _dumps({"kind": f"{rt.kind}List", "apiVersion": target.api_version,
                        "metadata": meta})
         return _Response(200, f'{head[:-1]},"items":[{",".join(items)}]}}')

@@ -40,7 +40,8 @@ def _split_api_version(api_version: str) -> tuple[str, str]:
 
 
 def _spec_part(obj: JSON) -> JSON:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+    # apiVersion is only the version served: a real server bumps generation for spec changes alone.
+    return {k: v for k, v in obj.items() if k not in ("apiVersion", "metadata", "status")}
 
 
 # ----------------------------------------------------------------------------- requests / answers
@@ -50,6 +51,7 @@ class _Response:
     body: Any  # JSON-able, str (already JSON) or bytes
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
+    pace: float = 0.0  # seconds between the body's bytes (``dribble``)
 
     def encode(self) -> bytes:
         if isinstance(self.body, bytes):
