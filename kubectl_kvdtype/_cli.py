@@ -14,10 +14,11 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from kubectl_kvdtype import _codes, _fleet, _progress
+from kubectl_kvdtype import _codes, _fleet, _names, _progress
 from kubectl_kvdtype._command import Context
+from kubectl_kvdtype._display import shown
 from kubectl_kvdtype._env import Environment
-from kubectl_kvdtype._flags import APPENDED, DEFAULTS, normalize_booleans, redact, secrets_in
+from kubectl_kvdtype._flags import APPENDED, DEFAULTS, check_header_flags, normalize_booleans, redact, secrets_in
 from kubectl_kvdtype._registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
 from kubectl_kvdtype._render import render, render_fleet
 from kubectl_kvdtype._status import SIGNAL_STATUS, ExitStatus, KvdtypeError, Signalled, UsageError
@@ -62,8 +63,22 @@ def _validate(options: argparse.Namespace) -> None:
                          f"{', '.join(judging())}")
     if options.all_namespaces and options.namespace:
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
+    _validate_names(options)
+    check_header_flags(options)
     if _fleet.requested(options):
         _fleet.validate(options)
+
+
+#: The command-line values that name an object (the attribute, what kubectl calls it, its kind):
+#: each must be a name the API server accepts before it reaches a request path or a printed command.
+_NAMED = (("namespace", "namespace", "Namespace"), ("system_namespace", "namespace", "Namespace"),
+          ("binding", "KVCachePoolBinding name", "KVCachePoolBinding"),
+          ("deployment", "ModelDeployment name", "ModelDeployment"))
+
+
+def _validate_names(options: argparse.Namespace) -> None:
+    for attribute, what, kind in _NAMED:
+        _names.check_flag(what, getattr(options, attribute, None), _names.rule_of(kind))
 
 
 def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
@@ -92,7 +107,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         for warning in report.warnings:
             env.warn(warning)
         if not report.items and options.output in ("table", "wide"):
-            print(report.empty_message, file=env.stderr)
+            print(shown(report.empty_message), file=env.stderr)
         _write(env, render(report, options.output, no_headers=options.no_headers,
                            all_namespaces=context.namespace is None, color=env.color, command=options.command,
                            locate=locate))
@@ -116,7 +131,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         return _fail(env, f"cannot write the result to standard output: {error.reason}", ExitStatus.INCOMPLETE,
                      ticker, argv)
     except Exception as error:  # noqa: BLE001 - a bug: say so in one line, exit "could not complete"
-        return _fail(env, internal_error(error, env), ExitStatus.INCOMPLETE, ticker, argv)
+        return _fail(env, internal_error(error, env, argv), ExitStatus.INCOMPLETE, ticker, argv)
     finally:
         if ticker:
             ticker.stop()
@@ -132,10 +147,10 @@ def judge(context: Context) -> Report:
     return report
 
 
-def internal_error(error: Exception, env: Environment) -> str:
-    """A bug, in one line (its traceback too with the debug variable set)."""
+def internal_error(error: Exception, env: Environment, argv: Sequence[str] = ()) -> str:
+    """A bug, in one line (its traceback too with the debug variable set, credentials redacted)."""
     if env.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
-        traceback.print_exc(file=env.stderr)
+        print(redact(traceback.format_exc(), secrets_in(argv)).rstrip(), file=env.stderr)
     what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     return f"internal error: {what}; please report it with {DEBUG_VARIABLE}=1 output"
 
@@ -218,8 +233,7 @@ def _fail(env: Environment, message: str, status: ExitStatus, ticker: Optional[_
     if ticker:
         ticker.stop()
     message = redact(message, secrets_in(argv))  # a token or password typed is never echoed
-    # One line whatever the user typed: control characters (a newline in an argument) escaped.
-    message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    message = shown(message)  # one line whatever was typed or answered: a newline in an argument escaped
     try:
         print(f"error: {message}", file=env.stderr)
     except (OSError, ValueError):

@@ -24,14 +24,16 @@ import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
-from urllib.parse import urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import urllib3
 import yaml
 from urllib3 import HTTPHeaderDict
 
-from kubectl_kvdtype import __version__, _progress
+from kubectl_kvdtype import __version__, _names, _progress
 from kubectl_kvdtype._env import limit
+from kubectl_kvdtype._flags import breaks_header, without_password
+from kubectl_kvdtype._report import Finding
 from kubectl_kvdtype._sources import Kind, Projection
 from kubectl_kvdtype._status import ApiError, ClusterError, Conflict, KvdtypeError, NotFound, RequestTimeout, UsageError
 
@@ -348,6 +350,8 @@ class ClusterSource:
         self._configuration, self._namespace, self.description, impersonation = _load_configuration(options, environ)
         self._rest = RESTClientObject(self._configuration)
         _watch_connections(self._rest.pool_manager)
+        #: The server as messages name it: a password in its URL shown as ``user:***``.
+        self._shown_host = without_password(self._configuration.host)
         self._timeout = options.request_timeout
         #: A time (time.monotonic) no request may outlive, set by ``within`` (verify --wait).
         self._deadline: Optional[float] = None
@@ -364,6 +368,8 @@ class ClusterSource:
         self._discovery_errors: dict[str, KvdtypeError] = {}  # met once, not again per waiting LIST
         self.request_count = 0
         self._max_pages = limit(environ, MAX_PAGES_VARIABLE, MAX_PAGES, "pages")
+        #: Objects the cluster answered with names the API server refuses (``_names.refusal``).
+        self.findings: builtins.list[Finding] = []
 
     # --- Source ---------------------------------------------------------------------------
 
@@ -381,6 +387,8 @@ class ClusterSource:
         raise ClusterError(f"listing {kind.resource} kept failing: the list changed faster than it could be read")
 
     def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
+        if _names.object_problem(kind, namespace, name) is not None:
+            return None  # a name the API server refuses names no object (a poolRef a tenant wrote)
         try:
             return self.request("GET", self.path(kind, namespace, name), verb="get", kind=kind, namespace=namespace)
         except NotFound:
@@ -421,11 +429,14 @@ class ClusterSource:
 
     def path(self, kind: Kind, namespace: Optional[str], name: Optional[str] = None) -> str:
         version = self.served_version(kind)
-        base = f"/apis/{kind.group}/{version}" if kind.group else f"/api/{version}"
+        segments = ["apis", kind.group, version] if kind.group else ["api", version]
         if kind.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{kind.plural}"
-        return f"{base}/{name}" if name else base
+            _names.check_configured("namespace", namespace, _names.LABEL, "a request")
+            segments += ["namespaces", namespace]
+        if name:
+            _names.check_configured(f"{kind.name} name", name, _names.rule_of(kind.name), "a request")
+        segments.append(kind.plural)
+        return request_path(*segments, *([name] if name else []))
 
     def served_version(self, kind: Kind) -> str:
         """The version of ``kind``'s group the server serves, found once by discovery."""
@@ -450,7 +461,7 @@ class ClusterSource:
 
     def _discover(self, kind: Kind) -> Optional[str]:
         try:
-            group = self.request("GET", f"/apis/{kind.group}", verb="discover")
+            group = self.request("GET", request_path("apis", kind.group), verb="discover")
         except NotFound:
             return None
         served = {v.get("version") for v in group.get("versions", []) if isinstance(v, dict)}
@@ -483,7 +494,8 @@ class ClusterSource:
                 raise
             finally:
                 _progress.done()
-            objects = (i for i in _list_items(page, kind, namespace, path) if isinstance(i, dict))
+            objects = (i for i in _list_items(page, kind, namespace, path)
+                       if isinstance(i, dict) and self._named_validly(kind, i))
             items.extend(map(project, objects) if project else objects)
             token = _continue_token(page)
             if not token:
@@ -495,6 +507,17 @@ class ClusterSource:
             query["continue"] = token
         raise ClusterError(f"{_describe('list', kind, namespace, path)}: still not complete after {self._max_pages} "
                            f"pages of {PAGE_SIZE}, the most one LIST may take (set {MAX_PAGES_VARIABLE} for more)")
+
+    def _named_validly(self, kind: Kind, obj: dict) -> bool:
+        """Whether a listed object's name and namespace are ones the API server accepts: a proxy
+        or a server that answers otherwise gets a finding, and the object is not judged."""
+        metadata = obj.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        finding = _names.refusal(kind, metadata.get("namespace") or "", metadata.get("name"),
+                                 f"the cluster's list of {kind.resource}")
+        if finding is not None:
+            self.findings.append(finding)
+        return finding is None
 
     def request(self, method: str, path: str, query: Optional[dict] = None, body: Any = None,
                 content_type: str = "application/json", verb: str = "", kind: Optional[Kind] = None,
@@ -514,12 +537,12 @@ class ClusterSource:
 
     def _request(self, method: str, path: str, query: Optional[dict], body: Any, content_type: str, verb: str,
                  kind: Optional[Kind], namespace: Optional[str]) -> dict:
-        url = self._configuration.host + path + (f"?{urlencode(query)}" if query else "")
+        url = self._configuration.host + _encoded(path) + (f"?{urlencode(query)}" if query else "")
         headers = HTTPHeaderDict(self._headers)
         if body is not None:
             headers["Content-Type"] = content_type
         clock = _Clock(self._timeout, self._deadline, _describe(verb or method.lower(), kind, namespace, path),
-                       self._configuration.host)
+                       self._shown_host)
         for attempt in range(1, ATTEMPTS + 1):
             headers.update(self._auth_headers())
             with clock.watching():  # connect, headers and body: all of it within what is left
@@ -546,7 +569,11 @@ class ClusterSource:
             except KvdtypeError as failure:
                 self._credentials_failed = failure
                 raise
-        return {"Authorization": settings["value"]} if settings and settings.get("value") else {}
+        value = settings.get("value") if settings else None
+        if breaks_header(value):  # an exec plugin's or auth provider's token: never echoed
+            raise KvdtypeError("the credential the kubeconfig user's exec plugin or auth provider returned holds a "
+                               "line break (CR or LF) or a NUL, which no HTTP header may carry (it is not shown)")
+        return {"Authorization": value} if value else {}
 
     def _send(self, method: str, url: str, headers: HTTPHeaderDict, body: Any, clock: "_Clock") -> Any:
         self.request_count += 1
@@ -556,14 +583,14 @@ class ClusterSource:
             raise clock.timed_out() from None
         except ApiException as error:  # the client turns TLS failures into status 0
             clock.check_timeout(None)
-            raise ClusterError(f"TLS failure talking to {self._configuration.host}: "
+            raise ClusterError(f"TLS failure talking to {self._shown_host}: "
                                f"{_first_line(error.reason)}") from None
         except urllib3.exceptions.MaxRetryError as error:
             clock.check_timeout(error.reason)
-            raise ClusterError(_connection_message(self._configuration.host, error.reason)) from None
+            raise ClusterError(_connection_message(self._shown_host, error.reason)) from None
         except urllib3.exceptions.HTTPError as error:
             clock.check_timeout(error)
-            raise ClusterError(_connection_message(self._configuration.host, error)) from None
+            raise ClusterError(_connection_message(self._shown_host, error)) from None
 
     def _read(self, response: Any, clock: "_Clock") -> bytes:
         """The body (the client leaves it unread): reading it can time out or break off too."""
@@ -571,7 +598,24 @@ class ClusterSource:
             return response.read()
         except (urllib3.exceptions.HTTPError, OSError) as error:
             clock.check_timeout(getattr(error, "reason", None) or error)
-            raise ClusterError(_connection_message(self._configuration.host, error)) from None
+            raise ClusterError(_connection_message(self._shown_host, error)) from None
+
+
+def request_path(*segments: str) -> str:
+    """The one way a request path is built: each segment percent-encoded whole (a ``/``, ``?``,
+    ``#`` or ``%`` in a name stays inside its segment), and an empty or dot segment refused,
+    which would otherwise steer the request elsewhere (names are validated before they get here:
+    this is the last line)."""
+    for segment in segments:
+        if segment in ("", ".", ".."):
+            raise KvdtypeError(f"refusing to build a request path with the segment {segment!r}")
+    return "/" + "/".join(quote(segment, safe="") for segment in segments)
+
+
+def _encoded(path: str) -> str:
+    """``path`` as ``request_path`` would build it from its own segments: every request passes
+    here, so a path made any other way cannot carry a query, a fragment or a dot segment."""
+    return request_path(*(unquote(segment) for segment in path.lstrip("/").split("/")))
 
 
 # --- The request timeout, for the whole request ----------------------------------------------
@@ -817,17 +861,21 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
         raise KvdtypeError(f"the kubeconfig ({', '.join(paths)}) sets no current context: pass --context or --server")
     cluster_name = options.cluster or entry.get("cluster") or ""
     user_name = options.user or entry.get("user") or ""
-    if options.user and _named(documents, "users", options.user) is None:
-        raise UsageError(f'auth info "{options.user}" does not exist')
+    if options.user and _named(documents, "users", options.user) is None:  # exit 3, as an unknown --context
+        raise KvdtypeError(f'auth info "{options.user}" does not exist in the kubeconfig ({", ".join(paths)})')
     cluster, _ = _entry(documents, "clusters", cluster_name, "cluster", _CLUSTER_PATHS)
     user, user_dir = _entry(documents, "users", user_name, "user", _USER_PATHS)
-    cluster, user = _override_cluster(cluster, options), _override_user(user, options)
+    if options.cluster and not options.server and _named(documents, "clusters", options.cluster) is None:
+        raise KvdtypeError(f'no server found for cluster "{options.cluster}": the kubeconfig '
+                           f'({", ".join(paths)}) has no such cluster')
+    cluster, user = _override_cluster(cluster, options), _override_user(_read_token_file(user), options)
     refusals = _refusals(cluster_name, cluster, user_name, user)
     if refusals:
         raise (UsageError if options.overrides else KvdtypeError)("; ".join(refusals))
+    _refuse_line_breaks(user, user_name)
     config = {"clusters": [{"name": "c", "cluster": cluster}], "users": [{"name": "u", "user": user}],
               "contexts": [{"name": "kvdtype", "context": {"cluster": "c", "user": "u"}}]}
-    what = f'context "{context_name}"' if context_name else f"the server {cluster.get('server')}"
+    what = f'context "{context_name}"' if context_name else f"the server {without_password(str(cluster.get('server')))}"
     try:
         with _exec_bounded(options.request_timeout):
             KubeConfigLoader(config_dict=config, active_context="kvdtype",
@@ -835,9 +883,51 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
     except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
         raise KvdtypeError(f"cannot use the {what} of the kubeconfig: {_first_line(error)}") from None
     namespace = entry.get("namespace") or "default"
-    if not isinstance(namespace, str):
-        raise KvdtypeError(f"the {what} of the kubeconfig has a namespace that is not a string")
+    _names.check_configured("namespace", namespace, _names.LABEL, f"the {what} of the kubeconfig")
     return configuration, namespace, what, _impersonation(user)
+
+
+def _read_token_file(user: dict) -> dict:
+    """The user with its ``tokenFile`` read into ``token``, surrounding blanks trimmed as kubectl
+    trims them (``echo "$TOKEN" > file`` ends the file with a newline, no header may hold one).
+    An inline token wins over the file, as in kubectl; an unreadable file is left to the client's
+    own message."""
+    path = user.get("tokenFile")
+    if user.get("token") or not isinstance(path, str) or not path:
+        return user
+    try:
+        with open(path, encoding="utf-8") as handle:
+            token = handle.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return user
+    trimmed = {key: value for key, value in user.items() if key != "tokenFile"}
+    return {**trimmed, "token": token}
+
+
+#: The user settings sent as HTTP header values.
+_HEADER_SETTINGS = ("token", "as", "as-uid", "as-groups", "as-user-extra")
+
+
+def _refuse_line_breaks(user: dict, user_name: str) -> None:
+    """A kubeconfig credential or impersonation value with a CR, LF or NUL: one sentence naming
+    the setting, never the value (exit 3)."""
+    for key in _HEADER_SETTINGS:
+        if any(breaks_header(text) for text in _strings(user.get(key))):
+            raise KvdtypeError(f'the {key} of the kubeconfig user "{user_name}" holds a line break (CR or LF) or a '
+                               "NUL, which no HTTP header may carry (the value is not shown)")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a setting: itself, a list's items, a mapping's keys and values (as-user-extra)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 def _mapping(value: Any) -> dict:
@@ -1047,4 +1137,5 @@ def _in_cluster(configuration: Configuration, options: ConnectionOptions,
             namespace = handle.read().strip() or "default"
     except OSError:
         namespace = "default"
+    _names.check_configured("namespace", namespace, _names.LABEL, _IN_CLUSTER_NAMESPACE)
     return configuration, namespace, "the in-cluster service account", _impersonation(user)

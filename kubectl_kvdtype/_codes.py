@@ -58,6 +58,8 @@ PREDICTED_FAILURE = "predicted-failure"
 PREDICTED_DEPENDS = "predicted-depends"
 # every subcommand that reads manifests (-f)
 DUPLICATE_OBJECT = "duplicate-object"
+# every subcommand that reads objects (-f or a cluster)
+INVALID_NAME = "invalid-name"
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,8 @@ CODES: tuple[Code, ...] = (
          (PREFLIGHT,)),
     Code(DUPLICATE_OBJECT, WARNING, "-f read the same object twice with different bodies; the one read last is "
                                     "judged", _ALL),
+    Code(INVALID_NAME, ERROR, "an object read (-f, or a cluster's answer) has a name or namespace the API server "
+                              "refuses for its kind: it is not judged, and no command is built from it", _ALL),
 )
 
 BY_CODE: dict[str, Code] = {entry.code: entry for entry in CODES}

@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Mapping, TextIO
 
+from kubectl_kvdtype._display import shown
 from kubectl_kvdtype._status import UsageError
 
 
@@ -36,8 +37,9 @@ class Environment:
 
     @property
     def color(self) -> bool:
-        """Colour only on a terminal, and never when NO_COLOR is set (no-color.org)."""
-        return self.stdout_isatty and not self.environ.get("NO_COLOR")
+        """Colour only on a terminal, and never when NO_COLOR is set (no-color.org) or the terminal
+        says it has none (TERM=dumb)."""
+        return self.stdout_isatty and not self.environ.get("NO_COLOR") and self.environ.get("TERM") != "dumb"
 
     def warn(self, message: str) -> None:
         """One line on stderr, prefixed like kubectl's own warnings."""
@@ -48,7 +50,7 @@ class Environment:
         from kubectl_kvdtype import _progress
 
         with _progress.line():
-            print(message, file=self.stderr)
+            print(shown(message), file=self.stderr)
 
     def live(self, line: str) -> None:
         """Rewrite one status line in place on a terminal; say nothing to a file or a pipe.
@@ -56,6 +58,7 @@ class Environment:
         if self.stderr_isatty:
             from kubectl_kvdtype import _progress
 
+            line = shown(line)
             _progress.status(line)
             self.stderr.write("\r\033[K" + line)
             self.stderr.flush()
@@ -72,7 +75,7 @@ class Environment:
         from kubectl_kvdtype import _progress
 
         with _progress.asking():
-            self.stderr.write(f"{question} ")
+            self.stderr.write(f"{shown(question)} ")
             self.stderr.flush()
             return self.stdin.readline().strip()
 

@@ -41,8 +41,11 @@ _BOOLEANS = ("--insecure-skip-tls-verify", "--all-namespaces", "--no-headers", "
 _TRUE = ("true", "1", "t", "yes")
 _FALSE = ("false", "0", "f", "no")
 
+#: The longest duration any flag takes (a week): past it a timer overflows the platform's clock,
+#: and no request or wait of this tool should last longer.
+MAX_DURATION = 7 * 24 * 3600.0
 #: What a usage error about a duration shows.
-DURATION_FORMS = "accepted forms: 10m, 90s, 1m30s, 500ms, 1h, or plain seconds"
+DURATION_FORMS = "accepted forms: 10m, 90s, 1m30s, 500ms, 1h, or plain seconds; at most 168h"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -51,11 +54,15 @@ def parse_duration(text: str) -> float:
     """Seconds from kubectl-style durations: ``30s``, ``1m30s``, ``500ms``, or plain seconds."""
     value = text.strip()
     if re.fullmatch(r"\d+(?:\.\d+)?", value):
-        return float(value)
-    parts = _DURATION.findall(value)
-    if not parts or "".join(n + u for n, u in parts) != value:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r} ({DURATION_FORMS})")
-    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+        seconds = float(value)
+    else:
+        parts = _DURATION.findall(value)
+        if not parts or "".join(n + u for n, u in parts) != value:
+            raise argparse.ArgumentTypeError(f"invalid duration {text!r} ({DURATION_FORMS})")
+        seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    if seconds > MAX_DURATION:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: longer than the maximum, 168h")
+    return seconds
 
 
 def _request_timeout(text: str) -> Optional[float]:
@@ -93,10 +100,45 @@ def secrets_in(argv: Sequence[str]) -> list[str]:
     return found
 
 
+#: Credentials however they reach a message: an Authorization header's value, and the password
+#: of a URL's userinfo (``https://admin:PW@host``, shown ``admin:***`` as kubectl does).
+_CREDENTIAL_TEXT = ((re.compile(r"\b(Bearer|Basic)\s+[^\s'\"]+"), r"\1 <redacted>"),
+                    (re.compile(r"(://[^/@\s:]*):[^/@\s]*@"), r"\1:***@"))
+
+
 def redact(text: str, secrets: Sequence[str]) -> str:
+    """``text`` without the ``secrets`` typed on the command line, any Authorization value, and
+    any password in a URL: what an error message or a debug traceback may show."""
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, "<redacted>")
+    for pattern, replacement in _CREDENTIAL_TEXT:
+        text = pattern.sub(replacement, text)
     return text
+
+
+def without_password(url: str) -> str:
+    """A URL as messages show it: userinfo as ``user:***`` (kubectl's way), the rest unchanged."""
+    return _CREDENTIAL_TEXT[1][0].sub(_CREDENTIAL_TEXT[1][1], url)
+
+
+#: The flags whose values become HTTP header values (``Authorization``, ``Impersonate-*``).
+HEADER_FLAGS = (("token", "--token"), ("as_user", "--as"), ("as_group", "--as-group"), ("as_uid", "--as-uid"))
+
+
+def breaks_header(value: object) -> bool:
+    """Whether a value cannot be sent as an HTTP header value: a CR, LF or NUL would end the
+    header (or the request) early, so it is refused, as kubectl refuses it."""
+    return isinstance(value, str) and any(c in value for c in "\r\n\0")
+
+
+def check_header_flags(options: Any) -> None:
+    """A header flag's value with a line break is a usage error that never echoes the value."""
+    for attribute, flag in HEADER_FLAGS:
+        value = getattr(options, attribute, None)
+        values = value if isinstance(value, list) else [value]
+        if any(breaks_header(v) for v in values):
+            raise UsageError(f"{flag} holds a line break (CR or LF) or a NUL, which no HTTP header may carry "
+                             "(the value is not shown)")
 
 
 EXAMPLES_HEADING = "examples:"

@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass, replace
 from typing import Iterable, Optional
 
-from kubectl_kvdtype import _engines, _model
+from kubectl_kvdtype import _engines, _model, _names
 from kubectl_kvdtype._codes import (
     BINDING_MISSING,
     BINDING_UNUSED,
@@ -232,10 +232,19 @@ def _versions(judgements: Iterable[_engines.Judgement]) -> str:
     return ", ".join(dict.fromkeys(j.version for j in judgements))
 
 
+def rebind_command(namespace: Optional[str], name: str, spelling: Optional[str]) -> Optional[str]:
+    """The ``escape rebind`` command that fixes a Binding, ready to paste; None when its name or
+    namespace is not one the API server accepts (a name must never shape a printed command; the
+    spelling is the engine table's own)."""
+    if _names.object_problem(BINDING, namespace, name) is not None:
+        return None
+    return f"kubectl kvdtype escape rebind {name} -n {namespace} --dtype {spelling}"
+
+
 def _rejected_message(ref: ObjectRef, dtype: str, rejecting: list, fix: _engines.Remedy) -> str:
     replicas = sum(c.replicas for c, _ in rejecting)
     names = ", ".join(c.label() for c, _ in rejecting[:3]) + (" ..." if len(rejecting) > 3 else "")
-    command = f"kubectl kvdtype escape rebind {ref.name} -n {ref.namespace} --dtype {fix.spelling}"
+    command = rebind_command(ref.namespace, ref.name, fix.spelling) or "no command: its name is not valid"
     how = {
         _engines.REBIND: f"move them to a Binding with dtype {fix.spelling}, which means the same ({command})",
         _engines.UPGRADE: f"{fix.text}, from which {dtype} is accepted",

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, TextIO, Union
 
 import yaml
 
-from kubectl_kvdtype import _model, _progress, _yamlread
+from kubectl_kvdtype import _model, _names, _progress, _yamlread
 from kubectl_kvdtype._codes import DUPLICATE_OBJECT
 from kubectl_kvdtype._env import limit
 from kubectl_kvdtype._report import Finding, ObjectRef
@@ -67,6 +67,8 @@ class ManifestSource:
                 obj["metadata"] = {**(metadata if isinstance(metadata, dict) else {}), "namespace": "default"}
                 namespace = "default"
             name = _model.name_of(obj)
+            if self._refused(kind, namespace, name, where):
+                continue
             key = _key(kind, namespace, name)
             if key in seen:  # one object read twice: the later read wins, as kubectl apply would leave it
                 self._duplicate(key, seen[key][:2], (where, obj))
@@ -86,6 +88,15 @@ class ManifestSource:
         no object read has that kind, namespace and name."""
         found = self._seen.get((kind, namespace or "", name)) or self._seen.get((kind, "", name))
         return found[0] if found else None
+
+    def _refused(self, kind: Kind, namespace: str, name: str, where: str) -> bool:
+        """Whether the object's name or namespace is one the API server refuses: then it is a
+        finding naming it and its file, and is never judged (no to-do item or command is built
+        from a name that could steer a request, ``../../api/v1/...``)."""
+        finding = _names.refusal(kind, namespace, name, where or "the input")
+        if finding is not None:
+            self.findings.append(finding)
+        return finding is not None
 
     def _duplicate(self, key: ObjectKey, first: tuple[str, dict], last: tuple[str, dict]) -> None:
         if first[1] == last[1]:
@@ -229,6 +240,12 @@ def _parse(content: str, where: str) -> list:
         at = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or "it is not valid YAML or JSON"
         raise ManifestError(f"cannot parse the manifest {where}{at}: {problem}") from None
+    except ValueError as error:  # an integer too long to convert (Python's 4300-digit limit), as JSON or YAML
+        raise ManifestError(f"cannot parse the manifest {where}: {_first_sentence(error)}") from None
+
+
+def _first_sentence(error: Exception) -> str:
+    return str(error).split(": value has")[0].split("; use sys.")[0]
 
 
 def read_text(path: str, limit: int = MAX_FILE_MB << 20) -> str:

@@ -14,6 +14,8 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, Mapping, Optional, TextIO
 
+from kubectl_kvdtype._display import shown
+
 #: Seconds of silence before the first progress line.
 DELAY = 1.0
 #: A test-only setting (docs/development.md, "Test-only settings"): the delay in seconds, so a test
@@ -139,7 +141,7 @@ class Ticker:
             self._stop.wait(self._interval)
 
     def _draw(self) -> None:
-        text = current() or "working"
+        text = shown(current()) or "working"
         elapsed = time.monotonic() - self._start
         with self._lock:
             if self._stop.is_set() or _status or _asking:

@@ -7,6 +7,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Optional
 
+from kubectl_kvdtype._display import shown
 from kubectl_kvdtype._report import Column, FleetReport, Report
 
 if TYPE_CHECKING:
@@ -185,7 +186,8 @@ def _render_tables(report: Report, *, wide: bool, no_headers: bool, all_namespac
         rows = [[_paint(f.severity, color), f.code, str(f.object), f.message] for f in report.findings]
         blocks.append(table(["SEVERITY", "CODE", "OBJECT", "MESSAGE"], rows, no_headers))
     if report.headline and not no_headers:
-        blocks.append(report.headline + "\n")
+        # The headline is the subcommand's own lines (preflight's verdict has several): each is shown safely.
+        blocks.append("\n".join(shown(line) for line in report.headline.split("\n")) + "\n")
     return "\n".join(blocks)
 
 
@@ -213,7 +215,7 @@ def table(headers: list[str], rows: list[list], no_headers: bool = False) -> str
     cells = [[_cell_text(value) for value in row] for row in rows]
     widths = _plain_widths([] if no_headers else headers, cells)
     if widths is None:
-        return _tabulated(headers, rows, no_headers)
+        return _tabulated(headers, cells, no_headers)
     lines = [] if no_headers else [_plain_line(headers, [len(h) for h in headers], widths)]
     lines += [_plain_line(row, [_visible_width(c) for c in row], widths) for row in cells]
     if lines and not lines[-1]:
@@ -227,8 +229,11 @@ _COLOUR_CODE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _cell_text(value: object) -> str:
-    # tabulate's rules with number parsing off: None is blank, the rest str(), outer blanks dropped.
-    return "" if value is None else str(value).strip()
+    # tabulate's rules with number parsing off: None is blank, the rest str(), outer blanks dropped;
+    # then made safe to show (a newline in a dtype must not forge a row), unless _paint did that.
+    if isinstance(value, _Painted):
+        return value
+    return "" if value is None else shown(str(value).strip())
 
 
 def _visible_width(text: str) -> int:
@@ -267,6 +272,10 @@ def _tabulated(headers: list[str], rows: list[list], no_headers: bool) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
 
+class _Painted(str):
+    """A cell already made safe to show, with the colour codes ``_paint`` added around it."""
+
+
 def _paint(value: object, color: bool) -> object:
     colour: Optional[str] = _WORD_COLOURS.get(str(value)) if color else None
-    return f"{_COLOURS[colour]}{value}{_RESET}" if colour else value
+    return _Painted(f"{_COLOURS[colour]}{shown(str(value).strip())}{_RESET}") if colour else value

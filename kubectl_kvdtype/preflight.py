@@ -189,7 +189,7 @@ def _rebind_item(namespace: str, name: str, group: list[Finding], consumers: lis
     engines = " and ".join(f"{f.fields.get('engine')} {f.fields.get('engineVersion')}" for f in group)
     why = f"{engines} reject{'s' if len(group) == 1 else ''} {dtype}"
     if fix.kind in (_engines.REBIND, _engines.REBIND_DIFFERENT):
-        command = f"kubectl kvdtype escape rebind {name} -n {namespace} --dtype {fix.spelling}"
+        command = _judgement.rebind_command(namespace, name, fix.spelling)
         what = f"{why}: move its consumers to a Binding with dtype {fix.spelling}" + (
             ", which means the same" if fix.kind == _engines.REBIND else
             " (a different dtype: it changes the KV-cache precision)")

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from kubectl_kvdtype import _engines, _model
+from kubectl_kvdtype import _engines, _model, _names
 from kubectl_kvdtype._codes import (
     DTYPE_UNKNOWN,
     NOT_ATTACHED,
@@ -75,8 +75,11 @@ class PodInventory:
         binding = source.get(BINDING, namespace, binding_name) if binding_name else None
         selector = f"{REPLICA_SELECTOR},{_model.REPLICA_INSTANCE_LABEL}={name}"
         setting, error = read_setting(source, system_namespace)
+        # A name that is no label value can label no Pod (and must not shape a selector).
+        labelled = _names.is_valid(name, _names.LABEL_VALUE)
+        pods = source.list(POD, namespace, selector, _model.slim_pod) if labelled else []
         return cls([deployment], {(namespace, binding_name or ""): binding} if binding else {},
-                   source.list(POD, namespace, selector, _model.slim_pod), [], setting, error, named=True)
+                   pods, [], setting, error, named=True)
 
     @classmethod
     def read_all(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "PodInventory":
@@ -131,6 +134,7 @@ class VerifyCommand(Command):
     def run(self, context: Context) -> Report:
         name, wait = _name_and_wait(self.option(context, "deployment"), self.option(context, "wait"),
                                     self.option(context, "argv", []))
+        _names.check_flag("ModelDeployment name", name, _names.SUBDOMAIN)  # `--wait NAME` gives it back here
         if wait is not None and context.offline:
             raise UsageError("--wait polls a cluster; it cannot be used with -f")
         if wait is None:

@@ -26,10 +26,11 @@ LAYER_NAMES = ("ground", "data", "sources", "judgement", "subcommands", "command
 LAYERS: dict[str, str] = {
     # ground: the version, exit codes and their errors, the finding-codes registry, the streams
     "kubectl_kvdtype": "ground", "_status": "ground", "_codes": "ground", "_env": "ground", "_progress": "ground",
+    "_display": "ground",
     # data: plain objects and rules over them, nothing that reads a cluster
     "_report": "data", "_render": "data", "_junit": "data", "_sarif": "data", "_flags": "data", "_engines": "data",
     "_argv": "data", "_engine_records": "data", "_model": "data", "_sources": "data", "_journal": "data",
-    "_yamlread": "data",
+    "_yamlread": "data", "_names": "data",
     # sources: where the objects come from, and what a subcommand is given
     "_cluster": "sources", "_manifests": "sources", "_positions": "sources", "_command": "sources",
     # judgement shared by the subcommands

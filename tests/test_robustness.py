@@ -105,7 +105,7 @@ def _non_ascii_dump(tmp_path: Path) -> Path:
     dump = tmp_path / "accents.yaml"
     dump.write_text(
         "apiVersion: worker.gpustack.ai/v1\nkind: KVCachePoolBinding\n"
-        "metadata: {name: caf\u00e9-pool, namespace: ml}\n"
+        "metadata: {name: cafe-pool, namespace: ml}\n"
         "spec: {poolRef: {name: p}, domain: {name: d, dtype: fp8_\u00e9\u00e9}}\n", encoding="utf-8")
     return dump
 

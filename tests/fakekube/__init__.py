@@ -33,7 +33,9 @@ Public API::
         fake.finalizer(kind_or_resource, name="gpustack.ai/cleanup", after=0.3, held_by=None)
                                                 # an operator's finalizer: see "Finalizers" below
         fake.requests / fake.clear_log()        # RequestRecord list, arrival order
-                                                # (.header_values(name), .sni, .client_cert)
+                                                # (.header_values(name), .sni, .client_cert,
+                                                # .target: the raw request target)
+        fake.request_log()                      # [(method, path, query)] of every request
         fake.passwords = {"alice": "pw"}        # basic-auth users accepted besides the token
         fake.write_kubeconfig(path, context="fake", namespace=None, token=None,
                               user="fake-user", exec_command=None) -> path

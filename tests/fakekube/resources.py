@@ -60,6 +60,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     _builtin("", "namespaces", "Namespace", False, ("ns",),
              verbs=tuple(v for v in ALL_VERBS if v != "deletecollection")),
     _builtin("", "events", "Event", short=("ev",), verbs=READ_VERBS, has_status=False),
+    # What a request steered off its path could read or delete (tests/test_security_edges.py).
+    _builtin("", "secrets", "Secret", has_status=False),
     _builtin("apps", "deployments", "Deployment", short=("deploy",), categories=("all",)),
     _builtin("apps", "statefulsets", "StatefulSet", short=("sts",), categories=("all",)),
     _builtin("apps", "daemonsets", "DaemonSet", short=("ds",), categories=("all",)),

@@ -52,6 +52,8 @@ class RequestRecord:
     #: sends without Nagle's delay: what keep-alive and a prompt answer depend on, told without a clock.
     connection: int = 0
     nodelay: bool = False
+    #: The request target exactly as sent (path and query, percent-encoding kept).
+    target: str = ""
 
     def header_values(self, name: str) -> list[str]:
         """Every value of a (repeatable) header, e.g. ``Impersonate-Group``."""
@@ -214,6 +216,12 @@ class ServerMixin:
             self._connections_accepted += add
             return self._connections_accepted
 
+    def request_log(self) -> list[tuple[str, str, dict[str, str]]]:
+        """(method, path, query) of every request so far, in arrival order: what a test asserts
+        was, and was not, asked (``RequestRecord.target`` keeps the raw request target)."""
+        with self._log_lock:
+            return [(r.method, r.path, dict(r.query)) for r in self.requests]
+
     def clear_log(self) -> None:
         with self._log_lock:
             self.requests.clear()
@@ -256,7 +264,7 @@ class ServerMixin:
                                time.monotonic(), dict(handler.headers.items()), raw,
                                list(handler.headers.items()), getattr(handler.connection, "fake_sni", None),
                                _peer_common_name(handler.connection), getattr(handler, "connection_number", 0),
-                               _nodelay(handler.connection))
+                               _nodelay(handler.connection), handler.path)
         with self._log_lock:
             self.requests.append(record)
         try:

@@ -1,0 +1,53 @@
+"""The name rules, the one request-path builder and the one display-safety function, in process."""
+
+from __future__ import annotations
+
+import sys
+import unicodedata
+
+import pytest
+
+from kubectl_kvdtype import _names
+from kubectl_kvdtype._display import shown
+from kubectl_kvdtype._status import KvdtypeError
+
+
+@pytest.mark.parametrize("value, rule, expected", [
+    ("team-a", _names.LABEL, []),
+    ("a.b", _names.SUBDOMAIN, []),
+    ("../../x", _names.LABEL, ["may not contain '/'"]),
+    ("..", _names.SUBDOMAIN, ["may not be '..'"]),
+    ("a%2Fb", _names.SUBDOMAIN, ["may not contain '%'"]),
+    ("", _names.LABEL, ["may not be empty"]),
+    ("", _names.LABEL_VALUE, []),
+    ("My_Value", _names.LABEL_VALUE, []),
+])
+def test_problems_are_the_api_servers(value, rule, expected):
+    assert _names.problems(value, rule) == expected
+
+
+def test_a_label_is_at_most_63_characters_and_lower_case():
+    assert _names.problems("a" * 63, _names.LABEL) == []
+    assert _names.problems("a" * 64, _names.LABEL) == ["must be no more than 63 characters"]
+    assert _names.problems("a.b", _names.LABEL)[0].startswith("a lowercase RFC 1123 label")
+    assert _names.problems("A", _names.SUBDOMAIN)[0].startswith("a lowercase RFC 1123 subdomain")
+
+
+@pytest.mark.e2e  # importing the kubernetes client opens a socket
+def test_request_path_encodes_each_segment_whole_and_refuses_dot_segments():
+    from kubectl_kvdtype._cluster import _encoded, request_path
+
+    assert request_path("api", "v1", "a/b?c=d#e%") == "/api/v1/a%2Fb%3Fc%3Dd%23e%25"
+    assert _encoded(request_path("api", "v1", "a/b")) == "/api/v1/a%2Fb"  # the same path, never encoded twice
+    for bad in ("..", ".", ""):
+        with pytest.raises(KvdtypeError):
+            request_path("api", bad)
+    with pytest.raises(KvdtypeError):
+        _encoded("/apis/x/v1/namespaces/../../api/v1/secrets")
+
+
+def test_shown_escapes_every_character_that_is_not_printable():
+    assert shown("fp8\x1b]0;t\x07\n\u202e\u200b\t é") == "fp8\\x1b]0;t\\x07\\n\\u202e\\u200b\\t é"
+    unsafe = [chr(c) for c in range(sys.maxunicode + 1)
+              if unicodedata.category(chr(c)) in ("Cc", "Cf", "Zl", "Zp")]
+    assert all("\\" in shown(c) and c not in shown(c) for c in unsafe)
