@@ -18,14 +18,14 @@ from kubectl_kvdtype import _codes, _fleet, _names, _progress
 from kubectl_kvdtype._command import Context
 from kubectl_kvdtype._display import shown
 from kubectl_kvdtype._env import Environment
-from kubectl_kvdtype._flags import APPENDED, DEFAULTS, check_header_flags, normalize_booleans, redact, secrets_in
+from kubectl_kvdtype._flags import APPENDED, DEFAULTS, check_header_flags, normalize_booleans, secrets_in
 from kubectl_kvdtype._registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
 from kubectl_kvdtype._render import render, render_fleet
+from kubectl_kvdtype._secrets import redact
 from kubectl_kvdtype._status import SIGNAL_STATUS, ExitStatus, KvdtypeError, Signalled, UsageError
 
 if TYPE_CHECKING:
-    from kubectl_kvdtype._report import Finding, Report
-    from kubectl_kvdtype._sarif import Place
+    from kubectl_kvdtype._report import Finding, Place, Report
 
 __all__ = ["COMMANDS", "PROG", "VERSION", "build_parser", "main", "parse", "run"]
 

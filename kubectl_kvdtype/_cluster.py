@@ -32,8 +32,8 @@ from urllib3 import HTTPHeaderDict
 
 from kubectl_kvdtype import __version__, _names, _progress
 from kubectl_kvdtype._env import limit
-from kubectl_kvdtype._flags import breaks_header, without_password
 from kubectl_kvdtype._report import Finding
+from kubectl_kvdtype._secrets import breaks_header, without_password
 from kubectl_kvdtype._sources import Kind, Projection
 from kubectl_kvdtype._status import ApiError, ClusterError, Conflict, KvdtypeError, NotFound, RequestTimeout, UsageError
 

@@ -15,6 +15,7 @@ from typing import Any, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype._render import OUTPUTS
 from kubectl_kvdtype._report import ERROR, FAIL_ON
+from kubectl_kvdtype._secrets import breaks_header
 from kubectl_kvdtype._status import UsageError
 
 #: Seconds one API request may take, retries included, unless --request-timeout says otherwise.
@@ -100,35 +101,8 @@ def secrets_in(argv: Sequence[str]) -> list[str]:
     return found
 
 
-#: Credentials however they reach a message: an Authorization header's value, and the password
-#: of a URL's userinfo (``https://admin:PW@host``, shown ``admin:***`` as kubectl does).
-_CREDENTIAL_TEXT = ((re.compile(r"\b(Bearer|Basic)\s+[^\s'\"]+"), r"\1 <redacted>"),
-                    (re.compile(r"(://[^/@\s:]*):[^/@\s]*@"), r"\1:***@"))
-
-
-def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` without the ``secrets`` typed on the command line, any Authorization value, and
-    any password in a URL: what an error message or a debug traceback may show."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "<redacted>")
-    for pattern, replacement in _CREDENTIAL_TEXT:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-def without_password(url: str) -> str:
-    """A URL as messages show it: userinfo as ``user:***`` (kubectl's way), the rest unchanged."""
-    return _CREDENTIAL_TEXT[1][0].sub(_CREDENTIAL_TEXT[1][1], url)
-
-
 #: The flags whose values become HTTP header values (``Authorization``, ``Impersonate-*``).
 HEADER_FLAGS = (("token", "--token"), ("as_user", "--as"), ("as_group", "--as-group"), ("as_uid", "--as-uid"))
-
-
-def breaks_header(value: object) -> bool:
-    """Whether a value cannot be sent as an HTTP header value: a CR, LF or NUL would end the
-    header (or the request) early, so it is refused, as kubectl refuses it."""
-    return isinstance(value, str) and any(c in value for c in "\r\n\0")
 
 
 def check_header_flags(options: Any) -> None:

@@ -25,8 +25,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kubectl_kvdtype import _manifests
 from kubectl_kvdtype._manifests import ManifestSource, ObjectKey
-from kubectl_kvdtype._report import FieldPath, Finding, ObjectRef
-from kubectl_kvdtype._sarif import Place
+from kubectl_kvdtype._report import FieldPath, Finding, ObjectRef, Place
 from kubectl_kvdtype._status import ManifestError
 
 __all__ = ["Locator", "ObjectSpan", "field_line", "object_spans"]

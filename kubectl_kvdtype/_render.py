@@ -11,7 +11,7 @@ from kubectl_kvdtype._display import shown
 from kubectl_kvdtype._report import Column, FleetReport, Report
 
 if TYPE_CHECKING:
-    from kubectl_kvdtype._sarif import Locate
+    from kubectl_kvdtype._report import Locate
 
 OUTPUTS = ("table", "wide", "json", "yaml", "junit", "sarif", "patch")
 

@@ -313,3 +313,18 @@ class FleetReport:
             parts.append(f"not checked: {', '.join(missing)}")
         lead = f"Fleet verdict: {self.verdict()}" if self.command == "preflight" else "Fleet"
         return f"{lead}: {'; '.join(parts)}; exit {int(self.exit_status())}."
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where an object read with ``-f`` is: the file as given, the object's first and last line,
+    and the line of the field a finding is about (lines 1-based; None when not known)."""
+
+    path: str
+    line: Optional[int] = None
+    end_line: Optional[int] = None
+    field_line: Optional[int] = None
+
+
+#: Finds a finding's object in the ``-f`` input; None: it has no file (a cluster, standard input).
+Locate = Callable[[Finding], Optional[Place]]

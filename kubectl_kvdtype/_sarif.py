@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 from urllib.parse import quote
 
 from kubectl_kvdtype import HOMEPAGE, __version__
 from kubectl_kvdtype._codes import BY_CODE, ERROR, INFO, WARNING, Code, codes_of
-from kubectl_kvdtype._report import Finding, FleetReport, ObjectRef, Report
+from kubectl_kvdtype._report import Finding, FleetReport, Locate, ObjectRef, Place, Report
 
 SARIF_VERSION = "2.1.0"
 #: The schema of SARIF 2.1.0 as OASIS publishes it (the errata 01 text, the standard in force).
@@ -38,19 +37,6 @@ GITHUB_MAX_RUNS = 20
 PRETTY_RESULTS = 1000
 
 
-@dataclass(frozen=True)
-class Place:
-    """Where an object read with ``-f`` is: the file as given, the object's first and last line,
-    and the line of the field a finding is about (lines 1-based; None when not known)."""
-
-    path: str
-    line: Optional[int] = None
-    end_line: Optional[int] = None
-    field_line: Optional[int] = None
-
-
-#: Finds a finding's object in the ``-f`` input; None: it has no file (a cluster, standard input).
-Locate = Callable[[Finding], Optional[Place]]
 
 
 def to_sarif(report: Report, command: str, locate: Optional[Locate] = None, cwd: Optional[str] = None) -> str:
