@@ -98,7 +98,8 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=RELEASE_PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff check and mypy, with setup.cfg's pinned versions and pyproject.toml's rules.
+    """ruff check, mypy and import-linter's layers, with setup.cfg's pinned versions and
+    pyproject.toml's rules.
 
     Once, on the release Python: mypy checks for the oldest supported one (python_version in
     pyproject.toml) whichever runs it. Arguments go to ruff (`nox -s lint -- --fix`)."""
@@ -107,5 +108,6 @@ def lint(session: nox.Session) -> None:
     try:
         session.run("ruff", "check", *session.posargs)
         session.run("mypy")
+        session.run("lint-imports")
     finally:
         _say_time(session, started)

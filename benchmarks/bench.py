@@ -24,7 +24,7 @@ each subcommand against the manual commands of the upgrade guide it replaces:
                         the flag: once over every replica at once (-A, a lower bound), and
                         verbatim per deployment on a sample of 20, scaled to N
 
-Subcommands not registered in kubectl_kvdtype._cli.COMMANDS are skipped. It prints the ratio
+Subcommands not registered in kubectl_kvdtype._cli.main.COMMANDS are skipped. It prints the ratio
 plugin/guide, the peak RSS (GNU time's %M: the largest process of the command; kubectl execs the
 plugin), and the HTTP requests the plugin made (all, and paged LIST calls). Then offline: a dump of
 --offline-size deployments (a `kind: List`, as kubectl get -o json/yaml writes) judged with
@@ -197,7 +197,7 @@ def median_cpu(runs: list[Run]) -> float:
 
 
 def registered() -> list[str]:
-    from kubectl_kvdtype._cli import COMMANDS
+    from kubectl_kvdtype._cli.main import COMMANDS
 
     return [c.name for c in COMMANDS]
 

@@ -25,7 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench import objects  # noqa: E402
-from kubectl_kvdtype import _model, verify  # noqa: E402
+from kubectl_kvdtype import verify  # noqa: E402
+from kubectl_kvdtype._sources import model as _model
 
 
 def inventory(n: int, distinct: bool = False) -> verify.PodInventory:
@@ -51,7 +52,7 @@ def main() -> int:
     parser.add_argument("--distinct-models", action="store_true",
                         help="every deployment serves its own model, so no two deployments share an argv")
     options = parser.parse_args()
-    gc.disable()  # as the CLI runs (kubectl_kvdtype._cli.main): plain JSON forms no cycles
+    gc.disable()  # as the CLI runs (kubectl_kvdtype._cli.main.main): plain JSON forms no cycles
     judged = inventory(options.deployments, options.distinct_models)
     times = []
     for _ in range(options.repeat + 1):

@@ -2,6 +2,6 @@
 
 import sys
 
-from kubectl_kvdtype._cli import main
+from kubectl_kvdtype._cli.main import main
 
 sys.exit(main())

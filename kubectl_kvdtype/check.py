@@ -6,9 +6,9 @@ Replaces Step 1 of the upgrade guide. The judgement itself is ``_judgement``'s (
 
 from __future__ import annotations
 
-from kubectl_kvdtype._command import Command, Context
-from kubectl_kvdtype._judgement import BindingInventory, build_check_report
-from kubectl_kvdtype._report import Report
+from kubectl_kvdtype._commands.command import Command, Context
+from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report
+from kubectl_kvdtype._kits.report import Report
 
 
 class CheckCommand(Command):

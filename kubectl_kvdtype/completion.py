@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from kubectl_kvdtype._command import Command, Context
-from kubectl_kvdtype._report import Report
+from kubectl_kvdtype._commands.command import Command, Context
+from kubectl_kvdtype._kits.report import Report
 
 SHELLS = ("bash", "zsh", "fish")
 

@@ -20,14 +20,9 @@ from __future__ import annotations
 import argparse
 from typing import Optional
 
-from kubectl_kvdtype import _model
-from kubectl_kvdtype._command import Command, Context, confirm
-from kubectl_kvdtype._flags import HelpFormatter, add_global_flags, examples_epilog, parse_duration
-from kubectl_kvdtype._judgement import BindingInventory, build_check_report
-from kubectl_kvdtype._rebind import REPLACE, SIDE_BY_SIDE, rebind
-from kubectl_kvdtype._report import Column, Report
-from kubectl_kvdtype._restore import restore
-from kubectl_kvdtype._setting import (
+from kubectl_kvdtype._changes.rebind import REPLACE, SIDE_BY_SIDE, rebind
+from kubectl_kvdtype._changes.restore import restore
+from kubectl_kvdtype._changes.setting import (
     OFF,
     ON,
     WaitClock,
@@ -37,7 +32,12 @@ from kubectl_kvdtype._setting import (
     wait_for_setting,
     write_setting,
 )
-from kubectl_kvdtype._status import ApiError, KvdtypeError, UsageError
+from kubectl_kvdtype._commands.command import Command, Context, confirm
+from kubectl_kvdtype._commands.flags import HelpFormatter, add_global_flags, examples_epilog, parse_duration
+from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report
+from kubectl_kvdtype._kits.report import Column, Report
+from kubectl_kvdtype._kits.status import ApiError, KvdtypeError, UsageError
+from kubectl_kvdtype._sources import model as _model
 
 #: ``--wait`` alone: the Setting's status can lag its spec by ~30 s.
 DEFAULT_WAIT = 60.0

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 
-from kubectl_kvdtype import _fix
-from kubectl_kvdtype._command import Command, Context
-from kubectl_kvdtype._flagged import FLAG_COLUMNS, FlagInventory, build_find_flags_report  # noqa: F401 - re-exported
-from kubectl_kvdtype._report import Report
+from kubectl_kvdtype._changes import fix as _fix
+from kubectl_kvdtype._commands.command import Command, Context
+from kubectl_kvdtype._judging.flagged import FLAG_COLUMNS, FlagInventory, build_find_flags_report  # noqa: F401 - re-exported
+from kubectl_kvdtype._kits.report import Report
 
 
 class FindFlagsCommand(Command):

@@ -13,11 +13,15 @@ import re
 import shlex
 from typing import Iterable, Optional
 
-from kubectl_kvdtype import _codes, _engines, _judgement, _model, _upgrade
-from kubectl_kvdtype._codes import PREDICTED_DEPENDS, PREDICTED_FAILURE
-from kubectl_kvdtype._command import Command, Context
-from kubectl_kvdtype._flagged import FlagInventory, build_find_flags_report
-from kubectl_kvdtype._report import ERROR, GO, NO_GO, WARNING, Column, Finding, ObjectRef, Report, Section, fails
+from kubectl_kvdtype._commands.command import Command, Context
+from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._judging import judgement as _judgement
+from kubectl_kvdtype._judging import upgrade as _upgrade
+from kubectl_kvdtype._judging.flagged import FlagInventory, build_find_flags_report
+from kubectl_kvdtype._kits import codes as _codes
+from kubectl_kvdtype._kits.codes import PREDICTED_DEPENDS, PREDICTED_FAILURE
+from kubectl_kvdtype._kits.report import ERROR, GO, NO_GO, WARNING, Column, Finding, ObjectRef, Report, Section, fails
+from kubectl_kvdtype._sources import model as _model
 
 #: To-do actions, in the order they are listed.
 REBIND, UPGRADE_ENGINE, SPLIT, CREATE_BINDING, REMOVE_FLAG, INVESTIGATE, LOOK = (

@@ -15,8 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from kubectl_kvdtype import _engines, _model, _names
-from kubectl_kvdtype._codes import (
+from kubectl_kvdtype._commands.command import Command, Context
+from kubectl_kvdtype._commands.flags import parse_duration
+from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._judging.judgement import add_missing_binding, read_setting
+from kubectl_kvdtype._kits.codes import (
     DTYPE_UNKNOWN,
     NOT_ATTACHED,
     POD_MISMATCH,
@@ -29,12 +32,11 @@ from kubectl_kvdtype._codes import (
     ROLE_UNMANAGED,
     VERSION_UNRECORDED,
 )
-from kubectl_kvdtype._command import Command, Context
-from kubectl_kvdtype._flags import parse_duration
-from kubectl_kvdtype._judgement import add_missing_binding, read_setting
-from kubectl_kvdtype._report import Column, FieldPath, ObjectRef, Report
-from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, Query, Source, bounded, list_many, unwrap
-from kubectl_kvdtype._status import ClusterError, KvdtypeError, UsageError
+from kubectl_kvdtype._kits.report import Column, FieldPath, ObjectRef, Report
+from kubectl_kvdtype._kits.status import ClusterError, KvdtypeError, UsageError
+from kubectl_kvdtype._sources import model as _model
+from kubectl_kvdtype._sources import names as _names
+from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD, Query, Source, bounded, list_many, unwrap
 
 OK, MISSING, MISMATCH, UNMANAGED, UNKNOWN = "ok", "missing", "mismatch", "unmanaged", "unknown"
 REJECTED, PENDING = "rejected", "pending"

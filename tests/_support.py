@@ -56,8 +56,8 @@ def direct(env: dict, *args: str, input: Optional[str] = None) -> subprocess.Com
 
 def in_process(args: Sequence[str], environ: Optional[dict] = None, stdin: str = "") -> tuple[int, str, str]:
     """Run the plugin's ``run`` with swapped streams: (exit status, stdout, stderr)."""
-    from kubectl_kvdtype._cli import run
-    from kubectl_kvdtype._env import Environment
+    from kubectl_kvdtype._cli.main import run
+    from kubectl_kvdtype._kits.env import Environment
 
     out, err = io.StringIO(), io.StringIO()
     env = Environment(stdin=io.StringIO(stdin), stdout=out, stderr=err,

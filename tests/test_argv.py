@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from _support import kvdtype, report, seed
-from kubectl_kvdtype._engines import (
+from kubectl_kvdtype._engines.verdicts import (
     ABBREVIATION,
     EXACT,
     SGLANG,

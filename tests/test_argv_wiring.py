@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from _support import kvdtype, report, seed
-from kubectl_kvdtype import _engines, _model
+from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._sources import model as _model
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 
@@ -132,7 +133,7 @@ def test_read_flag_in_process():
 
 
 def test_the_refused_spellings_follow_the_recorded_tables():
-    from kubectl_kvdtype import _argv
+    from kubectl_kvdtype._engines import argv as _argv
 
     # The shortest abbreviation each engine reads, derived from its recorded parsers.
     assert _argv.shortest_flag_prefix("SGLang") == len("--kv-cac")

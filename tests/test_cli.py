@@ -48,7 +48,7 @@ def test_fast_paths_never_import_the_kubernetes_client(args):
 
 def test_live_run_does_import_it(kube_env):
     """The probe above can tell: a live run imports the client (and fails cleanly here)."""
-    code = ("import sys; from kubectl_kvdtype._cli import run\n"
+    code = ("import sys; from kubectl_kvdtype._cli.main import run\n"
             "run(['check'])\n"
             "print('KUBERNETES-IMPORTED' if 'kubernetes' in sys.modules else 'CLEAN')")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=kube_env, timeout=60)
@@ -75,8 +75,8 @@ def test_live_run_imports_only_the_parts_of_the_client_it_uses(fake, kube_env):
 def test_colour_only_on_a_terminal_and_never_with_no_color():
     import io
 
-    from kubectl_kvdtype._cli import run
-    from kubectl_kvdtype._env import Environment
+    from kubectl_kvdtype._cli.main import run
+    from kubectl_kvdtype._kits.env import Environment
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -1,4 +1,4 @@
-"""The finding-codes registry (kubectl_kvdtype/_codes.py) is the only list of codes.
+"""The finding-codes registry (kubectl_kvdtype/_kits/codes.py) is the only list of codes.
 
 Every report a subcommand emits over the examples and the test fixtures carries only codes the
 registry lists for that subcommand (so ``--ignore`` accepts each of them), with the registry's
@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from _support import EXAMPLES, ROOT, documents, in_process, seed
-from kubectl_kvdtype import _codes
+from kubectl_kvdtype._kits import codes as _codes
 from test_escape_rebind import INJECTED_POD, REBIND, kvdtype, team_a, team_b_bindings
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
@@ -117,14 +117,14 @@ def test_no_call_site_names_a_code_outside_the_registry():
 
 
 def test_an_unregistered_code_cannot_be_reported():
-    from kubectl_kvdtype._report import ObjectRef, Report
+    from kubectl_kvdtype._kits.report import ObjectRef, Report
 
     with pytest.raises(KeyError, match="not in the registry"):
         Report(kind="X").add("no-such-code", ObjectRef("Pod", "a", "b"), "message")
 
 
 def test_every_subcommand_and_ignore_take_their_codes_from_the_registry():
-    from kubectl_kvdtype._registry import COMMANDS
+    from kubectl_kvdtype._cli.registry import COMMANDS
 
     for info in COMMANDS:
         assert info.load().codes == info.codes == _codes.codes_of(info.name)

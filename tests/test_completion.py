@@ -21,7 +21,7 @@ NAMESPACES = ("team-a", "team-b", "team-c", "gpustack-system")
 
 
 def _parser_facts():
-    from kubectl_kvdtype._cli import COMMANDS, build_parser
+    from kubectl_kvdtype._cli.main import COMMANDS, build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -74,7 +74,7 @@ def test_flag_values(kube_env):
     assert complete(kube_env, "preflight", "-o", "s") == (["sarif"], ":4")
     assert "sarif" not in complete(kube_env, "escape", "status", "-o", "")[0]  # escape has no SARIF form
     assert complete(kube_env, "check", "--output=y") == (["--output=yaml"], ":4")
-    from kubectl_kvdtype._cli import COMMANDS
+    from kubectl_kvdtype._cli.main import COMMANDS
     from kubectl_kvdtype.check import CheckCommand
 
     found, _ = complete(kube_env, "check", "--ignore", "dtype-")
@@ -89,7 +89,7 @@ def test_flag_values(kube_env):
 
 
 def test_junit_and_fail_on_are_offered_with_the_judging_subcommands_only(kube_env):
-    from kubectl_kvdtype._registry import judging
+    from kubectl_kvdtype._cli.registry import judging
 
     assert set(judging()) == {"check", "find-flags", "verify", "preflight"}
     for name in judging():

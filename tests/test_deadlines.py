@@ -71,7 +71,7 @@ def test_a_continue_token_answered_twice_ends_the_list(cluster, fake):
 
 
 def test_a_list_that_never_ends_stops_at_the_page_budget(cluster, fake):
-    from kubectl_kvdtype._cluster import MAX_PAGES, PAGE_SIZE  # imports the client: this is e2e anyway
+    from kubectl_kvdtype._sources.cluster import MAX_PAGES, PAGE_SIZE  # imports the client: this is e2e anyway
 
     assert MAX_PAGES * PAGE_SIZE >= 100_000  # a 100,000-Pod cluster fits
     fake.loop_continue(fresh=True, resource="kvcachepoolbindings")
@@ -171,7 +171,7 @@ def test_f_stops_reading_an_endless_stream_at_its_limit(kube_env):
 
 
 def test_f_reads_a_file_up_to_its_limit_and_the_override_raises_it(kube_env, tmp_path):
-    from kubectl_kvdtype._manifests import MAX_FILE_MB
+    from kubectl_kvdtype._sources.manifests import MAX_FILE_MB
 
     assert MAX_FILE_MB >= 8 * 60  # far above a 10,000-deployment JSON dump (about 60 MB)
     big = tmp_path / "big.yaml"

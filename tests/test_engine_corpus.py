@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kubectl_kvdtype import _argv
+from kubectl_kvdtype._engines import argv as _argv
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 
@@ -199,8 +199,8 @@ def test_kubernetes_expansion_and_shell_lines(command, args, expected) -> None:
 
 @pytest.mark.e2e  # a fresh Python process
 def test_the_tables_load_lazily_and_ship_in_the_package() -> None:
-    code = ("import kubectl_kvdtype._argv as a, sys; assert a._tables.cache_info().currsize == 0; "
-            "import kubectl_kvdtype._cli; assert a._tables.cache_info().currsize == 0; "
+    code = ("import kubectl_kvdtype._engines.argv as a, sys; assert a._tables.cache_info().currsize == 0; "
+            "import kubectl_kvdtype._cli.main; assert a._tables.cache_info().currsize == 0; "
             "print(sorted(a._tables()['versions']['vLLM']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().startswith("['0.18.0', '0.18.1', '0.19.0'")

@@ -18,7 +18,8 @@ from _support import ROOT, direct
 pytestmark = pytest.mark.version_sensitive  # the argv reader (test_tiers.py)
 
 SCRIPT = ROOT / "scripts" / "engine-tables"
-SHIPPED = json.loads((ROOT / "kubectl_kvdtype" / "data" / "engine_options.json").read_text(encoding="utf-8"))
+SHIPPED = json.loads((ROOT / "kubectl_kvdtype" / "_engines" / "data" / "engine_options.json")
+                     .read_text(encoding="utf-8"))
 
 
 def _index(root: Path, releases: dict[str, list[str]]) -> str:
@@ -76,7 +77,7 @@ def _extra_table(tmp_path: Path, version: str) -> Path:
 
 
 def test_an_extra_table_file_adds_a_release(tmp_path: Path) -> None:
-    from kubectl_kvdtype import _argv
+    from kubectl_kvdtype._engines import argv as _argv
 
     try:
         _argv.add_tables(str(_extra_table(tmp_path, "0.99.0")))

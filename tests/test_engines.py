@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubectl_kvdtype import _engines
-from kubectl_kvdtype._engines import ACCEPTED, REJECTED, SGLANG, UNKNOWN, VLLM, judge, parse_version, suggest
+from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._engines.verdicts import ACCEPTED, REJECTED, SGLANG, UNKNOWN, VLLM, judge, parse_version, suggest
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 

@@ -248,8 +248,8 @@ class Terminal(io.StringIO):
 
 
 def on_terminal(args: list[str], environ: dict, answer: str, cwd: Path, monkeypatch) -> tuple[int, str, str]:
-    from kubectl_kvdtype._cli import run
-    from kubectl_kvdtype._env import Environment
+    from kubectl_kvdtype._cli.main import run
+    from kubectl_kvdtype._kits.env import Environment
 
     monkeypatch.chdir(cwd)
     out, err = io.StringIO(), io.StringIO()

@@ -246,8 +246,8 @@ class Terminal(io.StringIO):
 
 
 def run_on_terminal(args: list[str], environ: dict, answer: str) -> tuple[int, str, str]:
-    from kubectl_kvdtype._cli import run
-    from kubectl_kvdtype._env import Environment
+    from kubectl_kvdtype._cli.main import run
+    from kubectl_kvdtype._kits.env import Environment
 
     out, err = io.StringIO(), io.StringIO()
     env = Environment(stdin=Terminal(answer), stdout=out, stderr=err, environ=environ)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from _support import assert_one_clean_line, in_process
-from kubectl_kvdtype._fleet import REFUSED, select
-from kubectl_kvdtype._report import ERROR, Finding, FleetMember, FleetReport, ObjectRef, Report
-from kubectl_kvdtype._status import ExitStatus
+from kubectl_kvdtype._cli.fleet import REFUSED, select
+from kubectl_kvdtype._kits.report import ERROR, Finding, FleetMember, FleetReport, ObjectRef, Report
+from kubectl_kvdtype._kits.status import ExitStatus
 
 pytestmark = pytest.mark.version_sensitive  # argparse and completion (test_tiers.py)
 
@@ -76,7 +76,7 @@ def test_contexts_keep_the_order_named_globs_sorted_and_each_once():
     ([","], "--contexts: name at least one context"),
 ])
 def test_a_glob_that_matches_nothing_is_a_usage_error(given, message):
-    from kubectl_kvdtype._status import UsageError
+    from kubectl_kvdtype._kits.status import UsageError
 
     with pytest.raises(UsageError, match=message.replace("*", r"\*")):
         select(_options(given), ["prod-eu"])
@@ -122,8 +122,8 @@ def test_a_context_that_could_not_be_checked_carries_its_error_and_status():
 
 @pytest.mark.version_sensitive
 def test_contexts_complete_the_name_after_the_last_comma(tmp_path: Path):
-    from kubectl_kvdtype._complete import complete
-    from kubectl_kvdtype._env import Environment
+    from kubectl_kvdtype._cli.complete import complete
+    from kubectl_kvdtype._kits.env import Environment
 
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(json.dumps({"contexts": [{"name": n, "context": {}} for n in ("prod-a", "prod-b", "dev")]}))
@@ -142,7 +142,7 @@ def test_todo_commands_name_the_context_quoted_for_the_shell():
 
 
 def test_a_report_kept_as_its_json_text_gives_the_same_fleet_document():
-    from kubectl_kvdtype._render import render_fleet, to_json
+    from kubectl_kvdtype._output.render import render_fleet, to_json
 
     def fleet() -> FleetReport:
         return FleetReport("check", [_member("a", ERROR), _member("b"), _member("c", error="unreachable")])

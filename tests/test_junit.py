@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _support import EXAMPLES, JUDGING, SETTING, SYSTEM, in_process, kvdtype, seed
-from kubectl_kvdtype._junit import safe, to_junit
-from kubectl_kvdtype._report import ERROR, WARNING, ObjectRef, Report
+from kubectl_kvdtype._kits.report import ERROR, WARNING, ObjectRef, Report
+from kubectl_kvdtype._output.junit import safe, to_junit
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 
@@ -283,7 +283,7 @@ def test_ignored_findings_never_fail_and_are_counted():
 # --- Fast tier: --fail-on and -o junit on the command line -----------------------------------------
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
-    from kubectl_kvdtype._registry import build_parser
+    from kubectl_kvdtype._cli.registry import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

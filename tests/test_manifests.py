@@ -8,10 +8,10 @@ import textwrap
 
 import pytest
 
-from kubectl_kvdtype._codes import DUPLICATE_OBJECT
-from kubectl_kvdtype._manifests import ManifestSource, read_path
-from kubectl_kvdtype._sources import BINDING, DEPLOYMENT, POD, POOL
-from kubectl_kvdtype._status import ManifestError
+from kubectl_kvdtype._kits.codes import DUPLICATE_OBJECT
+from kubectl_kvdtype._kits.status import ManifestError
+from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD, POOL
+from kubectl_kvdtype._sources.manifests import ManifestSource, read_path
 
 
 def _binding(name: str, namespace: str = "ml", dtype: str = "fp8", **labels: str) -> dict:

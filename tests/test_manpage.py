@@ -55,7 +55,7 @@ def test_committed_man_page_is_generated_from_the_current_parser(tmp_path):
 
 @pytest.mark.skipif(not shutil.which("groff"), reason="groff is not installed")
 def test_man_page_renders_every_subcommand_and_flag():
-    from kubectl_kvdtype._cli import COMMANDS, build_parser
+    from kubectl_kvdtype._cli.main import COMMANDS, build_parser
 
     text = _render(MANPAGE)
     assert text.splitlines()[0].split()[0] == "KUBECTL-KVDTYPE(1)"

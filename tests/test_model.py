@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from kubectl_kvdtype import _model
-from kubectl_kvdtype._engines import SGLANG, VLLM
+from kubectl_kvdtype._engines.verdicts import SGLANG, VLLM
+from kubectl_kvdtype._sources import model as _model
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 

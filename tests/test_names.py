@@ -7,9 +7,9 @@ import unicodedata
 
 import pytest
 
-from kubectl_kvdtype import _names
-from kubectl_kvdtype._display import shown
-from kubectl_kvdtype._status import KvdtypeError
+from kubectl_kvdtype._kits.display import shown
+from kubectl_kvdtype._kits.status import KvdtypeError
+from kubectl_kvdtype._sources import names as _names
 
 
 @pytest.mark.parametrize("value, rule, expected", [
@@ -35,7 +35,7 @@ def test_a_label_is_at_most_63_characters_and_lower_case():
 
 @pytest.mark.e2e  # importing the kubernetes client opens a socket
 def test_request_path_encodes_each_segment_whole_and_refuses_dot_segments():
-    from kubectl_kvdtype._cluster import _encoded, request_path
+    from kubectl_kvdtype._sources.cluster import _encoded, request_path
 
     assert request_path("api", "v1", "a/b?c=d#e%") == "/api/v1/a%2Fb%3Fc%3Dd%23e%25"
     assert _encoded(request_path("api", "v1", "a/b")) == "/api/v1/a%2Fb"  # the same path, never encoded twice

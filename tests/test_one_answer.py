@@ -15,8 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _support import codes, kvdtype, report, seed
-from kubectl_kvdtype import _engines, _judgement, _model, _upgrade, preflight, verify
-from kubectl_kvdtype._flagged import FlagInventory, build_find_flags_report
+from kubectl_kvdtype import preflight, verify
+from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._judging import judgement as _judgement
+from kubectl_kvdtype._judging import upgrade as _upgrade
+from kubectl_kvdtype._judging.flagged import FlagInventory, build_find_flags_report
+from kubectl_kvdtype._sources import model as _model
 from test_verdicts import SETTING_ON, binding, deployment
 
 pytestmark = pytest.mark.version_sensitive  # the argv reader (test_tiers.py)

@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _support import EXAMPLES
-from kubectl_kvdtype import _manifests
-from kubectl_kvdtype._manifests import ManifestSource
-from kubectl_kvdtype._positions import Locator, field_line, object_spans
-from kubectl_kvdtype._report import ObjectRef
+from kubectl_kvdtype._kits.report import ObjectRef
+from kubectl_kvdtype._sources import manifests as _manifests
+from kubectl_kvdtype._sources.manifests import ManifestSource
+from kubectl_kvdtype._sources.positions import Locator, field_line, object_spans
 
 MULTI_DOC = """\
 # a comment before the first document

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from kubectl_kvdtype import _progress
+from kubectl_kvdtype._kits import progress as _progress
 
 
 class _Terminal(io.StringIO):

@@ -6,8 +6,8 @@ import json
 
 import yaml
 
-from kubectl_kvdtype._render import PRETTY_JSON_ENTRIES, render, table, to_json
-from kubectl_kvdtype._report import Column, ObjectRef, Report
+from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
+from kubectl_kvdtype._output.render import PRETTY_JSON_ENTRIES, render, table, to_json
 
 RED, RESET = "\033[31m", "\033[0m"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kubectl_kvdtype._report import ERROR, FAIL_ON, INFO, WARNING, Column, ObjectRef, Report, fails
-from kubectl_kvdtype._status import EXIT_MEANINGS, ExitStatus, ManifestError, UsageError, exit_codes_epilog
+from kubectl_kvdtype._kits.report import ERROR, FAIL_ON, INFO, WARNING, Column, ObjectRef, Report, fails
+from kubectl_kvdtype._kits.status import EXIT_MEANINGS, ExitStatus, ManifestError, UsageError, exit_codes_epilog
 
 POD = ObjectRef("Pod", "ml", "llama-0")
 POOL = ObjectRef("KVCachePool", None, "shared")

@@ -20,7 +20,7 @@ import pytest
 
 from _support import EXAMPLES, PLUGIN, ROOT, SETTING, SYSTEM, assert_one_clean_line, direct, in_process, kvdtype
 from fakekube import HangingServer
-from kubectl_kvdtype import _progress
+from kubectl_kvdtype._kits import progress as _progress
 
 # Imported with the module: urllib3 opens a socket at import (its IPv6 probe), which the fast tier forbids.
 
@@ -50,8 +50,8 @@ class _ClosedOutput(io.StringIO):
 
 @pytest.mark.parametrize("debug", [False, True])
 def test_an_internal_error_is_exit_3_in_one_line(debug):
-    from kubectl_kvdtype._cli import run
-    from kubectl_kvdtype._env import Environment
+    from kubectl_kvdtype._cli.main import run
+    from kubectl_kvdtype._kits.env import Environment
 
     err = io.StringIO()
     environ = {"KUBECTL_KVDTYPE_DEBUG": "1"} if debug else {}
@@ -303,7 +303,7 @@ def test_escape_wait_refuses_to_write_when_the_reads_took_the_whole_wait(cluster
 
 
 def test_the_wait_clock_does_not_count_the_question():
-    from kubectl_kvdtype._setting import WaitClock
+    from kubectl_kvdtype._changes.setting import WaitClock
 
     clock = WaitClock(10)
     before = clock.remaining()
@@ -677,14 +677,14 @@ def _readme_exit_table() -> dict[int, str]:
 
 
 def test_readme_exit_code_table_matches_exit_status():
-    from kubectl_kvdtype._status import ExitStatus
+    from kubectl_kvdtype._kits.status import ExitStatus
 
     assert _readme_exit_table() == {int(status): status.meaning for status in ExitStatus}
     assert 130 in _readme_exit_table()
 
 
 def test_help_lists_every_exit_status(kube_env):
-    from kubectl_kvdtype._status import ExitStatus
+    from kubectl_kvdtype._kits.status import ExitStatus
 
     text = " ".join(kvdtype(kube_env, "--help").stdout.split())
     for status in ExitStatus:

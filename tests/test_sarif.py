@@ -19,9 +19,9 @@ from _sarif_check import SCHEMA_AVAILABLE, assert_valid_sarif, schema_errors
 from _support import EXAMPLES, JUDGING, ROOT, assert_one_clean_line, documents, in_process, kvdtype
 from conftest import kubectl_path
 from kubectl_kvdtype import HOMEPAGE, __version__
-from kubectl_kvdtype._codes import BY_CODE, codes_of
-from kubectl_kvdtype._report import Finding, ObjectRef, Place, Report
-from kubectl_kvdtype._sarif import SCHEMA_URI, to_sarif
+from kubectl_kvdtype._kits.codes import BY_CODE, codes_of
+from kubectl_kvdtype._kits.report import Finding, ObjectRef, Place, Report
+from kubectl_kvdtype._output.sarif import SCHEMA_URI, to_sarif
 
 #: Codes whose findings are about one field in the examples: their result points at its line.
 FIELD_CODES = {"dtype-rejected", "dtype-auto", "binding-missing", "engine-unknown", "role-flag", "pod-flag",

@@ -37,9 +37,10 @@ def test_a_test_using_the_fake_api_server_is_e2e(request, fake):
 #: (noxfile.py); such a module carries ``pytestmark`` with ``version_sensitive``. This is the floor:
 #: a module may carry the marker for another reason (test_cli.py: help and usage errors).
 VERSION_SENSITIVE_SUBJECTS = frozenset({
-    "argparse", "kubectl_kvdtype._argv", "kubectl_kvdtype._engines", "kubectl_kvdtype._engine_records",
-    "kubectl_kvdtype._complete", "kubectl_kvdtype.completion", "kubectl_kvdtype._flags",
-    "kubectl_kvdtype._registry", "kubectl_kvdtype._cli.parse",
+    "argparse", "kubectl_kvdtype._engines.argv", "kubectl_kvdtype._engines.verdicts",
+    "kubectl_kvdtype._engines.records",
+    "kubectl_kvdtype._cli.complete", "kubectl_kvdtype.completion", "kubectl_kvdtype._commands.flags",
+    "kubectl_kvdtype._cli.registry", "kubectl_kvdtype._cli.main.parse",
 })
 MAN_PAGE = "kubectl-kvdtype.1"
 TESTS = Path(__file__).resolve().parent
@@ -73,10 +74,10 @@ def test_every_test_of_argparse_the_argv_reader_completion_or_the_man_page_is_ve
 
 @pytest.mark.parametrize(("source", "needs_marker"), [
     ("import argparse\n", True),
-    ("def test_x():\n    from kubectl_kvdtype._argv import read\n", True),
-    ("from kubectl_kvdtype import _complete\n", True),
+    ("def test_x():\n    from kubectl_kvdtype._engines.argv import read\n", True),
+    ("from kubectl_kvdtype._cli import complete as _complete\n", True),
     ("MAN = ROOT / 'man' / 'kubectl-kvdtype.1'\n", True),
-    ("from kubectl_kvdtype._report import Report\n", False),
+    ("from kubectl_kvdtype._kits.report import Report\n", False),
 ])
 def test_the_rule_finds_a_version_sensitive_module(source, needs_marker):
     assert bool(_subjects(source)) is needs_marker

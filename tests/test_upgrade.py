@@ -6,7 +6,9 @@ import itertools
 
 import pytest
 
-from kubectl_kvdtype import _engines, _model, _upgrade
+from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._judging import upgrade as _upgrade
+from kubectl_kvdtype._sources import model as _model
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from _support import EXAMPLES, SETTING, codes, direct, kvdtype, report, seed
-from kubectl_kvdtype._engines import (
+from kubectl_kvdtype._engines.verdicts import (
     ABSENT,
     AT_PARSING,
     AT_START,

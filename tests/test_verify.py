@@ -409,7 +409,7 @@ def test_absent_replicas_are_counted_when_time_is_up(fake, kube_env):
 
 def test_listed_pods_are_slimmed_to_what_judging_reads():
     """verify keeps identity, labels, annotations, owners and argv of each listed Pod, not the rest."""
-    from kubectl_kvdtype._model import slim_pod
+    from kubectl_kvdtype._sources.model import slim_pod
 
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "p", "namespace": "n", "labels": {"a": "b"}, "annotations": {"c": "d"},

@@ -380,7 +380,7 @@ def test_default_backup_names_differ_within_one_second():
     """A rerun in the same second gets its own directory (both a rebind's and a fix's)."""
     import datetime
 
-    from kubectl_kvdtype._journal import default_directory, fix_directory
+    from kubectl_kvdtype._changes.journal import default_directory, fix_directory
 
     moment = datetime.datetime(2026, 12, 1, 12, 0, 0, 1000, tzinfo=datetime.timezone.utc)
     later = moment + datetime.timedelta(milliseconds=5)

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _support import EXAMPLES
-from kubectl_kvdtype import _yamlread
+from kubectl_kvdtype._sources import yamlread as _yamlread
 
 pytestmark = pytest.mark.skipif(_yamlread.CParser is None, reason="PyYAML without libyaml: nothing to compare")
 

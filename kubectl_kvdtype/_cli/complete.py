@@ -1,0 +1,294 @@
+"""The completion engine behind ``completion``'s scripts and ``kubectl_complete-kvdtype``.
+
+The shell scripts and kubectl (>= 1.26, through ``kubectl_complete-kvdtype``) ask the plugin itself
+what may come next: ``kubectl-kvdtype __complete ARGS... PARTIAL`` prints one candidate per line
+(``candidate<TAB>description``), then cobra's directive line (``:4`` = no file completion, ``:0`` =
+let the shell complete file names). Subcommands and flags are read from ``build_parser()``, so a
+subcommand is completed as soon as it is registered; finding codes come from the registry
+(``_codes``); names of ModelDeployments, Bindings and namespaces come from the cluster when it
+answers within a short timeout (``KUBECTL_KVDTYPE_COMPLETION_TIMEOUT`` seconds, default 2), and are
+simply left out otherwise.
+
+An argument names what it completes by its ``dest``/``metavar`` (``namespace``, ``deployment``,
+``binding``, ``context``, ``kubeconfig``/``PATH``, ``ignore``) or explicitly::
+
+    parser.add_argument("deployment").completer = "modeldeployments"
+
+(one of ``namespaces``, ``modeldeployments``, ``kvcachepoolbindings``, ``contexts``, ``clusters``,
+``users``, ``codes``, ``files``). Names from the cluster are read with every connection flag typed so
+far (``--server``, ``--token``, ``--as``...), as the command itself would. Nothing here imports the
+kubernetes client unless a cluster name is being completed. A layer of the command line, beside
+``_registry``: the subcommand ``completion`` only prints the scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+from typing import Optional, Sequence
+
+from kubectl_kvdtype._cli.registry import build_parser, judging
+from kubectl_kvdtype._commands.command import Context
+from kubectl_kvdtype._kits import codes as _codes
+from kubectl_kvdtype._kits.env import Environment
+from kubectl_kvdtype._sources import model as _model
+from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, Kind
+
+#: cobra's ShellCompDirective values, as kubectl's own completion reads them.
+DIRECTIVE_DEFAULT = 0  # the shell may complete file names
+DIRECTIVE_NO_FILES = 4  # ShellCompDirectiveNoFileComp
+TIMEOUT_VARIABLE = "KUBECTL_KVDTYPE_COMPLETION_TIMEOUT"
+DEFAULT_TIMEOUT = 2.0
+#: Listed only to complete -n; no subcommand reads Namespaces.
+NAMESPACE = Kind("Namespace", "", ("v1",), "namespaces", namespaced=False)
+
+
+# --- The engine -------------------------------------------------------------------------------
+
+def complete(args: Sequence[str], env: Optional[Environment] = None) -> int:
+    """Print the candidates for the last of ``args`` (the word being typed) and the directive."""
+    env = env or Environment()
+    args = list(args) or [""]
+    words, current = args[:-1], args[-1]
+    try:
+        candidates, directive = _candidates(words, current, env)
+    except Exception:  # completion must never print a traceback into the user's prompt
+        candidates, directive = [], DIRECTIVE_NO_FILES
+    lines = [f"{value}\t{' '.join(text.split())}" if text else value for value, text in candidates]
+    env.stdout.write("".join(line + "\n" for line in lines) + f":{directive}\n")
+    env.stdout.flush()
+    return 0
+
+
+class _Scan:
+    """What the words typed so far say: the (nested) subcommand, positionals, flag values, and
+    whether the last word is a flag still waiting for its value."""
+
+    def __init__(self, parser: argparse.ArgumentParser, words: Sequence[str]) -> None:
+        self.root = parser
+        self.parser = parser  # the innermost (sub)parser named so far
+        self.commands: list[str] = []
+        self.positionals: list[str] = []  # of the innermost parser
+        self.values: dict[str, str] = {}  # dest -> last value given
+        self.flags: set[str] = set()  # dests of flags given without a value
+        self.pending: Optional[argparse.Action] = None
+        after_dashes = False
+        for word in words:
+            if self.pending is not None:
+                self.values[self.pending.dest] = word
+                self.pending = None
+                continue
+            if word == "--":
+                after_dashes = True
+                continue
+            if word.startswith("-") and word != "-" and not after_dashes:
+                name, has_value, value = word.partition("=")
+                action = _option(self.parser, name)
+                if action is None:
+                    continue
+                if not _takes_value(action):
+                    self.flags.add(action.dest)
+                elif has_value:
+                    self.values[action.dest] = value
+                elif name in self.parser._option_string_actions:
+                    if action.nargs != "?":  # an optional value (--wait [DURATION]) is not awaited
+                        self.pending = action
+                else:  # -nteam-a: a short flag with its value attached
+                    self.values[action.dest] = name[2:]
+                continue
+            subcommands = _subcommands(self.parser)
+            if word in subcommands and not self.positionals:
+                self.parser = subcommands[word]
+                self.commands.append(word)
+            else:
+                self.positionals.append(word)
+
+    def value(self, *dests: str) -> Optional[str]:
+        for dest in dests:
+            if dest in self.values:
+                return self.values[dest]
+        return None
+
+
+def _candidates(words: Sequence[str], current: str, env: Environment) -> tuple[list[tuple[str, str]], int]:
+    scan = _Scan(build_parser(), words)
+    if scan.pending is not None:
+        return _values(scan.pending, current, scan, env, prefix="")
+    if current.startswith("-") and "=" in current:
+        name, _, partial = current.partition("=")
+        action = _option(scan.parser, name)
+        if action is None or not _takes_value(action):
+            return [], DIRECTIVE_NO_FILES
+        return _values(action, partial, scan, env, prefix=name + "=")
+    if current.startswith("-"):
+        return _flags(scan.parser, current), DIRECTIVE_NO_FILES
+    subcommands = _subcommands(scan.parser)
+    if subcommands and not scan.positionals:
+        return [(name, _help_of(scan.parser, name)) for name in subcommands if name.startswith(current)], \
+            DIRECTIVE_NO_FILES
+    positionals = [a for a in scan.parser._actions if not a.option_strings and a.help != argparse.SUPPRESS]
+    if len(scan.positionals) < len(positionals):
+        return _values(positionals[len(scan.positionals)], current, scan, env, prefix="")
+    return [], DIRECTIVE_NO_FILES
+
+
+def _flags(parser: argparse.ArgumentParser, current: str) -> list[tuple[str, str]]:
+    """Every spelling of every flag of the parser in use that starts with what is typed."""
+    return [(option, action.help or "") for action in parser._actions if action.help != argparse.SUPPRESS
+            for option in action.option_strings if option.startswith(current)]
+
+
+def _values(action: argparse.Action, partial: str, scan: _Scan, env: Environment,
+            prefix: str) -> tuple[list[tuple[str, str]], int]:
+    what = _what(action)
+    typed: set[str] = set()
+    if getattr(action, "comma_separated", False):  # --contexts a,b,<TAB>: the next name, not one typed
+        before, comma, partial = partial.rpartition(",")
+        prefix += before + comma
+        typed = set(before.split(","))
+    if action.choices and not isinstance(getattr(action, "completer", None), str):
+        names = [str(choice) for choice in action.choices]
+        if action.dest == "output" and scan.commands[:1] != ["find-flags"]:
+            names.remove("patch")  # -o patch goes with find-flags --fix only
+        if action.dest == "output" and scan.commands[:1] and scan.commands[0] not in judging():
+            names.remove("junit")  # -o junit and -o sarif go with the judging subcommands only
+            names.remove("sarif")
+    elif what == "files":
+        return [], DIRECTIVE_DEFAULT
+    elif what in _KUBECONFIG_SECTIONS:
+        names = _kubeconfig_names(scan, env, _KUBECONFIG_SECTIONS[what])
+    elif what == "codes":
+        names = _codes.known()
+    elif what in ("namespaces", "modeldeployments", "kvcachepoolbindings"):
+        names = _from_cluster(what, scan, env)
+    else:
+        return [], DIRECTIVE_NO_FILES
+    return [(prefix + name, "") for name in names if name.startswith(partial) and name not in typed], \
+        DIRECTIVE_NO_FILES
+
+
+def _what(action: argparse.Action) -> Optional[str]:
+    """What an argument's values are, by its explicit ``completer`` or its dest/metavar."""
+    explicit = getattr(action, "completer", None)
+    if isinstance(explicit, str):
+        return explicit
+    words = f"{action.dest} {action.metavar or ''}".lower()
+    if action.dest.startswith(("filename", "kubeconfig")) or any(w in words for w in ("path", "file", "dir")):
+        return "files"
+    if action.dest.startswith("ignore"):
+        return "codes"
+    if "context" in words:
+        return "contexts"
+    if "namespace" in words:
+        return "namespaces"
+    if "deployment" in words:
+        return "modeldeployments"
+    if "binding" in words:
+        return "kvcachepoolbindings"
+    return None
+
+
+_KUBECONFIG_SECTIONS = {"contexts": "contexts", "clusters": "clusters", "users": "users"}
+
+
+def _kubeconfig_names(scan: _Scan, env: Environment, section: str) -> list[str]:
+    """Names of contexts, clusters or users in the kubeconfig files, found as kubectl would (no client)."""
+    import yaml
+
+    explicit = scan.value("kubeconfig")
+    if explicit:
+        paths = [explicit]
+    else:
+        listed = [p for p in env.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+        home = os.path.join(os.path.expanduser(env.environ.get("HOME") or "~"), ".kube", "config")
+        paths = listed or [home]
+    names: list[str] = []
+    for path in paths:
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8") as handle:
+                document = yaml.safe_load(handle)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        for entry in (document or {}).get(section) or [] if isinstance(document, dict) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"] not in names:
+                names.append(entry["name"])
+    return names
+
+
+def _timeout(env: Environment) -> float:
+    try:
+        return max(0.0, float(env.environ.get(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT)))
+    except ValueError:
+        return DEFAULT_TIMEOUT
+
+
+def _from_cluster(what: str, scan: _Scan, env: Environment) -> list[str]:
+    """Names from the cluster, or nothing when it does not answer within the timeout."""
+    timeout = _timeout(env)
+    result: list[str] = []
+
+    def fetch() -> None:
+        try:
+            result.extend(_cluster_names(what, scan, env, timeout))
+        except Exception:  # unreachable, forbidden, no kubeconfig: complete nothing
+            pass
+
+    worker = threading.Thread(target=fetch, name="completion", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return sorted(set(result)) if not worker.is_alive() else []
+
+
+#: The flags with a value that say which cluster and who (the ``dest`` of each).
+_CONNECTION_VALUES = ("kubeconfig", "context", "namespace", "cluster", "user", "server", "token",
+                      "certificate_authority", "client_certificate", "client_key", "tls_server_name",
+                      "as_user", "as_uid", "username", "password")
+
+
+def _cluster_names(what: str, scan: _Scan, env: Environment, timeout: float) -> list[str]:
+    """The names, read through the same ``Context`` (and so the same ClusterSource) a command gets."""
+    options = argparse.Namespace(
+        filename=[], request_timeout=timeout or None, all_namespaces="all_namespaces" in scan.flags,
+        insecure_skip_tls_verify="insecure_skip_tls_verify" in scan.flags,
+        as_group=[g for g in (scan.value("as_group"), scan.value("as_group_after")) if g],
+        **{name: scan.value(name) for name in _CONNECTION_VALUES},
+    )
+    context = Context(options, env)
+    source = context.source  # imports the client; a kubeconfig error ends here
+    if what == "namespaces":
+        try:
+            return [_model.name_of(i) for i in source.list(NAMESPACE, None)]
+        except Exception:  # may not list namespaces: the ones holding ModelDeployments will do
+            return [_model.namespace_of(i) for i in source.list(DEPLOYMENT, None)]
+    kind = DEPLOYMENT if what == "modeldeployments" else BINDING
+    return [_model.name_of(i) for i in source.list(kind, context.namespace)]
+
+
+# --- argparse introspection ---------------------------------------------------------------------
+
+def _subparsers(parser: argparse.ArgumentParser) -> Optional[argparse._SubParsersAction]:
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = _subparsers(parser)
+    return dict(action.choices) if action else {}
+
+
+def _help_of(parser: argparse.ArgumentParser, name: str) -> str:
+    action = _subparsers(parser)
+    choices = action._choices_actions if action else []
+    return next((choice.help or "" for choice in choices if choice.dest == name), "")
+
+
+def _option(parser: argparse.ArgumentParser, name: str) -> Optional[argparse.Action]:
+    if name in parser._option_string_actions:
+        return parser._option_string_actions[name]
+    if len(name) > 2 and not name.startswith("--"):  # -nteam-a: a short flag with its value attached
+        return parser._option_string_actions.get(name[:2])
+    return None
+
+
+def _takes_value(action: argparse.Action) -> bool:
+    return action.nargs != 0

@@ -1,0 +1,221 @@
+"""Fleet runs: one judging subcommand on several kubeconfig contexts (``--contexts``, ``--all-contexts``).
+
+A layer of the command line, beside ``_cli``: the subcommands never learn of fleets. Each context
+gets its own copy of the parsed flags with ``--context`` set to it, its own ``Context`` (so its
+own ``ClusterSource``), and runs the subcommand exactly as ``kubectl kvdtype CMD --context NAME``
+would; the reports are gathered into one ``FleetReport``, in the order the contexts were named.
+
+Contexts run in threads of this process, at most ``--parallel`` at once. That keeps each
+context's client configuration apart because nothing here uses the client's process-wide
+defaults: every ``ClusterSource`` builds its own ``Configuration`` from its own kubeconfig entry
+(never ``load_kube_config``/``Configuration.set_default``, the shared default a loop over contexts
+keeps talking through), its own REST pool, token refresh hook and exec provider, and its own
+credential lock; the exec plugins' bounds are per thread (``_cluster._EXEC``), and a plugin handed
+the terminal runs alone (``_cluster._INTERACTIVE_PLUGIN``). Threads rather than processes: the
+reports stay objects every output renders, and the interpreter and client are loaded once, not
+once per context (the fixed ~0.5 s of CPU a single run pays).
+
+Ctrl-C or SIGTERM stop the fleet: no context starts after it, the error line says which contexts
+had finished, and ``main`` ends the process without waiting for requests still under way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import fnmatch
+import io
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional, TextIO, cast
+
+from kubectl_kvdtype._commands.command import Context
+from kubectl_kvdtype._kits.env import Environment
+from kubectl_kvdtype._kits.report import FleetMember, FleetReport, Report
+from kubectl_kvdtype._kits.status import ExitStatus, KvdtypeError, UsageError
+from kubectl_kvdtype._output.render import to_json
+
+#: Flags that say which cluster or who for one context, or read manifests: a fleet takes each
+#: context's own from the kubeconfig, so they are refused (dest, as typed).
+REFUSED = (
+    ("context", "--context"), ("cluster", "--cluster"), ("user", "--user"), ("server", "--server"),
+    ("token", "--token"), ("certificate_authority", "--certificate-authority"),
+    ("client_certificate", "--client-certificate"), ("client_key", "--client-key"),
+    ("insecure_skip_tls_verify", "--insecure-skip-tls-verify"), ("tls_server_name", "--tls-server-name"),
+    ("username", "--username"), ("password", "--password"), ("filename", "-f/--filename"),
+)
+
+
+def requested(options: argparse.Namespace) -> bool:
+    return bool(getattr(options, "contexts", None) or getattr(options, "all_contexts", False))
+
+
+def validate(options: argparse.Namespace) -> None:
+    """What a fleet run refuses, as usage errors (exit 2)."""
+    if options.contexts and options.all_contexts:
+        raise UsageError("--contexts and --all-contexts cannot be used together")
+    given = [flag for dest, flag in REFUSED if getattr(options, dest, None)]
+    if given:
+        raise UsageError(f"{given[0]} cannot be used with --contexts/--all-contexts: each context's cluster and "
+                         "user come from the kubeconfig")
+    if getattr(options, "fix", False):
+        raise UsageError("find-flags --fix writes to one cluster: run it with --context, not on a fleet")
+
+
+def select(options: argparse.Namespace, available: list[str]) -> list[str]:
+    """The contexts to run, in the order named (a glob's matches sorted), each once;
+    ``--all-contexts``: all of them, sorted. A literal name not in the kubeconfig is kept: it
+    fails as it would alone, in its own row."""
+    if options.all_contexts:
+        if not available:
+            raise KvdtypeError("the kubeconfig has no context")
+        return sorted(available)
+    chosen: dict[str, None] = {}
+    for given in options.contexts:
+        for pattern in (p.strip() for p in given.split(",")):
+            if not pattern:
+                continue
+            if not any(c in pattern for c in "*?["):
+                chosen.setdefault(pattern)
+                continue
+            matches = sorted(name for name in available if fnmatch.fnmatchcase(name, pattern))
+            if not matches:
+                raise UsageError(f"--contexts {pattern}: no context of the kubeconfig matches")
+            for name in matches:
+                chosen.setdefault(name)
+    if not chosen:
+        raise UsageError("--contexts: name at least one context")
+    return list(chosen)
+
+
+#: Runs one context's subcommand and returns its report (``_cli.judge``).
+Judge = Callable[[Context], Report]
+
+
+class FleetInterrupted(KvdtypeError):
+    """Ctrl-C or SIGTERM during a fleet run: which contexts finished is the message."""
+
+    status = ExitStatus.INTERRUPTED
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread: the fleet stops as on Ctrl-C, with SIGTERM's exit status."""
+
+    status = ExitStatus.TERMINATED
+
+
+#: Says a bug met in one context in one line (``_cli.internal_error``).
+Describe = Callable[[Exception, Environment], str]
+
+
+def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_error: Describe) -> FleetReport:
+    """Every selected context judged, at most ``--parallel`` at once; the fleet's report."""
+    from kubectl_kvdtype._sources.cluster import context_names  # imports the client: a live run
+
+    names = select(options, context_names(options.kubeconfig, dict(env.environ)))
+    started = time.monotonic()  # verify --wait: one deadline for the whole fleet
+    members: list[Optional[FleetMember]] = [None] * len(names)
+    pending = list(range(len(names)))
+    lock, finished, stop = threading.Lock(), threading.Condition(), threading.Event()
+
+    def work() -> None:
+        while not stop.is_set():
+            with lock:
+                if not pending:
+                    return
+                index = pending.pop(0)
+            member = _one(names[index], options, env, judge, internal_error, started)
+            if options.output == "json":
+                member.encode(to_json)  # its objects go now, not when the whole fleet is printed
+            with finished:
+                members[index] = member
+                finished.notify_all()
+
+    workers = [threading.Thread(target=work, name=f"kvdtype-context-{n}", daemon=True)
+               for n in range(min(options.parallel, len(names)))]
+    with _sigterm_interrupts():
+        try:
+            for worker in workers:
+                worker.start()
+            with finished:
+                while any(m is None for m in members):
+                    finished.wait(0.2)  # a short wait, so Ctrl-C and SIGTERM are seen promptly
+        except KeyboardInterrupt as interrupt:
+            stop.set()
+            raise _interrupted(names, members, interrupt) from None
+    return FleetReport(options.command, [m for m in members if m is not None], exit_zero=options.exit_zero)
+
+
+def _one(name: str, options: argparse.Namespace, env: Environment, judge: Judge,
+         internal_error: Describe, started: float) -> FleetMember:
+    """One context, isolated: whatever stops it is its own row with the status it would have alone."""
+    mine = copy.copy(options)
+    mine.context = name
+    mine.contexts, mine.all_contexts = [], False
+    context = Context(options=mine, env=_context_env(env, name), started=started)
+    try:
+        report = judge(context)
+    except KvdtypeError as error:
+        return FleetMember(name, error.status, error=error.message)
+    except BaseException as error:  # noqa: BLE001 - a bug in one context: its row says it, the others go on
+        # (BaseException too: a worker that ended without its row would leave the fleet waiting.)
+        bug = error if isinstance(error, Exception) else RuntimeError(repr(error))
+        return FleetMember(name, ExitStatus.INCOMPLETE, error=internal_error(bug, env))
+    return FleetMember(name, report.exit_status(options.exit_zero), report=report)
+
+
+def _context_env(env: Environment, name: str) -> Environment:
+    """A context's streams: nothing to read (a fleet never asks), stdout unused (subcommands never
+    print), and stderr lines prefixed with the context, never a live status line (not a terminal)."""
+    return Environment(stdin=io.StringIO(""), stdout=io.StringIO(), stderr=cast(TextIO, _Prefixed(env, name)),
+                       environ=env.environ)
+
+
+class _Prefixed(io.TextIOBase):
+    """Lines written to it go to the run's stderr as ``[context] line``."""
+
+    def __init__(self, env: Environment, name: str) -> None:
+        super().__init__()
+        self._env, self._name, self._partial = env, name, ""
+
+    def write(self, text: str) -> int:
+        lines = (self._partial + text).split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            self._env.progress(f"[{self._name}] {line}")
+        return len(text)
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _interrupted(names: list[str], members: list[Optional[FleetMember]],
+                 interrupt: KeyboardInterrupt) -> FleetInterrupted:
+    done = [name for name, member in zip(names, members, strict=True) if member is not None]
+    rest = [name for name, member in zip(names, members, strict=True) if member is None]
+    what = "terminated (SIGTERM)" if isinstance(interrupt, _Terminated) else "interrupted"
+    error = FleetInterrupted(f"{what}: {len(done)} of {len(names)} context(s) finished"
+                             f"{' (' + ', '.join(done) + ')' if done else ''}; not finished: {', '.join(rest)}")
+    error.status = getattr(interrupt, "status", ExitStatus.INTERRUPTED)
+    return error
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """While inside, SIGTERM (a CI cancel, ``timeout``) raises ``_Terminated`` in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+

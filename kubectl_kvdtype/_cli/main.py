@@ -1,0 +1,359 @@
+"""The command line: ``main``, which owns the process's end (the subcommands are ``_registry``'s).
+
+``run`` parses, hands a ``Context`` to one subcommand, renders its ``Report`` and turns every
+outcome (findings, usage errors, cluster failures, Ctrl-C) into an ``ExitStatus``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import signal
+import sys
+import traceback
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
+
+from kubectl_kvdtype._cli import fleet as _fleet
+from kubectl_kvdtype._cli.registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
+from kubectl_kvdtype._commands.command import Context
+from kubectl_kvdtype._commands.flags import APPENDED, DEFAULTS, check_header_flags, normalize_booleans, secrets_in
+from kubectl_kvdtype._kits import codes as _codes
+from kubectl_kvdtype._kits import progress as _progress
+from kubectl_kvdtype._kits.display import shown
+from kubectl_kvdtype._kits.env import Environment
+from kubectl_kvdtype._kits.secrets import redact
+from kubectl_kvdtype._kits.status import SIGNAL_STATUS, ExitStatus, KvdtypeError, Signalled, UsageError
+from kubectl_kvdtype._output.render import render, render_fleet
+from kubectl_kvdtype._sources import names as _names
+
+if TYPE_CHECKING:
+    from kubectl_kvdtype._kits.report import Finding, Place, Report
+
+__all__ = ["COMMANDS", "PROG", "VERSION", "build_parser", "main", "parse", "run"]
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    parser = build_parser(lazy=True)  # imports only the subcommand named
+    options, unknown = parser.parse_known_args(normalize_booleans(argv))
+    options.argv = list(argv)  # how a value was attached (verify's --wait=X) is not in the Namespace
+    if not getattr(options, "command", None):
+        raise UsageError(f"name a subcommand: {', '.join(c.name for c in COMMANDS)} (see '{PROG} --help')")
+    if unknown:  # argparse would blame the top-level parser; the subcommand's --help lists its flags
+        raise UsageError(_with_help_hint(f"unrecognized arguments: {' '.join(unknown)}", options))
+    for name in APPENDED:
+        merged = list(getattr(options, name, [])) + list(getattr(options, name + "_after", []))
+        setattr(options, name, merged)
+    for name, default in DEFAULTS.items():
+        if not hasattr(options, name):
+            setattr(options, name, default)
+    try:
+        _validate(options)
+    except UsageError as error:
+        raise UsageError(_with_help_hint(error.message, options)) from None
+    return options
+
+
+def _validate(options: argparse.Namespace) -> None:
+    known = _codes.known()
+    unknown = [code for code in options.ignore if code not in known]
+    if unknown:
+        raise UsageError(f"--ignore {unknown[0]}: no such finding code (known: {', '.join(known)})")
+    if options.output == "patch" and not getattr(options, "fix", False):
+        raise UsageError("-o patch prints the JSON patches that find-flags --fix plans: use it with find-flags --fix")
+    if options.output in ("junit", "sarif") and options.command not in judging():
+        raise UsageError(f"-o {options.output} reports what a judging subcommand judged: use it with "
+                         f"{', '.join(judging())}")
+    if options.all_namespaces and options.namespace:
+        raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
+    _validate_names(options)
+    check_header_flags(options)
+    if _fleet.requested(options):
+        _fleet.validate(options)
+
+
+#: The command-line values that name an object (the attribute, what kubectl calls it, its kind):
+#: each must be a name the API server accepts before it reaches a request path or a printed command.
+_NAMED = (("namespace", "namespace", "Namespace"), ("system_namespace", "namespace", "Namespace"),
+          ("binding", "KVCachePoolBinding name", "KVCachePoolBinding"),
+          ("deployment", "ModelDeployment name", "ModelDeployment"))
+
+
+def _validate_names(options: argparse.Namespace) -> None:
+    for attribute, what, kind in _NAMED:
+        _names.check_flag(what, getattr(options, attribute, None), _names.rule_of(kind))
+
+
+def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
+    """Parse, run one subcommand, print its report; return the exit status (never raises)."""
+    env = env or Environment()
+    if argv and argv[0] == "__complete":  # the shell scripts and kubectl_complete-kvdtype ask this
+        from kubectl_kvdtype._cli.complete import complete
+
+        return complete(argv[1:], env)
+    ticker = _progress.Ticker(env.stderr, _progress.delay(env.environ)).start() if env.stderr_isatty else None
+    options: Optional[argparse.Namespace] = None
+    try:
+        options = parse(argv)
+        _extra_engine_tables(env)
+        _RUN["writes"] = _may_write(options)
+        if _fleet.requested(options):
+            return _run_fleet(options, env, ticker)
+        context = Context(options=options, env=env)
+        report = judge(context)
+        if ticker:
+            ticker.stop()
+        if report.text is not None:  # a text result (completion): verbatim, and no cluster asked
+            _write(env, render(report, options.output))
+            return int(ExitStatus.OK)
+        locate = _locator(context, report) if options.output == "sarif" else None
+        for warning in report.warnings:
+            env.warn(warning)
+        if not report.items and options.output in ("table", "wide"):
+            print(shown(report.empty_message), file=env.stderr)
+        _write(env, render(report, options.output, no_headers=options.no_headers,
+                           all_namespaces=context.namespace is None, color=env.color, command=options.command,
+                           locate=locate))
+        return int(report.exit_status(options.exit_zero))
+    except SystemExit as exit_:  # argparse after --help and --version
+        return int(exit_.code or 0) if isinstance(exit_.code, int) else int(ExitStatus.USAGE)
+    except KvdtypeError as error:
+        message = _with_help_hint(error.message, options) if error.status == ExitStatus.USAGE else error.message
+        return _fail(env, message, error.status, ticker, argv)
+    except Signalled as signalled:  # SIGTERM/SIGHUP outside a write: nothing to resume, nothing to say
+        if ticker:
+            ticker.stop()
+        return int(signalled.status)
+    except KeyboardInterrupt:
+        return _fail(env, "interrupted", ExitStatus.INTERRUPTED, ticker, argv)
+    except BrokenPipeError:  # `kubectl kvdtype check | head`: quiet, as kubectl is, but not a success
+        _silence_stdout()
+        return int(ExitStatus.INCOMPLETE)
+    except _OutputError as error:  # stdout is a full disk, a closed file...
+        _silence_stdout()
+        return _fail(env, f"cannot write the result to standard output: {error.reason}", ExitStatus.INCOMPLETE,
+                     ticker, argv)
+    except Exception as error:  # noqa: BLE001 - a bug: say so in one line, exit "could not complete"
+        return _fail(env, internal_error(error, env, argv), ExitStatus.INCOMPLETE, ticker, argv)
+    finally:
+        if ticker:
+            ticker.stop()
+
+
+def judge(context: Context) -> Report:
+    """Run the subcommand on ``context``: its report, annotated, the --ignore'd findings dropped
+    (what a fleet run does for each of its contexts too)."""
+    report = context.options.handler.run(context)
+    context.annotate(report)
+    if report.text is None:
+        report.ignore(set(context.options.ignore))
+    return report
+
+
+def internal_error(error: Exception, env: Environment, argv: Sequence[str] = ()) -> str:
+    """A bug, in one line (its traceback too with the debug variable set, credentials redacted)."""
+    if env.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+        print(redact(traceback.format_exc(), secrets_in(argv)).rstrip(), file=env.stderr)
+    what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return f"internal error: {what}; please report it with {DEBUG_VARIABLE}=1 output"
+
+
+def _run_fleet(options: argparse.Namespace, env: Environment, ticker: Optional[_progress.Ticker]) -> int:
+    """--contexts/--all-contexts: every context judged, one document for the fleet (``_fleet``)."""
+    fleet = _fleet.run(options, env, judge, internal_error)
+    if ticker:
+        ticker.stop()
+    for member in fleet.members:
+        for warning in member.report.warnings if member.report else []:
+            env.warn(f"[{member.context}] {warning}")
+        if member.report is not None and not member.report.items and options.output in ("table", "wide"):
+            print(f"[{member.context}] {member.report.empty_message}", file=env.stderr)
+    from kubectl_kvdtype._output.sarif import GITHUB_MAX_RUNS
+
+    if options.output == "sarif" and len(fleet.members) > GITHUB_MAX_RUNS:
+        env.warn(f"this SARIF log has {len(fleet.members)} runs, one per context: GitHub code scanning rejects a "
+                 f"file of more than {GITHUB_MAX_RUNS}, so upload the fleet in parts (--contexts 'prod-*'...)")
+    _write(env, render_fleet(fleet, options.output, no_headers=options.no_headers,
+                             all_namespaces=options.all_namespaces, color=env.color))
+    return int(fleet.exit_status())
+#: Names an extra recorded engine table file (scripts/engine-tables --only ENGINE==VERSION --out FILE).
+ENGINE_TABLES_VARIABLE = "KUBECTL_KVDTYPE_ENGINE_TABLES"
+
+
+def _extra_engine_tables(env: Environment) -> None:
+    """Add the engine tables $KUBECTL_KVDTYPE_ENGINE_TABLES names (an engine release newer than the data)."""
+    path = env.environ.get(ENGINE_TABLES_VARIABLE, "")
+    if not path:
+        return
+    from kubectl_kvdtype._engines import argv as _argv
+
+    try:
+        _argv.add_tables(path)
+    except ValueError as error:
+        raise UsageError(f"{ENGINE_TABLES_VARIABLE}: {error}") from None
+
+
+def _locator(context: Context, report: Report) -> Optional[Callable[[Finding], Optional[Place]]]:
+    """-o sarif with -f: where each finding's object is in the files. The files are parsed again,
+    keeping positions, only here: the ordinary -f read keeps none, and stays as fast."""
+    if not context.offline:
+        return None  # a cluster's objects have no file
+    from kubectl_kvdtype._sources.manifests import ManifestSource
+    from kubectl_kvdtype._sources.positions import Locator
+
+    source = context.source
+    if not isinstance(source, ManifestSource):
+        return None
+    locator = Locator(source)
+    for finding in report.findings:  # now, so that a file that cannot be read again is said with the warnings
+        locator.locate(finding)
+    report.warnings += locator.warnings
+    return locator.locate
+
+
+class _OutputError(Exception):
+    """Writing the result to stdout failed for a reason other than a closed pipe."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _write(env: Environment, text: str) -> None:
+    if env.stdout is None:  # started with stdout closed (`>&-`): Python leaves sys.stdout None
+        raise _OutputError("it is closed")
+    try:
+        env.stdout.write(text)
+        env.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise _OutputError(error.strerror or str(error)) from None
+
+
+def _fail(env: Environment, message: str, status: ExitStatus, ticker: Optional[_progress.Ticker],
+          argv: Sequence[str]) -> int:
+    if ticker:
+        ticker.stop()
+    message = redact(message, secrets_in(argv))  # a token or password typed is never echoed
+    message = shown(message)  # one line whatever was typed or answered: a newline in an argument escaped
+    try:
+        print(f"error: {message}", file=env.stderr)
+    except (OSError, ValueError):
+        pass  # stderr itself is gone: the exit status still tells
+    return int(status)
+
+
+def _with_help_hint(message: str, options: Optional[argparse.Namespace]) -> str:
+    """A usage error found after parsing points to the subcommand's own --help, as argparse's do."""
+    if "--help" in message or options is None:
+        return message
+    words = [PROG, getattr(options, "command", None), getattr(options, "escape_action", None)]
+    return f"{message} (see '{' '.join(w for w in words if w)} --help')"
+
+
+def _silence_stdout() -> None:
+    """What is left in stdout's buffer goes nowhere: the interpreter's last flush stays quiet."""
+    try:
+        fileno = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # closed, or not a file (a test's stream)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fileno)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The console script ``kubectl-kvdtype``."""
+    # A short-lived process holding tens of thousands of parsed objects: the cyclic garbage
+    # collector would rescan them all again and again while nothing forms cycles (plain JSON),
+    # costing ~30% of a 10,000-deployment run. Reference counting still frees everything.
+    gc.disable()
+    _restore_frozen_environment()
+    _tolerant_streams()
+    if argv is None and os.path.basename(sys.argv[0]).startswith("kubectl_complete-"):
+        from kubectl_kvdtype._cli.complete import complete
+
+        return complete(sys.argv[1:])  # the binary linked as kubectl_complete-kvdtype (krew installs)
+    if argv is None:
+        _end_on_signals()
+    status = run(sys.argv[1:] if argv is None else argv)
+    if status in (ExitStatus.INTERRUPTED, *SIGNAL_STATUS.values()) and argv is None:
+        # Parallel LISTs may still be waiting on a silent server: interpreter shutdown would join
+        # their threads. Ctrl-C means now.
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)
+    return status
+
+
+#: Whether this run may write (``--apply``, ``escape off``/``on``): what a signal does depends on it.
+_RUN = {"writes": False}
+
+
+def _may_write(options: argparse.Namespace) -> bool:
+    switch = options.command == "escape" and getattr(options, "escape_action", None) in ("off", "on")
+    return bool(getattr(options, "apply", False) or switch)
+
+
+def _end_on_signals() -> None:
+    """SIGTERM and SIGHUP (a CI cancel, ``timeout``, a closed terminal) raise ``Signalled`` in the
+    main thread of a run that may write, so that a write ends as on Ctrl-C: journaled, with how to
+    resume (a second one while that is said and the lease given back is ignored). A read-only run
+    ends at once, quietly: nothing to resume, and no parallel LIST left to wait for."""
+
+    def handler(number: int, _frame: object) -> None:
+        status = SIGNAL_STATUS[signal.Signals(number).name]
+        if not _RUN["writes"]:
+            os._exit(int(status))
+        for name in SIGNAL_STATUS:
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_IGN)
+        raise Signalled(status)
+
+    for name in SIGNAL_STATUS:
+        if hasattr(signal, name):  # Windows has no SIGHUP
+            signal.signal(getattr(signal, name), handler)
+
+
+def _tolerant_streams() -> None:
+    """Text that the terminal's encoding cannot carry (PYTHONIOENCODING=ascii, a C locale) is
+    written with backslash escapes instead of failing; JSON and YAML escape it themselves."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            pass
+
+
+#: The loader search paths a PyInstaller bootloader may point at its own libraries (Linux, AIX,
+#: macOS), each saved as NAME_ORIG when the user had set it.
+_LOADER_PATHS = ("LD_LIBRARY_PATH", "LIBPATH", "DYLD_LIBRARY_PATH")
+
+
+def _restore_frozen_environment() -> None:
+    """In the PyInstaller binary, give child processes (exec credential plugins such as aws,
+    gke-gcloud-auth-plugin, kubelogin) the user's environment: the bootloader (onefile and
+    one-folder alike) may prepend its library directory (the onefile's unpack directory, the
+    one-folder's _internal) to the loader's search path, saving the user's value in NAME_ORIG, and
+    sets its own _PYI_* variables. A search path without NAME_ORIG keeps the user's entries, only
+    the bundle's are dropped, so a bootloader that leaves one alone changes nothing. This process is
+    not affected: its libraries are loaded already."""
+    if not getattr(sys, "frozen", False):
+        return
+    bundle = os.path.realpath(getattr(sys, "_MEIPASS", os.path.dirname(sys.executable)))
+    for name in _LOADER_PATHS:
+        original = os.environ.pop(name + "_ORIG", None)
+        if original is not None:
+            os.environ[name] = original
+        elif name in os.environ:
+            kept = [entry for entry in os.environ[name].split(os.pathsep)
+                    if entry and os.path.realpath(entry) != bundle]
+            if kept:
+                os.environ[name] = os.pathsep.join(kept)
+            else:
+                del os.environ[name]
+    for name in [n for n in os.environ if n.startswith("_PYI_") or n == "_MEIPASS2"]:
+        del os.environ[name]

@@ -1,0 +1,137 @@
+"""The registry of subcommands, and the parser built from it (pip's pattern).
+
+Each subcommand is named by its module path and class name, so the registry imports none of them:
+``--version`` and ``--help`` read only this table, and a run imports only the subcommand it runs
+(``_LazySubcommands`` fills in its flags once argparse meets its name). ``build_parser()`` loads
+every subcommand: the man page (argparse-manpage reads it) and completion need all their flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from kubectl_kvdtype import __version__
+from kubectl_kvdtype._commands.command import Command
+from kubectl_kvdtype._commands.flags import HelpFormatter, Parser, add_global_flags, add_judging_flags, examples_epilog
+from kubectl_kvdtype._kits import codes as _codes
+from kubectl_kvdtype._kits.status import exit_codes_epilog
+
+PROG = "kubectl kvdtype"
+VERSION = f"kubectl-kvdtype v{__version__}"
+#: Set to 1 to see the traceback of an internal error (a bug) instead of its one-line summary.
+DEBUG_VARIABLE = "KUBECTL_KVDTYPE_DEBUG"
+
+
+@dataclass(frozen=True)
+class CommandInfo:
+    """A subcommand as the registry knows it: enough for ``--help``, and where to find the rest."""
+
+    name: str
+    module: str
+    class_name: str
+    #: The one line ``--help`` lists it with (the only place it is written).
+    help: str
+    #: A subcommand that judges objects: it takes ``--fail-on`` and ``-o junit``.
+    judges: bool = False
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return _codes.codes_of(self.name)
+
+    def load(self) -> Command:
+        """Import the subcommand's module (only now) and make the command."""
+        command_class = getattr(importlib.import_module(self.module), self.class_name)
+        return command_class()
+
+
+#: Every subcommand, in the order ``--help`` lists them.
+COMMANDS: tuple[CommandInfo, ...] = (
+    CommandInfo("preflight", "kubectl_kvdtype.preflight", "PreflightCommand",
+                "the whole pre-upgrade check: a dry run of the upgrade, a to-do list, and GO or NO-GO", judges=True),
+    CommandInfo("check", "kubectl_kvdtype.check", "CheckCommand",
+                "judge every Binding's dtype against the engines that consume it", judges=True),
+    CommandInfo("find-flags", "kubectl_kvdtype.find_flags", "FindFlagsCommand",
+                "find roles, injected Pods and Pod templates that pass --kv-cache-dtype themselves", judges=True),
+    CommandInfo("verify", "kubectl_kvdtype.verify", "VerifyCommand",
+                "check that every replica and injected Pod runs its Binding's dtype (optionally waiting)", judges=True),
+    CommandInfo("escape", "kubectl_kvdtype.escape", "EscapeCommand",
+                "the Setting escape switch, and the guided move to a corrected Binding"),
+    CommandInfo("completion", "kubectl_kvdtype.completion", "CompletionCommand",
+                "print a shell completion script (bash, zsh or fish)"),
+)
+
+
+#: The man page's first examples (scripts/build-binary writes its EXAMPLES section from these and
+#: every subcommand's own).
+EXAMPLES = (
+    ("start here: may this cluster upgrade now, and if not, what first?", f"{PROG} preflight -A"),
+    ("the same over a dump, without a cluster",
+     f"kubectl get kvcachepoolbindings,modeldeployments,pods,settings.gpustack.ai,deployments,statefulsets,"
+     f"daemonsets,jobs,cronjobs -A -o yaml > dump.yaml && {PROG} preflight -f dump.yaml"),
+    ("after the upgrade: what the replicas really run", f"{PROG} verify -A --wait"),
+)
+
+
+def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
+    """The whole command line (also read by argparse-manpage for the man page).
+
+    ``lazy``: a subcommand's module is imported, and its flags added, only when argparse meets its
+    name; ``--help`` and ``--version`` then import none.
+    """
+    parser = Parser(
+        prog=PROG, usage=f"{PROG} [global flags] <subcommand> [flags]",
+        description="Check a cluster before the gpustack-operator upgrade that hands each "
+                    "KVCachePoolBinding's dtype to its engines as --kv-cache-dtype. Start with "
+                    f"'{PROG} preflight -A': one GO or NO-GO, and the to-do list behind it.",
+        epilog=exit_codes_epilog() + f" {DEBUG_VARIABLE}=1 prints the traceback of an internal error.",
+    )
+    parser.add_argument("--version", action="version", version=VERSION)
+    add_global_flags(parser)
+    subparsers = parser.add_subparsers(dest="command", metavar="<subcommand>", title="subcommands",
+                                       action=_LazySubcommands)
+    assert isinstance(subparsers, _LazySubcommands)  # what action= above makes it
+    for info in COMMANDS:
+        sub = subparsers.add_parser(info.name, help=info.help, prog=f"{PROG} {info.name}", description=info.help,
+                                    formatter_class=HelpFormatter)
+        sub.add_argument("--version", action="version", version=VERSION, help="print the version and exit")
+        if lazy:
+            subparsers.pending[info.name] = info
+        else:
+            _complete_subparser(sub, info)
+    return parser
+
+
+def _complete_subparser(sub: argparse.ArgumentParser, info: CommandInfo) -> None:
+    command = info.load()
+    sub.description = command.description or info.help
+    if command.examples:  # two or three examples end every subcommand's --help
+        sub.epilog = examples_epilog(command.examples)
+    command.add_arguments(sub)
+    if info.judges:
+        add_judging_flags(sub)
+    add_global_flags(sub, suffix="_after")
+    sub.set_defaults(handler=command)
+
+
+class _LazySubcommands(argparse._SubParsersAction):
+    """The subcommands' action: fills in a registered subcommand's parser when it is chosen."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pending: dict[str, CommandInfo] = {}
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: Optional[str] = None) -> None:
+        name = values[0] if isinstance(values, Sequence) and values else None
+        info = self.pending.pop(name, None) if isinstance(name, str) else None
+        if info is not None:
+            _complete_subparser(self._name_parser_map[info.name], info)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def judging() -> tuple[str, ...]:
+    """The subcommands that judge objects: ``--fail-on`` and ``-o junit`` go with these only."""
+    return tuple(info.name for info in COMMANDS if info.judges)

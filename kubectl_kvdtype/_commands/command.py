@@ -1,0 +1,143 @@
+"""What every subcommand is: a small class with ``run(context) -> Report`` (pip's pattern).
+
+``Context`` carries the parsed flags, the environment, and the object ``Source``, built on first
+use: the live cluster (which imports the kubernetes client) or, with ``-f``, the manifests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Optional
+
+from kubectl_kvdtype._kits import codes as _codes
+from kubectl_kvdtype._kits.env import Environment
+from kubectl_kvdtype._kits.report import Report
+from kubectl_kvdtype._kits.status import KvdtypeError, UsageError
+from kubectl_kvdtype._sources.kinds import Source, WritableSource
+
+
+@dataclass
+class Context:
+    """Everything a subcommand may use; it prints nothing and exits nowhere."""
+
+    options: argparse.Namespace
+    env: Environment = field(default_factory=Environment)
+    #: When the run began (``time.monotonic()``): a ``--wait`` is counted from it, so that every
+    #: context of a fleet run shares one deadline, however late it starts.
+    started: float = field(default_factory=time.monotonic)
+    _source: Optional[Source] = None
+    #: The same object as ``_source`` when that is the live cluster, the one source that can write.
+    _writable: Optional[WritableSource] = None
+
+    @property
+    def offline(self) -> bool:
+        return bool(self.options.filename)
+
+    @property
+    def source(self) -> Source:
+        if self._source is None:
+            self._source = self._open_source()
+        return self._source
+
+    @property
+    def writable_source(self) -> WritableSource:
+        """``source`` for a write: only the live cluster is a ``WritableSource``. Subcommands that write
+        refuse ``-f`` with their own message before they get here; manifests are never written."""
+        opened = self.source  # opens it if no read came first; only the live cluster sets ``_writable``
+        if self._writable is None or opened is not self._writable:
+            raise UsageError("objects read with -f/--filename are never written (drop -f to write to a cluster)")
+        return self._writable
+
+    def _open_source(self) -> Source:
+        if self.offline:
+            from kubectl_kvdtype._sources.manifests import ManifestSource
+
+            return ManifestSource.from_paths(self.options.filename, self.env.stdin, self.env.environ)
+        from kubectl_kvdtype._sources.cluster import ClusterSource, ConnectionOptions  # imports the client
+
+        self._writable = ClusterSource(ConnectionOptions.from_flags(self.options), environ=dict(self.env.environ))
+        return self._writable
+
+    @property
+    def namespace(self) -> Optional[str]:
+        """The namespace in scope; None means all namespaces (-A, or a whole dump offline)."""
+        if self.options.all_namespaces:
+            return None
+        return self.options.namespace or self.source.default_namespace()
+
+    @property
+    def system_namespace(self) -> str:
+        return self.options.system_namespace
+
+    @property
+    def scope(self) -> str:
+        """Where the run looked, for every empty result: "in namespace team-a", "in any namespace",
+        "in dump.yaml" (kubectl: "No resources found in default namespace.")."""
+        namespace = self.namespace
+        if self.offline:
+            files = ", ".join("standard input" if f == "-" else f for f in self.options.filename)
+            where = f"in {files}" + (f", namespace {namespace}" if namespace else "")
+            empty = getattr(self._source, "empty_lists", [])
+            if empty and len(empty) == len(self.options.filename):
+                return f"{where} (a List with no items)"
+            return where + (f" ({', '.join(empty)}: a List with no items)" if empty else "")
+        return f"in namespace {namespace}" if namespace else "in any namespace"
+
+    def annotate(self, report: Report) -> None:
+        """What every report gains from the run: the severity that fails it (``--fail-on``), the
+        source's own findings (an object read twice from manifests), and the scope named in an
+        empty result."""
+        report.fail_on = getattr(self.options, "fail_on", report.fail_on)
+        if report.text is not None or self._source is None:
+            return  # a text result, or nothing was read
+        report.findings[:0] = getattr(self._source, "findings", [])
+        if report.items:
+            return
+        scope = self.scope
+        report.empty_message = f"{report.empty_message.rstrip('.')} {scope}."
+        report.summary["scope"] = scope
+        if report.headline:
+            report.headline = f"{scope[0].upper()}{scope[1:]}: {report.headline}"
+
+
+class Command:
+    """A subcommand: its name, its own flags, and ``run``. Its one-line help is the registry's
+    (``_registry.COMMANDS``, so that ``--help`` imports no subcommand); its finding codes are the
+    codes registry's (``_codes``)."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    #: Two or three (comment, command line) pairs that end its ``--help``.
+    examples: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: Finding codes this subcommand can report (``--ignore`` accepts these): set from ``_codes``.
+    codes: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.codes = _codes.codes_of(cls.name)
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Flags of this subcommand only; the global flags are added for it."""
+
+    def run(self, context: Context) -> Report:
+        raise NotImplementedError
+
+    @staticmethod
+    def option(context: Context, name: str, default: Any = None) -> Any:
+        return getattr(context.options, name, default)
+
+
+def confirm(context: Context, question: str) -> None:
+    """Ask on stderr, read stdin; without a terminal, refuse unless --yes (exit 2): the one way this
+    tool asks before a write (escape off/on, find-flags --fix)."""
+    env = context.env
+    if getattr(context.options, "yes", False):
+        return
+    if not env.stdin_isatty:
+        raise UsageError("refusing to write without confirmation: stdin is not a terminal, so pass --yes "
+                         "to confirm (nothing was changed)")
+    answer = env.ask(f"{question} [y/N]:").lower()
+    if answer not in ("y", "yes"):
+        raise KvdtypeError("not confirmed; nothing was changed")

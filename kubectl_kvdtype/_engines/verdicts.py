@@ -1,0 +1,505 @@
+"""Everything the plugin knows about the engines: names, versions, spellings, argv.
+
+This is the one place that encodes docs/engines.md ("Which spellings each engine accepts", "How
+each engine reads the flag"). Each engine is one
+:class:`Engine` record (names, reference version, which ``--kv-cache-dtype`` values it accepts at
+which version, which spellings mean the same, its recorded parser table, how the operator and a
+container start it); nothing here branches on an engine's name. What an engine makes of an argv
+is decided by its own parser rebuilt from the recorded tables (``_argv``); this module locates the
+copies of the flag and turns the parser's answer into a judgement (:func:`read_flag`, the one
+question every subcommand asks; :func:`renders` is ``check``'s case of it). At a recorded version
+the recorded choices decide a spelling; the hand-kept windows only where none cover the version
+(:func:`basis`, :func:`judge`). The rest of the package asks questions; only this module answers
+them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import shlex
+from dataclasses import dataclass, replace
+from typing import Iterable, Optional, Sequence
+
+from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._engines.records import *  # noqa: F401,F403 - the records are part of this module's surface
+from kubectl_kvdtype._engines.records import (  # noqa: F401 - used below
+    _BY_NAME,
+    ACCEPTED,
+    ENGINES,
+    FLAG,
+    REJECTED,
+    UNKNOWN,
+    Judgement,
+    Remedy,
+    _failure_mode,
+    _v,
+    parse_version,
+    record,
+)
+
+# --- Which table decides ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What an engine at a version is judged with: which recorded parser, and whose choices.
+
+    At a recorded version whose parser lists the flag's choices, those choices decide
+    (``choices``); anywhere else (a version between recordings, newer than the newest or older
+    than the oldest, or a recorded parser that checks no choices) the hand-kept spelling table
+    decides, and ``note`` says which recorded parser stood in for the version.
+    """
+
+    at: str  # the version judged at: the consumer's own text, else the engine's reference version
+    table: str  # the recorded version whose parser (options, abbreviations) is used
+    choices: Optional[frozenset[str]]  # the recorded choices that decide; None: the spelling table does
+    note: str = ""  # "" when ``at`` is a recorded release
+
+
+def basis(engine: str, version: object) -> Basis:
+    """The :class:`Basis` of ``engine`` (canonical name) at ``version`` (free text or None); memoized.
+
+    A version that is not text (a hand-written manifest's list or mapping) is no version at all."""
+    return _basis_cached(engine, version if isinstance(version, (str, int, float)) else None)
+
+
+def _basis(engine: str, version: object) -> Basis:
+    from kubectl_kvdtype._engines import argv as _argv  # the tables load on first use, never at start-up
+
+    parsed = parse_version(version)
+    at_text = str(version).strip() if parsed is not None else record(engine).reference_version
+    at = parsed if parsed is not None else _v(at_text)
+    note = ""
+    if parsed is None and isinstance(version, str) and version.strip():
+        note = f"{engine} version {version.strip()!r} is unreadable: judged at the reference version {at_text}"
+    table = _argv.table_version(engine, at_text)
+    if _v(table) == at:
+        choices = _argv.recorded_choices(engine, table)
+        return Basis(at_text, table, None if choices is None else frozenset(choices), note)
+    recorded = _argv.recorded_versions(engine)
+    if at > _v(recorded[-1]):
+        where = f"is newer than the newest recorded release, {table}"
+    elif at < _v(recorded[0]):
+        where = f"is older than the oldest recorded release, {table}"
+    else:
+        after = next(v for v in recorded if _v(v) > at)
+        where = f"is between the recorded releases {table} and {after}"
+    return Basis(at_text, table, None,
+                 f"{engine} {at_text} {where}: judged as {table}, the value by this tool's spelling table")
+
+
+_basis_cached = functools.lru_cache(maxsize=256)(_basis)
+
+
+def judge(engine: str, version: object, dtype: str) -> Judgement:  # type: ignore[no-redef]  # replaces the records'
+    """How ``engine`` at ``version`` takes ``dtype``: the recording wins at recorded versions.
+
+    Where the version's recorded parser lists the flag's choices, they decide; elsewhere the
+    hand-kept spelling windows (``_engine_records.judge``) do, and the Judgement's ``note`` names
+    the recorded parser that stood in for the version. Memoized.
+    """
+    try:
+        return _judge_cached(engine, version, dtype)
+    except TypeError:  # an unhashable version (a hand-written manifest's list or mapping)
+        return _judge(engine, version, dtype)
+
+
+def _judge(engine: str, version: object, dtype: str) -> Judgement:
+    by_table = _records.judge(engine, version, dtype)
+    found = basis(engine, version)
+    if found.choices is None:
+        reason = by_table.reason
+        if not found.note and by_table.verdict != UNKNOWN:
+            reason += f" (this tool's spelling table: the recorded parser of {engine} {found.table} checks no choices)"
+        return replace(by_table, reason=reason, note=found.note)
+    verdict = ACCEPTED if dtype in found.choices else REJECTED
+    if verdict == by_table.verdict:
+        return replace(by_table, note=found.note)
+    label = f"{engine} {by_table.version}" + (" (reference version)" if by_table.version_is_reference else "")
+    if verdict == ACCEPTED:
+        return replace(by_table, verdict=ACCEPTED, reason=f"{label} accepts {dtype} (its recorded parser lists it)",
+                       failure="", note=found.note)
+    return replace(by_table, verdict=REJECTED, note=found.note,
+                   reason=f"{label} does not accept {dtype} (its recorded parser's choices do not list it)",
+                   failure=_failure_mode(engine, _v(found.at)))
+
+
+_judge_cached = functools.lru_cache(maxsize=4096)(_judge)
+
+
+def _validity(engine: str, version: object, value: str) -> Optional[bool]:
+    """The recorded parser's choices, as :func:`judge` gives them: True accepted, False refused, None unknown."""
+    verdict = judge(engine, version, value).verdict
+    return True if verdict == ACCEPTED else False if verdict == REJECTED else None
+
+# --- Reading the flag out of an argv -------------------------------------------------------
+
+EXACT = "exact"
+UNDERSCORE = "underscore"
+ABBREVIATION = "abbreviation"
+#: One argv entry holding the flag, a space and a value (``"--kv-cache-dtype fp8"``): argparse
+#: takes an entry with a space as a positional argument, so no engine reads it as the flag.
+SPACED = "spaced"
+
+
+@dataclass(frozen=True)
+class FlagOccurrence:
+    """One place in an argv where an engine may read ``--kv-cache-dtype``."""
+
+    index: int  # position of the token in the argv that was scanned
+    token: str  # the token as written
+    value: Optional[str]  # None when the flag ends the argv without a value
+    spelling: str  # EXACT | UNDERSCORE | ABBREVIATION
+    read: bool  # whether this engine reads it as the flag (False: the process fails instead)
+    note: str  # why, for a human; "" for the plain exact form
+    in_shell: bool = False  # found inside a shell command string such as ``sh -c "vllm ..."``
+    field: str = ""  # the container/role field scanned ("command", "args", "extraArgs"), if known
+
+    @property
+    def where(self) -> str:
+        """``args[3]``: the position a human can find in the object."""
+        return f"{self.field or 'argv'}[{self.index}]"
+
+    @property
+    def shown(self) -> str:
+        """``--kv-cache-dtype fp8 at args[3]``: the occurrence as a message quotes it."""
+        written = self.token if "=" in self.token or self.value is None or self.spelling == SPACED \
+            else f"{self.token} {self.value}"
+        return f"{written} at {self.where}"
+
+    def to_dict(self) -> dict:
+        data = {"index": self.index, "token": self.token, "value": self.value,
+                "spelling": self.spelling, "read": self.read}
+        if self.field:
+            data["field"] = self.field
+        if self.note:
+            data["note"] = self.note
+        if self.in_shell:
+            data["inShell"] = True
+        return data
+
+
+def _classify(name: str, engine: Optional[str], version: object) -> Optional[tuple[str, bool, str]]:
+    """(spelling, read, note) when an option name could be the flag; else None (memoized)."""
+    try:
+        return _classify_cached(name, engine, version)
+    except TypeError:  # an unhashable version from a hand-written manifest
+        return _classify_uncached(name, engine, version)
+
+
+def _classify_uncached(name: str, engine: Optional[str], version: object) -> Optional[tuple[str, bool, str]]:
+    """(spelling, read, note) when an option name could be the flag; else None.
+
+    Which names are candidates, and whether this engine at this version reads one as the flag,
+    both come from the recorded parser tables (``_argv.option_matches``): a candidate is the flag
+    with dashes or underscores, or an abbreviation at least as long as the shortest one some
+    recorded version of the engine reads (``--kv-cache-d`` for vLLM 0.18, ``--kv-cac`` for SGLang);
+    never a longer option such as ``--kv-cache-dtype-skip-layers``.
+    """
+    folded = name.replace("_", "-")
+    if not (folded.startswith("--") and FLAG.startswith(folded)):
+        return None
+    from kubectl_kvdtype._engines import argv as _argv  # the tables load on first use, never at start-up
+
+    engines = [engine] if engine in _BY_NAME else list(ENGINES)
+    if len(folded) < min(_argv.shortest_flag_prefix(e) for e in engines):
+        return None
+    spelling = EXACT if name == FLAG else UNDERSCORE if folded == FLAG else ABBREVIATION
+    if engine not in _BY_NAME:
+        read = any(_argv.option_matches(e, t, name) == (FLAG,) for e in engines for t in _argv.recorded_versions(e))
+        return spelling, read, "" if spelling == EXACT else "a spelling some engine's parser reads as the flag"
+    table = _argv.table_version(engine, _version_or_reference(engine, version))
+    matches = _argv.option_matches(engine, table, name)
+    label = f"{engine} {table}"
+    if matches == (FLAG,):
+        if spelling == UNDERSCORE:
+            return spelling, True, f"{engine} reads underscores in flag names as dashes"
+        if spelling == ABBREVIATION:
+            return spelling, True, f"an abbreviation {label}'s parser expands to {FLAG}"
+        return spelling, True, ""
+    if len(matches) > 1:
+        return spelling, False, (f"an abbreviation {label} rejects as ambiguous (it could match "
+                                 f"{', '.join(matches)})")
+    if "_" in name:
+        return spelling, False, (f"{engine} does not read underscores in flag names: it fails with "
+                                 "'unrecognized arguments' at startup")
+    return spelling, False, f"{label} has no such option: it fails with 'unrecognized arguments' at startup"
+
+
+_classify_cached = functools.lru_cache(maxsize=1024)(_classify_uncached)
+
+
+def _version_or_reference(engine: str, version: object) -> str:
+    """The version text the tables are chosen by: the consumer's, else the engine's reference."""
+    return str(version) if parse_version(version) is not None else record(engine).reference_version
+
+
+def find_dtype_flags(argv: object, engine: Optional[str] = None, version: object = None) -> list[FlagOccurrence]:
+    """Every occurrence of the flag in ``argv`` in any spelling ``engine`` could read as it.
+
+    This locates copies (which entry, which value as written); what the engine makes of the
+    whole argv is :func:`read_flag`'s. ``engine`` None means "unknown": every spelling some engine
+    reads is reported. Scanning stops at ``--`` like argparse. A token holding a whole shell
+    command is split and scanned too.
+    """
+    tokens = [t for t in argv if isinstance(t, str)] if isinstance(argv, list) else []
+    found: list[FlagOccurrence] = []
+    for index, token in enumerate(tokens):
+        if token == "--":
+            break
+        if "kv" not in token:  # every spelling of the flag, and every shell line holding it, says "kv"
+            continue
+        if token.startswith("-") and any(c.isspace() for c in token.strip()):
+            found.extend(_spaced(index, token, engine, version))
+        elif token.startswith("-"):
+            found.extend(_occurrence(index, token, tokens[index + 1:index + 2], engine, version))
+        elif _looks_like_shell(token):
+            found.extend(replace(inner, index=index, in_shell=True)
+                         for inner in find_dtype_flags(_split_shell(token), engine, version))
+    return found
+
+
+def _occurrence(index: int, token: str, following: list[str], engine: Optional[str],
+                version: object) -> list[FlagOccurrence]:
+    name, has_inline, inline = token.partition("=")
+    kind = _classify(name, engine, version)
+    if kind is None:
+        return []
+    if has_inline:
+        value: Optional[str] = inline
+    else:
+        value = following[0] if following and _is_value(following[0]) else None
+    spelling, read, note = kind
+    return [FlagOccurrence(index, token, value, spelling, read, note)]
+
+
+def _is_value(token: str) -> bool:
+    """Whether argparse takes ``token`` as the flag's value rather than as the next option.
+
+    argparse treats ``-`` alone, negative numbers and entries holding a space as arguments;
+    any other entry starting with ``-`` is an option, and the flag is then left without a value.
+    """
+    if not token.startswith("-") or token == "-" or " " in token:
+        return True
+    return re.fullmatch(r"-\d+(\.\d+)?|-\.\d+", token) is not None
+
+
+def _spaced(index: int, token: str, engine: Optional[str], version: object) -> list[FlagOccurrence]:
+    """``"--kv-cache-dtype fp8"`` as ONE entry: argparse reads a positional, never the flag."""
+    head, _, rest = token.strip().partition(" ")
+    name, has_inline, inline = head.partition("=")
+    if _classify(name, engine, version) is None:
+        return []
+    words = rest.strip().split()
+    value = inline if has_inline else (words[0] if words else None)
+    return [FlagOccurrence(index, token, value, SPACED, False,
+                           "one argv entry holding a space: argparse takes it as a positional argument, "
+                           "not as the flag, so the engine does not read it (and fails with "
+                           "'unrecognized arguments')")]
+
+
+def _looks_like_shell(token: str) -> bool:
+    return ("kv-cache" in token or "kv_cache" in token) and any(c.isspace() for c in token)
+
+
+def _split_shell(token: str) -> list[str]:
+    try:
+        return shlex.split(token)
+    except ValueError:
+        return token.split()
+
+
+def find_in_fields(fields: Sequence[tuple[str, object]], engine: Optional[str] = None,
+                   version: object = None, env: object = None) -> list[FlagOccurrence]:
+    """Occurrences in the argv the fields make together (a container's ``command`` + ``args``).
+
+    The engine sees one argv, so the fields are scanned as one (a flag ending ``command`` takes
+    its value from ``args``; ``--`` in ``command`` ends option parsing in ``args`` too); each
+    occurrence is then located in its own field, ``index`` counted within that field. Values are
+    the kubelet's expansion of ``$(VAR)`` from ``env`` where it is known; tokens stay as written.
+    """
+    argv, spans = _joined(fields)
+    expanded = _expanded(argv, env)
+    located = []
+    for occurrence in find_dtype_flags(expanded, engine, version):
+        name, start = next((n, s) for n, s in reversed(spans) if s <= occurrence.index)
+        located.append(replace(occurrence, index=occurrence.index - start, field=name,
+                               token=argv[occurrence.index]))
+    return located
+
+
+def _joined(fields: Sequence[tuple[str, object]]) -> tuple[list[str], list[tuple[str, int]]]:
+    argv: list[str] = []
+    spans: list[tuple[str, int]] = []
+    for name, values in fields:
+        spans.append((name, len(argv)))
+        if isinstance(values, list):
+            argv += [t for t in values if isinstance(t, str)]
+    return argv, spans
+
+
+def _expanded(argv: list[str], env: object) -> list[str]:
+    if not env or not any("$(" in t for t in argv):
+        return argv
+    from kubectl_kvdtype._engines import argv as _argv
+
+    return _argv.expand_kubernetes(argv, env)[0]
+
+
+# --- What an engine makes of an argv ------------------------------------------------------
+
+#: ``FlagReading.state``: the engine runs ``value``; runs its default (no flag); exits with
+#: ``error``; or this tool cannot say (an engine it does not know, a value its tables do not list,
+#: a value set from outside the object).
+VALUE, ABSENT, FAILED, UNSURE = "value", "absent", "failed", "unknown"
+#: ``FlagReading.stage`` of a failure: argparse refuses the argv, or the engine refuses the value
+#: after parsing (vLLM 0.33+ checks no choices in its parser).
+AT_PARSING, AT_START = "argument parsing", "engine start"
+
+
+@dataclass(frozen=True)
+class FlagReading:
+    """What an engine at a version makes of a container's argv, as far as ``--kv-cache-dtype`` goes."""
+
+    state: str  # VALUE | ABSENT | FAILED | UNSURE
+    #: The dtype the engine runs (VALUE); with UNSURE, the one it would run if it accepts it.
+    value: Optional[str] = None
+    #: The engine's own error text when FAILED ("error: argument --kv-cache-dtype: invalid choice: ...").
+    error: str = ""
+    #: Every occurrence of the flag, in argv order, for locating copies.
+    occurrences: tuple[FlagOccurrence, ...] = ()
+    stage: str = ""  # AT_PARSING | AT_START when FAILED
+    #: The occurrence the failure is about, or the one whose value wins.
+    culprit: Optional[FlagOccurrence] = None
+    #: Why the state is UNSURE, for a human.
+    reason: str = ""
+    #: Which recorded parser stood in for a version that is not recorded (``Basis.note``); "" at one.
+    note: str = ""
+
+    @property
+    def runs(self) -> bool:
+        """Whether the engine gets past reading the flag (it may still be UNSURE)."""
+        return self.state in (VALUE, ABSENT, UNSURE)
+
+
+def read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], version: object,
+              env: object = None) -> FlagReading:
+    """What ``engine`` (canonical name, None when unknown) at ``version`` makes of the argv ``fields``.
+
+    The fields are one container argv (``command`` then ``args``, with the container's ``env``
+    for the kubelet's ``$(VAR)`` expansion). The engine's own parser, rebuilt from its recorded
+    option table (``_argv``), decides: the first refused value, missing value or ambiguous
+    abbreviation ends the process even when a later copy is valid; only when every copy passes
+    does the last one win. vLLM 0.33+ checks no choices in the parser: the value that wins is
+    refused at engine start instead. A value the spelling tables do not list, or one that
+    depends on something outside the object, makes the reading UNSURE, never FAILED.
+    """
+    argv, _ = _joined(fields)
+    relevant_env = env if env and any("$" in t for t in argv) else None  # only a variable can use it
+    try:
+        key = tuple((name, tuple(values) if isinstance(values, list) else None) for name, values in fields)
+        return _read_flag_cached(key, engine, version, json.dumps(relevant_env, sort_keys=True))
+    except TypeError:  # an unhashable version or argv entry from a hand-written manifest
+        return _read_flag(fields, engine, version, relevant_env)
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_flag_cached(key: tuple, engine: Optional[str], version: object, env: str) -> FlagReading:
+    """Memoized by argv, engine, version and the env it refers to: replicas repeat a few argvs."""
+    return _read_flag([(name, list(values) if values is not None else None) for name, values in key],
+                      engine, version, json.loads(env))
+
+
+def _read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], version: object,
+               env: object) -> FlagReading:
+    found = tuple(find_in_fields(fields, engine, version, env))
+    read = [o for o in found if o.read]
+    if engine not in _BY_NAME:
+        return FlagReading(UNSURE if found else ABSENT, read[-1].value if read else None, occurrences=found,
+                           culprit=read[-1] if read else None,
+                           reason=f"the engine is none of {', '.join(ENGINES)}, so how it reads the argv is not known")
+    return replace(_parse(fields, engine, version, env, found), note=basis(engine, version).note)
+
+
+def _parse(fields: Sequence[tuple[str, object]], engine: str, version: object, env: object,
+           found: tuple[FlagOccurrence, ...]) -> FlagReading:
+    from kubectl_kvdtype._engines import argv as _argv
+
+    read = [o for o in found if o.read]
+    at = _version_or_reference(engine, version)
+    argv, _ = _joined(fields)
+    reading = _argv.read_container(engine, at, argv, [], env, validity=_validity)
+    if reading.state == _argv.UNKNOWN:
+        return FlagReading(UNSURE, None, occurrences=found, culprit=read[-1] if read else None, reason=reading.error)
+    if reading.state == _argv.FAILED:
+        error = f"error: {reading.error}" if reading.exit_code == 2 else reading.error
+        return FlagReading(FAILED, None, error, found, AT_PARSING, _culprit(reading.error, found))
+    if reading.state == _argv.ABSENT:
+        return FlagReading(ABSENT, occurrences=found)
+    value = reading.value or ""
+    winner = next((o for o in reversed(read) if o.value == value), read[-1] if read else None)
+    judged = judge(engine, version, value)
+    if judged.verdict == REJECTED and record(engine).validates_late(_v(at)):
+        return FlagReading(FAILED, None, f"{judged.reason}: the engine exits at start-up", found, AT_START, winner,
+                           reason=judged.reason)
+    if judged.verdict == UNKNOWN:
+        return FlagReading(UNSURE, value, occurrences=found, culprit=winner, reason=judged.reason)
+    return FlagReading(VALUE, value, occurrences=found, culprit=winner)
+
+
+def read_role(extra_args: Sequence[str], engine: Optional[str], version: object,
+              operator_dtype: Optional[str] = None, model: str = "MODEL") -> FlagReading:
+    """What a managed role's replica makes of its argv: the operator's base command, its copy of
+    the flag (``operator_dtype``, when it renders one), then the role's ``extraArgs``.
+
+    Occurrences are located in the fields ``operator`` and ``extraArgs``.
+    """
+    base = record(engine).command(model) if engine in _BY_NAME else []
+    fields: list[tuple[str, object]] = [("base", base)]
+    if operator_dtype is not None:
+        fields.append(("operator", [FLAG, operator_dtype]))
+    fields.append(("extraArgs", list(extra_args)))
+    return read_flag(fields, engine, version)
+
+
+def renders(engine: str, version: object, dtype: str) -> FlagReading:
+    """What a consumer of ``engine`` at ``version`` does with the argv the upgrade renders for it:
+    the operator's base command and the Binding's ``dtype``, without a role's own ``extraArgs``
+    (an unrelated bad option of one role never makes a Binding rejected). ``check`` and
+    :func:`remedy` ask this; ``preflight``, ``verify`` and ``find-flags`` ask :func:`read_flag`
+    about the whole argv, which this is one case of."""
+    return read_role((), engine, version, operator_dtype=dtype)
+
+
+def _runs(engine: str, version: object, dtype: str) -> bool:
+    return renders(engine, version, dtype).state == VALUE
+
+
+def suggest(dtype: str, consumers: Iterable[tuple[str, object]]) -> Optional[str]:  # type: ignore[no-redef]
+    """A spelling meaning the same as ``dtype`` that every (engine, version) consumer runs, or None."""
+    return _records.suggest(dtype, consumers, _runs)
+
+
+def remedy(dtype: str, consumers: Iterable[tuple[str, object]]) -> Remedy:  # type: ignore[no-redef]
+    """The fix for ``dtype`` that some (engine, version) consumers reject, judged by :func:`renders`
+    (see ``_engine_records.remedy`` for the order in which fixes are sought)."""
+    return _records.remedy(dtype, consumers, _runs)
+
+
+def _culprit(error: str, found: tuple[FlagOccurrence, ...]) -> Optional[FlagOccurrence]:
+    """The copy argparse's error is about: the refused value, the one missing its value, the
+    ambiguous or unrecognized spelling; None when the error is about another option."""
+    read = [o for o in found if o.read]
+    choice = re.search(r"invalid choice: '((?:[^'\\]|\\.)*)'", error)
+    if error.startswith(f"argument {FLAG}:") and choice:
+        return next((o for o in read if o.value == choice.group(1)), read[0] if read else None)
+    if error.startswith(f"argument {FLAG}:"):
+        return next((o for o in read if o.value is None), read[0] if read else None)
+    ambiguous = re.match(r"ambiguous option: (\S+)", error)
+    if ambiguous:
+        return next((o for o in found if o.token.partition("=")[0] == ambiguous.group(1).partition("=")[0]), None)
+    if error.startswith("unrecognized arguments:"):
+        return next((o for o in found if not o.read), None)
+    return next((o for o in found if o.token.partition("=")[0] in error), None)

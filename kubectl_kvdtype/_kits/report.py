@@ -1,0 +1,330 @@
+"""The report every subcommand returns: items, findings, a summary, and the exit status.
+
+Subcommands build a ``Report`` from plain data and never print; ``_render`` turns it into text and
+the report itself decides the exit status (after ``--ignore``, ``--fail-on`` and ``--exit-zero``),
+so that rule lives in one place: ``fails`` says which findings fail a run, and the exit status,
+preflight's NO-GO and ``-o junit``'s failures all ask it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Optional, Union
+
+from kubectl_kvdtype._kits.codes import ERROR, INFO, WARNING, lookup, severity_of
+from kubectl_kvdtype._kits.status import ExitStatus
+
+__all__ = ["ERROR", "FAIL_ON", "GO", "INCOMPLETE", "INFO", "NO_GO", "WARNING", "Column", "FieldPath", "Finding",
+           "FleetMember", "FleetReport", "ObjectRef", "Report", "fails"]
+
+#: ``--fail-on``'s choices: the least severity that fails a run (exit 1), default ``error``.
+FAIL_ON = (ERROR, WARNING)
+#: preflight's verdicts: NO-GO exactly when the run fails (exit 1); a fleet with a context that
+#: could not be checked is INCOMPLETE, never GO.
+GO, NO_GO, INCOMPLETE = "GO", "NO-GO", "INCOMPLETE"
+#: The severities that fail a run, for each ``--fail-on`` value. Info never fails.
+_FAILING = {ERROR: (ERROR,), WARNING: (ERROR, WARNING)}
+
+
+def fails(severity: str, fail_on: str = ERROR) -> bool:
+    """Whether a finding of ``severity`` fails the run under ``--fail-on fail_on``: the one rule."""
+    return severity in _FAILING[fail_on]
+
+
+#: Where a field is in an object, from its root: keys and list indices, such as
+#: ``("spec", "roles", 0, "extraArgs", 2)``.
+FieldPath = tuple[Union[str, int], ...]
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """The object a finding is about, as kubectl names it."""
+
+    kind: str
+    namespace: Optional[str]
+    name: str
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "namespace": self.namespace, "name": self.name}
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a human should know: ``fields`` are the code's own extra keys in JSON.
+
+    ``field_path`` is the one field of the object the finding is about, when the judgement knows
+    it (a role's ``extraArgs`` entry, a Binding's dtype): ``-o sarif`` points at its line. It is
+    not part of the JSON/YAML report, whose content stays what it was.
+    """
+
+    code: str
+    severity: str
+    object: ObjectRef
+    message: str
+    fields: dict = field(default_factory=dict)
+    field_path: Optional[FieldPath] = None
+
+    @classmethod
+    def of(cls, code: str, obj: ObjectRef, message: str, *, field_path: Optional[FieldPath] = None,
+           **fields: Any) -> "Finding":
+        """A finding of a registered code, with the severity the registry gives it."""
+        return cls(code, severity_of(code), obj, message, fields, field_path)
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "severity": self.severity, "object": self.object.to_dict(),
+                "message": self.message, **self.fields}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One table column: ``value`` reads the cell from an item; ``wide`` columns need -o wide."""
+
+    header: str
+    value: Union[str, Callable[[dict], Any]]
+    wide: bool = False
+    status: bool = False  # coloured by its value on a terminal
+    namespace: bool = False  # shown only when the report spans namespaces
+
+    def cell(self, item: dict) -> Any:
+        value = self.value(item) if callable(self.value) else item.get(self.value)
+        return "<none>" if value is None or value == "" else value
+
+
+@dataclass
+class Section:
+    """A second list of rows a report carries besides its items (``preflight``'s predictions):
+    a table of its own (under ``-o wide`` only when ``wide``), and a key of its own in JSON/YAML."""
+
+    key: str
+    columns: list[Column]
+    rows: list[dict]
+    wide: bool = False
+
+
+@dataclass
+class Report:
+    """What a subcommand found. ``kind`` names the JSON document (``CheckReport``)."""
+
+    kind: str
+    columns: list[Column] = field(default_factory=list)
+    items: list[dict] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)
+    #: One line for humans under the table, built by the subcommand from ``summary``.
+    headline: str = ""
+    #: Said on stderr, not part of the result: things that limit what the report could see.
+    warnings: list[str] = field(default_factory=list)
+    #: Said on stderr when there are no items (kubectl: "No resources found").
+    empty_message: str = "No objects found."
+    ignored: int = 0
+    #: A subcommand whose result is text, not findings (``completion``), sets this: it is printed
+    #: verbatim whatever ``-o`` says, and nothing else is printed.
+    text: Optional[str] = None
+    #: Objects a subcommand would create; when set, ``-o yaml`` prints them as a multi-document
+    #: YAML stream of manifests (for GitOps) instead of the report document.
+    manifests: list[dict] = field(default_factory=list)
+    #: JSON patches a subcommand would send (``find-flags --fix``): what ``-o patch`` prints.
+    patches: Optional[list[dict]] = None
+    #: Extra tables, printed before the items, each under its own key in JSON/YAML.
+    sections: list[Section] = field(default_factory=list)
+    #: False when the items already say everything the findings do (``preflight``'s to-do list):
+    #: the findings stay in JSON/YAML but get no table of their own.
+    findings_table: bool = True
+    #: The objects a judging subcommand judged, passing or not (``-o junit``: one testcase each,
+    #: with the objects findings name besides; see ``objects``). None: the report judges nothing.
+    judged: Optional[list[ObjectRef]] = None
+    #: ``--fail-on``: the least severity that fails the run (set from the command line).
+    fail_on: str = ERROR
+
+    def add(self, code: str, obj: ObjectRef, message: str, *, field_path: Optional[FieldPath] = None,
+            **fields: Any) -> Finding:
+        """Record a finding; its severity is the registry's (``_codes``), never the caller's."""
+        finding = Finding.of(code, obj, message, field_path=field_path, **fields)
+        self.findings.append(finding)
+        return finding
+
+    def escalate(self, code: str) -> None:
+        """Raise ``code``'s findings to the severity the registry gives it when a wait gives up."""
+        severity = lookup(code).escalated
+        if severity is None:
+            raise ValueError(f"finding code {code!r} does not escalate")
+        self.findings = [replace(f, severity=severity) if f.code == code else f for f in self.findings]
+
+    def ignore(self, codes: set[str]) -> None:
+        """Drop the findings whose code the user chose to ignore, counting them."""
+        kept = [f for f in self.findings if f.code not in codes]
+        self.ignored += len(self.findings) - len(kept)
+        self.findings = kept
+
+    def count(self, severity: str) -> int:
+        return sum(1 for f in self.findings if f.severity == severity)
+
+    def failing(self) -> list[Finding]:
+        """The findings that fail the run: errors, and warnings too with ``--fail-on warning``."""
+        return [f for f in self.findings if fails(f.severity, self.fail_on)]
+
+    def exit_status(self, exit_zero: bool = False) -> ExitStatus:
+        if not exit_zero and self.failing():
+            return ExitStatus.FINDINGS
+        return ExitStatus.OK
+
+    def objects(self) -> list[ObjectRef]:
+        """Every object judged, then every other object a finding names, each once, in that order."""
+        seen = dict.fromkeys(self.judged or ())
+        for finding in self.findings:
+            seen.setdefault(finding.object)
+        return list(seen)
+
+    def counts(self) -> dict:
+        return {"errors": self.count(ERROR), "warnings": self.count(WARNING), "info": self.count(INFO),
+                "ignored": self.ignored}
+
+    def to_dict(self) -> dict:
+        judged = {} if self.judged is None else {"judged": len(self.objects())}
+        return {"kind": self.kind, "items": self.items,
+                "findings": [f.to_dict() for f in self.findings],
+                **{section.key: section.rows for section in self.sections},
+                "summary": {**self.summary, **judged, "findings": self.counts()}}
+
+    def findings_line(self) -> str:
+        parts = [_plural(self.count(ERROR), "error"), _plural(self.count(WARNING), "warning"),
+                 _plural(self.count(INFO), "info", "info")]
+        if self.ignored:
+            parts.append(f"{self.ignored} ignored")
+        return ", ".join(parts)
+
+
+def _plural(count: int, word: str, plural: Optional[str] = None) -> str:
+    return f"{count} {word if count == 1 else (plural or word + 's')}"
+
+
+@dataclass
+class FleetMember:
+    """One kubeconfig context of a fleet run: its report, or the one-line error that stopped it,
+    and the exit status the same run would have had on that context alone."""
+
+    context: str
+    status: ExitStatus
+    report: Optional[Report] = None
+    error: Optional[str] = None
+    #: The report as its ``-o json`` text, once ``encode`` has let the report's objects go.
+    encoded: Optional[str] = None
+    _failing: bool = False
+    _counts: dict = field(default_factory=dict)
+
+    @property
+    def checked(self) -> bool:
+        return self.report is not None
+
+    @property
+    def failing(self) -> bool:
+        """Whether its findings fail the run (``--exit-zero`` aside)."""
+        if self.encoded is not None:
+            return self._failing
+        return self.report is not None and bool(self.report.failing())
+
+    def counts(self) -> dict:
+        return self._counts if self.encoded is not None else self.report.counts() if self.report else {}
+
+    def encode(self, to_text: Callable[[dict], str]) -> None:
+        """Keep the report only as its JSON text (``-o json``, where nothing else is printed): the
+        fleet is printed once every context is done, and a finished 10,000-deployment report holds
+        ~80 MB of objects, its text a fraction. Its warnings and summary line stay."""
+        report = self.report
+        if report is None:
+            return
+        self._failing, self._counts = bool(report.failing()), report.counts()
+        self.encoded = to_text(report.to_dict())
+        self.report = Report(kind=report.kind, warnings=report.warnings, headline=report.headline,
+                             empty_message=report.empty_message, fail_on=report.fail_on)
+
+    def to_dict(self) -> dict:
+        """Its entry of the FleetReport; an encoded report is None here (``_render`` writes its text)."""
+        entry: dict = {"context": self.context, "exitStatus": int(self.status)}
+        if self.report is not None:
+            entry["report"] = None if self.encoded is not None else self.report.to_dict()
+        else:
+            entry["error"] = {"message": self.error or "", "exitStatus": int(self.status)}
+        return entry
+
+
+@dataclass
+class FleetReport:
+    """The same judging subcommand run on several contexts (``--contexts``, ``--all-contexts``), in
+    the order the contexts were named. ``kind`` is the JSON document's (``FleetReport``)."""
+
+    command: str
+    members: list[FleetMember]
+    exit_zero: bool = False
+    kind: str = "FleetReport"
+
+    def exit_status(self) -> ExitStatus:
+        """3 when a context could not be checked (even with --exit-zero), else 1 when a context has
+        findings that fail the run (not with --exit-zero), else 0."""
+        if any(not m.checked for m in self.members):
+            return ExitStatus.INCOMPLETE
+        if not self.exit_zero and any(m.failing for m in self.members):
+            return ExitStatus.FINDINGS
+        return ExitStatus.OK
+
+    def verdict(self) -> str:
+        """preflight's verdict over the fleet: GO only when every context is GO."""
+        if any(not m.checked for m in self.members):
+            return INCOMPLETE
+        return NO_GO if any(m.failing for m in self.members) else GO
+
+    def counts(self) -> dict:
+        totals = {"errors": 0, "warnings": 0, "info": 0, "ignored": 0}
+        for member in self.members:
+            for key, value in member.counts().items():
+                totals[key] += value
+        return totals
+
+    def summary(self) -> dict:
+        summary: dict = {
+            "contexts": len(self.members),
+            "checked": sum(1 for m in self.members if m.checked),
+            "notChecked": [m.context for m in self.members if not m.checked],
+            "failing": [m.context for m in self.members if m.failing],
+            "findings": self.counts(),
+            "exitStatus": int(self.exit_status()),
+        }
+        if self.command == "preflight":
+            summary["verdict"] = self.verdict()
+        return summary
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "command": self.command,
+                "contexts": [member.to_dict() for member in self.members], "summary": self.summary()}
+
+    def headline(self) -> str:
+        """The fleet's line under the per-context lines."""
+        checked = sum(1 for m in self.members if m.checked)
+        failing = [m.context for m in self.members if m.failing]
+        missing = [m.context for m in self.members if not m.checked]
+        parts = [f"{checked} of {len(self.members)} context(s) checked"]
+        if failing:
+            parts.append(f"failing findings in {', '.join(failing)}")
+        if missing:
+            parts.append(f"not checked: {', '.join(missing)}")
+        lead = f"Fleet verdict: {self.verdict()}" if self.command == "preflight" else "Fleet"
+        return f"{lead}: {'; '.join(parts)}; exit {int(self.exit_status())}."
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where an object read with ``-f`` is: the file as given, the object's first and last line,
+    and the line of the field a finding is about (lines 1-based; None when not known)."""
+
+    path: str
+    line: Optional[int] = None
+    end_line: Optional[int] = None
+    field_line: Optional[int] = None
+
+
+#: Finds a finding's object in the ``-f`` input; None: it has no file (a cluster, standard input).
+Locate = Callable[[Finding], Optional[Place]]

@@ -1,0 +1,203 @@
+"""Where objects come from: the small interface shared by the live cluster and the manifests.
+
+``Source.list`` answers one kind in one namespace (or all) with plain JSON dicts. The live twin is
+``_cluster.ClusterSource``, the offline twin ``_manifests.ManifestSource``; subcommands see only
+this interface, so the same judgement runs on a cluster and on a dump of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Callable, ContextManager, Optional, Protocol, Sequence, Union
+
+from kubectl_kvdtype._kits.status import KvdtypeError
+
+WORKER_GROUP = "worker.gpustack.ai"
+SETTINGS_GROUP = "gpustack.ai"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A resource the plugin reads; ``versions`` in order of preference."""
+
+    name: str
+    group: str  # "" for the core group
+    versions: tuple[str, ...]
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def resource(self) -> str:
+        """``plural.group`` as kubectl and error messages name it."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+BINDING = Kind("KVCachePoolBinding", WORKER_GROUP, ("v1", "v1alpha1"), "kvcachepoolbindings")
+POOL = Kind("KVCachePool", WORKER_GROUP, ("v1", "v1alpha1"), "kvcachepools", namespaced=False)
+DEPLOYMENT = Kind("ModelDeployment", WORKER_GROUP, ("v1", "v1alpha1"), "modeldeployments")
+SETTING = Kind("Setting", SETTINGS_GROUP, ("v1",), "settings")
+POD = Kind("Pod", "", ("v1",), "pods")
+WORKLOADS = (
+    Kind("Deployment", "apps", ("v1",), "deployments"),
+    Kind("StatefulSet", "apps", ("v1",), "statefulsets"),
+    Kind("DaemonSet", "apps", ("v1",), "daemonsets"),
+    Kind("Job", "batch", ("v1",), "jobs"),
+    Kind("CronJob", "batch", ("v1",), "cronjobs"),
+)
+KINDS = (BINDING, POOL, DEPLOYMENT, SETTING, POD) + WORKLOADS
+
+
+def kind_for(api_version: object, kind: object) -> Optional[Kind]:
+    """The known Kind of an object's ``apiVersion``/``kind``, any served version accepted."""
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return None
+    group = api_version.rpartition("/")[0]
+    return next((k for k in KINDS if k.name == kind and k.group == group), None)
+
+
+#: What a caller keeps of each listed object (see ``Source.list``).
+Projection = Callable[[dict], dict]
+
+
+class Source(Protocol):
+    """What a subcommand may ask of the objects, wherever they live."""
+
+    #: A few words for messages: "context kind-prod" or "manifests".
+    description: str
+
+    def default_namespace(self) -> Optional[str]:
+        """The namespace used without -n/-A: the context's on a cluster, None (all) offline."""
+
+    def list(self, kind: Kind, namespace: Optional[str], selector: str = "",
+             project: Optional[Projection] = None) -> list[dict]:
+        """Every object of ``kind`` in ``namespace`` (None: all) matching a label selector.
+
+        ``project`` maps each object to what the caller keeps, applied page by page, so a big
+        LIST never holds more than one page of whole objects.
+        """
+
+    def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
+        """One object, or None when it does not exist."""
+
+
+class WritableSource(Source, Protocol):
+    """A source that can also change the cluster: only the live one (``escape`` refuses ``-f``)."""
+
+    def create(self, kind: Kind, namespace: Optional[str], body: dict, dry_run: bool = False) -> dict:
+        """Create ``body``; with ``dry_run`` the server only validates it (``dryRun=All``)."""
+
+    def merge_patch(self, kind: Kind, namespace: Optional[str], name: str, patch: dict,
+                    dry_run: bool = False) -> dict:
+        """A JSON merge patch of one object."""
+
+    def delete(self, kind: Kind, namespace: Optional[str], name: str, dry_run: bool = False,
+               preconditions: Optional[dict] = None) -> dict:
+        """Delete one object; with ``preconditions`` only while its uid and resourceVersion are those."""
+
+    def json_patch(self, kind: Kind, namespace: Optional[str], name: str, operations: list[dict],
+                   dry_run: bool = False) -> dict:
+        """A JSON patch (RFC 6902) of one object."""
+
+    def post(self, path: str, body: dict) -> dict:
+        """A POST to a fixed path (SelfSubjectAccessReview)."""
+
+
+def bounded(source: Source, deadline: Optional[float]) -> ContextManager[None]:
+    """Requests made inside end by ``deadline`` (``time.monotonic()``), whatever the server does:
+    a ``--wait`` holds its time. Manifests answer at once, so only a live source needs it."""
+    within = getattr(source, "within", None)
+    return within(deadline) if within else nullcontext()
+
+
+@dataclass(frozen=True)
+class Query:
+    """One LIST: a kind, a namespace (None: all), a label selector."""
+
+    kind: Kind
+    namespace: Optional[str]
+    selector: str = ""
+    project: Optional[Projection] = None
+
+
+def list_many(source: Source, queries: Sequence[Query]) -> list[Union[list[dict], KvdtypeError]]:
+    """Each query's objects, or the error it met, in order.
+
+    A live source runs the LISTs side by side (``parallel``): on a real cluster each one mostly
+    waits on the network and the API server, so a subcommand reading four kinds pays for about
+    the slowest, not the sum. Errors are returned, not raised, so a caller can forgive some kinds.
+    """
+    def one(query: Query) -> Union[list[dict], KvdtypeError]:
+        try:
+            return source.list(query.kind, query.namespace, query.selector, query.project)
+        except KvdtypeError as error:
+            return error
+
+    if not getattr(source, "parallel", False) or len(queries) < 2:
+        return [one(query) for query in queries]
+    from concurrent.futures import ThreadPoolExecutor  # only live runs pay for it
+
+    with ThreadPoolExecutor(max_workers=min(len(queries), 4)) as pool:
+        return list(pool.map(one, queries))
+
+
+def unwrap(results: Sequence[Union[list[dict], KvdtypeError]]) -> list[list[dict]]:
+    """The objects of every query, raising the first error in query order."""
+    objects: list[list[dict]] = []
+    for result in results:
+        if isinstance(result, KvdtypeError):
+            raise result
+        objects.append(result)
+    return objects
+
+
+# --- Label selectors (the offline twin needs what the API server does for the live one) ----
+
+_REQUIREMENT = re.compile(
+    r"^\s*(?P<neg>!)?\s*(?P<key>[A-Za-z0-9_./-]+)\s*"
+    r"(?:(?P<op>==|=|!=)\s*(?P<value>[A-Za-z0-9_.-]*)"
+    r"|\s+(?P<setop>in|notin)\s*\((?P<values>[^)]*)\))?\s*$"
+)
+
+
+@functools.lru_cache(maxsize=64)
+def _split_requirements(selector: str) -> tuple[str, ...]:
+    """Split on the commas that are not inside ``in (a,b)`` parentheses.
+
+    Cached: the offline twin matches one selector against every Pod of a dump."""
+    parts, depth, current = [], 0, ""
+    for char in selector:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return tuple(part for part in parts if part.strip())
+
+
+def matches_selector(labels: dict, selector: str) -> bool:
+    """Kubernetes label-selector semantics for the equality, set and existence forms."""
+    for requirement in _split_requirements(selector or ""):
+        match = _REQUIREMENT.match(requirement)
+        if not match:
+            raise ValueError(f"cannot read the label selector requirement {requirement!r}")
+        key, present = match["key"], match["key"] in labels
+        value = labels.get(key)
+        if match["neg"]:
+            ok = not present
+        elif match["op"] in ("=", "=="):
+            ok = present and value == match["value"]
+        elif match["op"] == "!=":
+            ok = value != match["value"]
+        elif match["setop"]:
+            values = {v.strip() for v in match["values"].split(",")}
+            ok = (present and value in values) if match["setop"] == "in" else value not in values
+        else:
+            ok = present
+        if not ok:
+            return False
+    return True

@@ -1,0 +1,115 @@
+"""Names as the API server validates them, checked before a name is used for anything.
+
+A namespace or object name becomes a segment of a request path, a label selector's value, and a
+command printed for the user to paste. Whoever may write a name (a flag, a manifest fed to ``-f``,
+an object in the cluster) could otherwise choose what is read or deleted (``../../api/v1/...``)
+or what command is printed. So each name is checked as the API server checks it for its kind
+(``RULES``): a namespace is a DNS-1123 label, an object name a DNS-1123 subdomain, a label value
+a label value, in the API server's (and kubectl's) words. Pure: no client, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from kubectl_kvdtype._kits.codes import INVALID_NAME
+from kubectl_kvdtype._kits.display import shown
+from kubectl_kvdtype._kits.report import Finding, ObjectRef
+from kubectl_kvdtype._kits.status import KvdtypeError, UsageError
+from kubectl_kvdtype._sources.kinds import Kind
+
+LABEL = "label"
+SUBDOMAIN = "subdomain"
+LABEL_VALUE = "label value"
+
+_LABEL_RE = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_PATTERNS = {
+    LABEL: (re.compile(_LABEL_RE), 63,
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+            "start and end with an alphanumeric character (e.g. 'my-name', or '123-abc', regex used for "
+            f"validation is '{_LABEL_RE}')"),
+    SUBDOMAIN: (re.compile(rf"{_LABEL_RE}(\.{_LABEL_RE})*"), 253,
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                rf"validation is '{_LABEL_RE}(\.{_LABEL_RE})*')"),
+    LABEL_VALUE: (re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"), 63,
+                  "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+                  "and must start and end with an alphanumeric character (e.g. 'MyValue', or 'my_value', or "
+                  "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"),
+}
+
+#: The rule the API server applies to each kind's names; a kind not listed has DNS-1123 subdomain
+#: names (what the API server checks for custom resources, Pods and the workloads read here).
+RULES = {"Namespace": LABEL}
+
+
+def problems(value: object, rule: str) -> list[str]:
+    """What the API server would say is wrong with ``value`` under ``rule`` (empty: valid)."""
+    if not isinstance(value, str):
+        return ["must be a string"]
+    found = [f"may not be '{value}'"] if value in (".", "..") else []
+    found += [f"may not contain '{c}'" for c in "/%" if c in value]  # kubectl's path segment check
+    if found:
+        return found
+    pattern, longest, words = _PATTERNS[rule]
+    if len(value) > longest:
+        found.append(f"must be no more than {longest} characters")
+    if rule != LABEL_VALUE and not value:
+        return ["may not be empty"]
+    if not pattern.fullmatch(value):
+        found.append(words)
+    return found
+
+
+def rule_of(kind: str) -> str:
+    return RULES.get(kind, SUBDOMAIN)
+
+
+def is_valid(value: object, rule: str) -> bool:
+    return not problems(value, rule)
+
+
+def invalid(what: str, value: object, found: list[str]) -> str:
+    """``invalid namespace "../x": [may not contain '/']``: the sentence kubectl says."""
+    return f'invalid {what} "{shown(str(value))}": [{"; ".join(found)}]'
+
+
+def check_flag(what: str, value: Optional[str], rule: str) -> None:
+    """A name typed on the command line: exit 2 when it is not one."""
+    if value is not None:
+        found = problems(value, rule)
+        if found:
+            raise UsageError(invalid(what, value, found))
+
+
+def check_configured(what: str, value: object, rule: str, where: str) -> None:
+    """A name from a kubeconfig or the cluster (``where`` says which): exit 3 when it is not one."""
+    found = problems(value, rule)
+    if found:
+        raise KvdtypeError(f"{invalid(what, value, found)} in {where}")
+
+
+def object_problem(kind: Kind, namespace: object, name: object) -> Optional[str]:
+    """Why an object read (a manifest, a cluster answer) cannot be used, or None: its name or
+    namespace is not one the API server would accept for its kind."""
+    found = problems(name, rule_of(kind.name))
+    if found:
+        return invalid(f"{kind.name} name", name, found)
+    if kind.namespaced:
+        found = problems(namespace, LABEL)
+        if found:
+            return invalid("namespace", namespace, found)
+    return None
+
+
+def refusal(kind: Kind, namespace: object, name: object, where: str) -> Optional[Finding]:
+    """The finding about an object read from ``where`` (a file, the cluster's answer) whose name
+    or namespace the API server refuses, or None when both are valid. Such an object is never
+    judged: no to-do item or command is built from a name that could steer a request."""
+    problem = object_problem(kind, namespace, name)
+    if problem is None:
+        return None
+    ref = ObjectRef(kind.name, str(namespace or "") or None if kind.namespaced else None, str(name or ""))
+    return Finding.of(INVALID_NAME, ref, f"{problem}, read from {where}: the API server refuses such a name, so "
+                                         "the object is not judged and no command is built from it", file=where)
