@@ -12,10 +12,10 @@ from _support import EXAMPLES, in_process
 from fakekube import ApiError, label_matcher
 from kubectl_kvdtype._cli.main import parse
 from kubectl_kvdtype._commands.flags import DURATION_FORMS, _request_timeout, parse_duration
+from kubectl_kvdtype._sources.kinds import matches_selector
 
 # Imported with the module: urllib3 opens a socket at import (its IPv6 probe), which the fast tier forbids.
-from kubectl_kvdtype._sources.cluster import ConnectionOptions
-from kubectl_kvdtype._sources.kinds import matches_selector
+from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 

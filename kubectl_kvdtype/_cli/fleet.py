@@ -10,8 +10,8 @@ context's client configuration apart because nothing here uses the client's proc
 defaults: every ``ClusterSource`` builds its own ``Configuration`` from its own kubeconfig entry
 (never ``load_kube_config``/``Configuration.set_default``, the shared default a loop over contexts
 keeps talking through), its own REST pool, token refresh hook and exec provider, and its own
-credential lock; the exec plugins' bounds are per thread (``_cluster._EXEC``), and a plugin handed
-the terminal runs alone (``_cluster._INTERACTIVE_PLUGIN``). Threads rather than processes: the
+credential lock; the exec plugins' bounds are per thread (``credentials._EXEC``), and a plugin handed
+the terminal runs alone (``credentials._INTERACTIVE_PLUGIN``). Threads rather than processes: the
 reports stay objects every output renders, and the interpreter and client are loaded once, not
 once per context (the fixed ~0.5 s of CPU a single run pays).
 
@@ -112,7 +112,7 @@ Describe = Callable[[Exception, Environment], str]
 
 def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_error: Describe) -> FleetReport:
     """Every selected context judged, at most ``--parallel`` at once; the fleet's report."""
-    from kubectl_kvdtype._sources.cluster import context_names  # imports the client: a live run
+    from kubectl_kvdtype._sources.kubeconfig import context_names  # imports the client: a live run
 
     names = select(options, context_names(options.kubeconfig, dict(env.environ)))
     started = time.monotonic()  # verify --wait: one deadline for the whole fleet

@@ -55,7 +55,8 @@ class Context:
             from kubectl_kvdtype._sources.manifests import ManifestSource
 
             return ManifestSource.from_paths(self.options.filename, self.env.stdin, self.env.environ)
-        from kubectl_kvdtype._sources.cluster import ClusterSource, ConnectionOptions  # imports the client
+        from kubectl_kvdtype._sources.cluster import ClusterSource  # imports the client
+        from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions
 
         self._writable = ClusterSource(ConnectionOptions.from_flags(self.options), environ=dict(self.env.environ))
         return self._writable

@@ -1,0 +1,383 @@
+"""The connection flags, and the kubeconfig resolved like kubectl: files merged, the flags'
+overrides applied, in-cluster configuration, what is refused before any request."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
+
+import urllib3
+import yaml
+
+from kubectl_kvdtype._kits.secrets import breaks_header, without_password
+from kubectl_kvdtype._kits.status import (
+    KvdtypeError,
+    UsageError,
+)
+from kubectl_kvdtype._sources import names as _names
+from kubectl_kvdtype._sources.client import ConfigException, Configuration, KubeConfigLoader, load_incluster_config
+from kubectl_kvdtype._sources.credentials import _exec_bounded, _first_line
+
+_IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """The kubectl-style flags that say which cluster and who; each overrides the kubeconfig's
+    setting the way kubectl's does (``_override_cluster``, ``_override_user``)."""
+
+    kubeconfig: Optional[str] = None
+    context: Optional[str] = None
+    request_timeout: Optional[float] = None
+    impersonate: Optional[str] = None
+    cluster: Optional[str] = None
+    user: Optional[str] = None
+    server: Optional[str] = None
+    token: Optional[str] = field(default=None, repr=False)
+    certificate_authority: Optional[str] = None
+    client_certificate: Optional[str] = None
+    client_key: Optional[str] = None
+    insecure_skip_tls_verify: bool = False
+    tls_server_name: Optional[str] = None
+    impersonate_groups: tuple[str, ...] = ()
+    impersonate_uid: Optional[str] = None
+    username: Optional[str] = None
+    password: Optional[str] = field(default=None, repr=False)
+
+    @classmethod
+    def from_flags(cls, flags: Any) -> "ConnectionOptions":
+        """From the parsed command line (a flag missing from ``flags`` counts as not given)."""
+        def get(name: str) -> Any:
+            return getattr(flags, name, None)
+
+        return cls(kubeconfig=get("kubeconfig"), context=get("context"), request_timeout=get("request_timeout"),
+                   impersonate=get("as_user"), cluster=get("cluster"), user=get("user"), server=get("server"),
+                   token=get("token"), certificate_authority=get("certificate_authority"),
+                   client_certificate=get("client_certificate"), client_key=get("client_key"),
+                   insecure_skip_tls_verify=bool(get("insecure_skip_tls_verify")),
+                   tls_server_name=get("tls_server_name"), impersonate_groups=tuple(get("as_group") or ()),
+                   impersonate_uid=get("as_uid"), username=get("username"), password=get("password"))
+
+    @property
+    def overrides(self) -> bool:
+        """Whether any flag overrides the kubeconfig (then a refusal is a usage error)."""
+        return any((self.cluster, self.user, self.server, self.token, self.certificate_authority,
+                    self.client_certificate, self.client_key, self.insecure_skip_tls_verify,
+                    self.tls_server_name, self.impersonate, self.impersonate_groups, self.impersonate_uid,
+                    self.username, self.password))
+
+
+
+# --- Kubeconfig, resolved like kubectl -----------------------------------------------------
+
+Headers = list[tuple[str, str]]
+_CLUSTER_PATHS = ("certificate-authority",)
+_USER_PATHS = ("client-certificate", "client-key", "tokenFile")
+
+
+def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Configuration, str, str, Headers]:
+    """(client configuration, the context's namespace, a description, impersonation headers);
+    never writes a file. The flags override the kubeconfig as kubectl's do."""
+    configuration = Configuration()
+    # One quiet retry of a dropped connection, never of a read that timed out: the request
+    # timeout bounds the whole call (see _Clock), so urllib3 must not start the clock again.
+    # Nor does it honour Retry-After itself (it would sleep for whatever the server asks): the
+    # plugin's retries do, within what is left of the request timeout.
+    configuration.retries = urllib3.Retry(total=1, read=0, respect_retry_after_header=False)
+    paths = _kubeconfig_paths(options.kubeconfig, environ)
+    if not paths and not options.server:
+        return _in_cluster(configuration, options, environ)
+    documents = [(path, _read_kubeconfig(path)) for path in paths]
+    context_name = options.context or next(
+        (d.get("current-context") for _, d in documents if d.get("current-context")), None)
+    entry: dict = {}
+    if context_name:
+        found = _named(documents, "contexts", context_name)
+        if found is None:
+            raise KvdtypeError(f'the context "{context_name}" does not exist in the kubeconfig ({", ".join(paths)})')
+        entry = _mapping(found[1].get("context"))
+    elif not (options.server or options.cluster):
+        raise KvdtypeError(f"the kubeconfig ({', '.join(paths)}) sets no current context: pass --context or --server")
+    cluster_name = options.cluster or entry.get("cluster") or ""
+    user_name = options.user or entry.get("user") or ""
+    if options.user and _named(documents, "users", options.user) is None:  # exit 3, as an unknown --context
+        raise KvdtypeError(f'auth info "{options.user}" does not exist in the kubeconfig ({", ".join(paths)})')
+    cluster, _ = _entry(documents, "clusters", cluster_name, "cluster", _CLUSTER_PATHS)
+    user, user_dir = _entry(documents, "users", user_name, "user", _USER_PATHS)
+    if options.cluster and not options.server and _named(documents, "clusters", options.cluster) is None:
+        raise KvdtypeError(f'no server found for cluster "{options.cluster}": the kubeconfig '
+                           f'({", ".join(paths)}) has no such cluster')
+    cluster, user = _override_cluster(cluster, options), _override_user(_read_token_file(user), options)
+    refusals = _refusals(cluster_name, cluster, user_name, user)
+    if refusals:
+        raise (UsageError if options.overrides else KvdtypeError)("; ".join(refusals))
+    _refuse_line_breaks(user, user_name)
+    config = {"clusters": [{"name": "c", "cluster": cluster}], "users": [{"name": "u", "user": user}],
+              "contexts": [{"name": "kvdtype", "context": {"cluster": "c", "user": "u"}}]}
+    what = f'context "{context_name}"' if context_name else f"the server {without_password(str(cluster.get('server')))}"
+    try:
+        with _exec_bounded(options.request_timeout):
+            KubeConfigLoader(config_dict=config, active_context="kvdtype",
+                             config_base_path=user_dir).load_and_set(configuration)
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+        raise KvdtypeError(f"cannot use the {what} of the kubeconfig: {_first_line(error)}") from None
+    namespace = entry.get("namespace") or "default"
+    _names.check_configured("namespace", namespace, _names.LABEL, f"the {what} of the kubeconfig")
+    return configuration, namespace, what, _impersonation(user)
+
+
+def _read_token_file(user: dict) -> dict:
+    """The user with its ``tokenFile`` read into ``token``, surrounding blanks trimmed as kubectl
+    trims them (``echo "$TOKEN" > file`` ends the file with a newline, no header may hold one).
+    An inline token wins over the file, as in kubectl; an unreadable file is left to the client's
+    own message."""
+    path = user.get("tokenFile")
+    if user.get("token") or not isinstance(path, str) or not path:
+        return user
+    try:
+        with open(path, encoding="utf-8") as handle:
+            token = handle.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return user
+    trimmed = {key: value for key, value in user.items() if key != "tokenFile"}
+    return {**trimmed, "token": token}
+
+
+#: The user settings sent as HTTP header values.
+_HEADER_SETTINGS = ("token", "as", "as-uid", "as-groups", "as-user-extra")
+
+
+def _refuse_line_breaks(user: dict, user_name: str) -> None:
+    """A kubeconfig credential or impersonation value with a CR, LF or NUL: one sentence naming
+    the setting, never the value (exit 3)."""
+    for key in _HEADER_SETTINGS:
+        if any(breaks_header(text) for text in _strings(user.get(key))):
+            raise KvdtypeError(f'the {key} of the kubeconfig user "{user_name}" holds a line break (CR or LF) or a '
+                               "NUL, which no HTTP header may carry (the value is not shown)")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a setting: itself, a list's items, a mapping's keys and values (as-user-extra)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _mapping(value: Any) -> dict:
+    """A kubeconfig section that should be a mapping; anything else (a hand-edited ``3``) reads as empty."""
+    return value if isinstance(value, dict) else {}
+
+
+def _named(documents: list[tuple[str, dict]], section: str, name: str) -> Optional[tuple[str, dict]]:
+    """(file, entry) of the first entry of that name: like kubectl, the first file to set one wins."""
+    for path, document in documents:
+        for item in _listed(document.get(section)):
+            if isinstance(item, dict) and item.get("name") == name:
+                return path, item
+    return None
+
+
+def _entry(documents: list[tuple[str, dict]], section: str, name: str, key: str,
+           path_keys: tuple[str, ...]) -> tuple[dict, str]:
+    """A copy of a cluster's or user's settings, its file paths made absolute against its own
+    kubeconfig file (so flags' paths, relative to the working directory, can sit beside them)."""
+    found = _named(documents, section, name) if name else None
+    if found is None:
+        return {}, os.getcwd()
+    base = os.path.dirname(os.path.abspath(found[0]))
+    settings = dict(_mapping(found[1].get(key)))
+    for path_key in path_keys:
+        if isinstance(settings.get(path_key), str) and settings[path_key]:
+            settings[path_key] = os.path.join(base, os.path.expanduser(settings[path_key]))
+    return settings, base
+
+
+def _override_cluster(cluster: dict, options: ConnectionOptions) -> dict:
+    """kubectl's rules: --certificate-authority or --insecure-skip-tls-verify replaces all three of
+    the kubeconfig's CA file, CA data and skip setting; --server also drops its tls-server-name."""
+    cluster = dict(cluster)
+    if options.server:
+        cluster["server"] = options.server
+    if options.insecure_skip_tls_verify or options.certificate_authority:
+        cluster.pop("certificate-authority-data", None)
+        cluster.pop("certificate-authority", None)
+        cluster["insecure-skip-tls-verify"] = options.insecure_skip_tls_verify
+        if options.certificate_authority:
+            cluster["certificate-authority"] = os.path.abspath(options.certificate_authority)
+    if options.tls_server_name or options.server:
+        cluster.pop("tls-server-name", None)
+        if options.tls_server_name:
+            cluster["tls-server-name"] = options.tls_server_name
+    return cluster
+
+
+def _override_user(user: dict, options: ConnectionOptions) -> dict:
+    """Each flag replaces the same setting. A token or basic auth from a flag also sets aside the
+    user's exec plugin and auth provider: kubectl sends the flag's credentials, never theirs."""
+    user = dict(user)
+    replaced = {"token": options.token, "client-certificate": _absolute(options.client_certificate),
+                "client-key": _absolute(options.client_key), "username": options.username,
+                "password": options.password, "as": options.impersonate, "as-uid": options.impersonate_uid,
+                "as-groups": list(options.impersonate_groups) or None}
+    user.update({key: value for key, value in replaced.items() if value})
+    if options.token:
+        user.pop("tokenFile", None)
+    if options.token or options.username or options.password:
+        user.pop("exec", None)
+        user.pop("auth-provider", None)
+    if user.get("username") or user.get("password"):  # the client needs both; kubectl defaults either to ""
+        user.setdefault("username", "")
+        user.setdefault("password", "")
+    return user
+
+
+def _absolute(path: Optional[str]) -> Optional[str]:
+    return os.path.abspath(os.path.expanduser(path)) if path else None
+
+
+def _refusals(cluster_name: str, cluster: dict, user_name: str, user: dict) -> list[str]:
+    """What kubectl refuses to run with, in kubectl's words (its kubeconfig validation)."""
+    errors = []
+    if not cluster.get("server"):
+        errors.append(f'no server found for cluster "{cluster_name}"' if cluster_name
+                      else "no server found: pass --server")
+    if cluster.get("certificate-authority") and cluster.get("certificate-authority-data"):
+        errors.append(f"certificate-authority-data and certificate-authority are both specified for {cluster_name}. "
+                      "certificate-authority-data will override.")
+    errors += _unreadable(cluster, "certificate-authority", "certificate-authority", cluster_name)
+    has_ca = cluster.get("certificate-authority") or cluster.get("certificate-authority-data")
+    if cluster.get("insecure-skip-tls-verify") and has_ca:
+        errors.append("specifying a root certificates file with the insecure flag is not allowed")
+    if user.get("client-certificate") or user.get("client-certificate-data"):
+        if user.get("client-certificate") and user.get("client-certificate-data"):
+            errors.append(f"client-cert-data and client-cert are both specified for {user_name}. "
+                          "client-cert-data will override.")
+        if user.get("client-key") and user.get("client-key-data"):
+            errors.append(f"client-key-data and client-key are both specified for {user_name}; "
+                          "client-key-data will override")
+        if not (user.get("client-key") or user.get("client-key-data")):
+            errors.append(f"client-key-data or client-key must be specified for {user_name} to use the clientCert "
+                          "authentication method.")
+        errors += _unreadable(user, "client-certificate", "client-cert", user_name)
+        errors += _unreadable(user, "client-key", "client-key", user_name)
+    methods = (["token"] if user.get("token") else []) + (
+        ["basicAuth"] if user.get("username") or user.get("password") else [])
+    if len(methods) > 1:
+        errors.append(f"more than one authentication method found for {user_name}; "
+                      f"found [{' '.join(methods)}], only one is allowed")
+    if (user.get("as-uid") or user.get("as-groups") or user.get("as-user-extra")) and not user.get("as"):
+        errors.append(f"requesting uid, groups or user-extra for {user_name} without impersonating a user")
+    return errors
+
+
+def _unreadable(settings: dict, key: str, label: str, owner: str) -> list[str]:
+    path = settings.get(key)
+    if not path:
+        return []
+    try:
+        with open(path, "rb"):
+            return []
+    except OSError as error:
+        reason = (error.strerror or str(error)).lower()
+        return [f"unable to read {label} {path} for {owner} due to open {path}: {reason}"]
+
+
+def _impersonation(user: dict) -> Headers:
+    """The impersonation headers kubectl sends for the user (flags already merged in)."""
+    if not user.get("as"):
+        return []
+    headers = [("Impersonate-User", str(user["as"]))]
+    headers += [("Impersonate-Group", str(group)) for group in _listed(user.get("as-groups"))]
+    if user.get("as-uid"):
+        headers.append(("Impersonate-Uid", str(user["as-uid"])))
+    for key, values in _mapping(user.get("as-user-extra")).items():
+        for value in values if isinstance(values, list) else [values]:
+            headers.append((f"Impersonate-Extra-{key}", str(value)))
+    return headers
+
+
+def _listed(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _kubeconfig_paths(explicit: Optional[str], environ: dict) -> list[str]:
+    """--kubeconfig, else the KUBECONFIG list (read now, not at import), else ~/.kube/config."""
+    if explicit:
+        if not os.path.isfile(explicit):
+            raise KvdtypeError(f"the kubeconfig {explicit} does not exist")
+        return [explicit]
+    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed:
+        existing = [os.path.expanduser(p) for p in listed if os.path.isfile(os.path.expanduser(p))]
+        if not existing:
+            raise KvdtypeError(f"none of the files in KUBECONFIG exist ({environ['KUBECONFIG']})")
+        return existing
+    home = os.path.join(os.path.expanduser(environ.get("HOME") or "~"), ".kube", "config")
+    return [home] if os.path.isfile(home) else []
+
+
+def context_names(explicit: Optional[str], environ: dict) -> list[str]:
+    """Every context of the kubeconfig (--kubeconfig, else KUBECONFIG, else ~/.kube/config), in
+    file order, each once (the first file to name one wins, as kubectl merges them)."""
+    paths = _kubeconfig_paths(explicit, environ)
+    if not paths:
+        raise KvdtypeError("no kubeconfig found (~/.kube/config, KUBECONFIG, --kubeconfig): a fleet run needs "
+                           "the contexts of one")
+    names: dict[str, None] = {}
+    for path in paths:
+        for entry in _listed(_read_kubeconfig(path).get("contexts")):
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                names.setdefault(entry["name"])
+    return list(names)
+
+
+def _read_kubeconfig(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = yaml.safe_load(handle)
+    except (OSError, UnicodeDecodeError) as error:
+        raise KvdtypeError(f"cannot read the kubeconfig {path}: {getattr(error, 'strerror', None) or error}") from None
+    except yaml.YAMLError:
+        raise KvdtypeError(f"the kubeconfig {path} is not valid YAML") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise KvdtypeError(f"the kubeconfig {path} is not a kubeconfig (expected a mapping)")
+    return document
+
+
+def _in_cluster(configuration: Configuration, options: ConnectionOptions,
+                environ: dict) -> tuple[Configuration, str, str, Headers]:
+    if not environ.get("KUBERNETES_SERVICE_HOST"):
+        raise KvdtypeError("no kubeconfig found (~/.kube/config, KUBECONFIG, --kubeconfig) and not running "
+                           "in a cluster: pass --kubeconfig, or --server")
+    try:
+        load_incluster_config(client_configuration=configuration)
+    except ConfigException as error:
+        raise KvdtypeError(f"cannot use the in-cluster service account: {error}") from None
+    # kubectl in a pod: --token and --certificate-authority replace the service account's.
+    if options.token:
+        configuration.api_key = {"BearerToken": f"Bearer {options.token}"}
+        configuration.refresh_api_key_hook = None
+    if options.certificate_authority:
+        configuration.ssl_ca_cert = _absolute(options.certificate_authority)
+    user = _override_user({}, options)
+    if user.get("as-uid") or user.get("as-groups"):
+        if not user.get("as"):
+            raise UsageError("requesting uid, groups or user-extra without impersonating a user")
+    try:
+        with open(_IN_CLUSTER_NAMESPACE, encoding="utf-8") as handle:
+            namespace = handle.read().strip() or "default"
+    except OSError:
+        namespace = "default"
+    _names.check_configured("namespace", namespace, _names.LABEL, _IN_CLUSTER_NAMESPACE)
+    return configuration, namespace, "the in-cluster service account", _impersonation(user)
+
