@@ -161,3 +161,12 @@ def test_suggest(dtype, consumers, expected):
 def test_canonical_engine_names():
     assert [_engines.canonical_engine(n) for n in ("vLLM", "vllm", "VLLM", "SGLang", "sglang", "Ascend", None, 3)] == [
         VLLM, VLLM, VLLM, SGLANG, SGLANG, None, None, None]
+
+
+def test_a_version_newer_than_the_data_says_how_to_add_its_recording():
+    from kubectl_kvdtype._engines.verdicts import basis
+
+    assert basis("vLLM", "0.34.0").note.endswith(
+        "(record it with scripts/engine-tables --only vLLM==0.34.0 --out FILE and add it with "
+        "KUBECTL_KVDTYPE_ENGINE_TABLES=FILE)")
+    assert "KUBECTL_KVDTYPE_ENGINE_TABLES" not in basis("vLLM", "0.27.5").note  # between recordings: nothing to add

@@ -86,8 +86,11 @@ def _basis(engine: str, version: object) -> Basis:
     else:
         after = next(v for v in recorded if _v(v) > at)
         where = f"is between the recorded releases {table} and {after}"
+    # A release newer than the data can be recorded by the admin and added for a run: say how.
+    extend = (f" (record it with scripts/engine-tables --only {engine}=={at_text} --out FILE and add it with "
+              f"KUBECTL_KVDTYPE_ENGINE_TABLES=FILE)") if at > _v(recorded[-1]) else ""
     return Basis(at_text, table, None,
-                 f"{engine} {at_text} {where}: judged as {table}, the value by this tool's spelling table")
+                 f"{engine} {at_text} {where}: judged as {table}, the value by this tool's spelling table{extend}")
 
 
 _basis_cached = functools.lru_cache(maxsize=256)(_basis)
