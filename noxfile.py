@@ -88,9 +88,9 @@ def tests(session: nox.Session) -> None:
     """pytest over tests/ on one Python: the whole suite on WHOLE_SUITE, else VERSION_SENSITIVE."""
     started = time.monotonic()
     extras = "test,build" if session.python == RELEASE_PYTHON else "test"
-    session.install("--disable-pip-version-check", "--quiet", "-e", f".[{extras}]")
     selection = [] if session.python in WHOLE_SUITE else ["-m", VERSION_SENSITIVE]
     try:
+        session.install("--disable-pip-version-check", "--quiet", "-e", f".[{extras}]")
         session.run("python", "-m", "pytest", "-q", "-n", WORKERS, "--dist", "loadgroup", *selection, *session.posargs)
     finally:
         _say_time(session, started)
@@ -104,8 +104,8 @@ def lint(session: nox.Session) -> None:
     Once, on the release Python: mypy checks for the oldest supported one (python_version in
     pyproject.toml) whichever runs it. Arguments go to ruff (`nox -s lint -- --fix`)."""
     started = time.monotonic()
-    session.install("--disable-pip-version-check", "--quiet", "-e", ".[test]")
     try:
+        session.install("--disable-pip-version-check", "--quiet", "-e", ".[test]")
         session.run("ruff", "check", *session.posargs)
         session.run("mypy")
         session.run("lint-imports")

@@ -619,6 +619,14 @@ def private_mounts() -> list[str]:
 NOEXEC_MOUNTS = r"""set -e
 mount -t tmpfs -o mode=0755 kvdtype-krew "$KREW_MOUNT"
 cp "$ARCHIVE" "$MANIFEST" "$ONEFILE" "$KREW_MOUNT/"
+# The tests may run from under /tmp (a clone there, its venv, kubectl): keep the real /tmp in reach
+# at $KREW_MOUNT/outside, and point what runs inside at it, before /tmp is hidden.
+mkdir "$KREW_MOUNT/outside"
+mount --bind /tmp "$KREW_MOUNT/outside"
+for name in PYTHON KVDTYPE_TESTS KUBECTL EXAMPLES; do
+  eval "value=\$$name"
+  case "$value" in /tmp/*) eval "export $name=\"\$KREW_MOUNT/outside/\${value#/tmp/}\"";; esac
+done
 mount -t tmpfs -o noexec,nosuid,nodev,mode=1777 kvdtype-tmp /tmp
 mkdir /tmp/home /tmp/tmpdir
 mount -t tmpfs -o noexec,nosuid,nodev,mode=0700 kvdtype-home /tmp/home
@@ -654,13 +662,17 @@ def executes(directory):
     except PermissionError:
         return False
 
-roots = ["/tmp", os.environ["TMPDIR"], os.environ["HOME"], "/var/tmp", str(mount), os.getcwd()]
+# The krew tmpfs itself is searched at its top and under KREW_ROOT: its "outside" is the real /tmp,
+# shared with the rest of the machine, not this run's.
+roots = ["/tmp", os.environ["TMPDIR"], os.environ["HOME"], "/var/tmp", str(mount / "krew"), os.getcwd()]
+outside = str(mount / "outside")
 results = {
     "version": run([kubectl, "kvdtype", "--version"]),
     "check": run([kubectl, "kvdtype", "check", "-f", os.environ["EXAMPLES"], "-o", "json"]),
     "onefile": run([str(mount / os.path.basename(os.environ["ONEFILE"])), "--version"]),
     "executes": {d: executes(d) for d in ("/tmp", os.environ["TMPDIR"], os.environ["HOME"])},
-    "mei": sorted({str(p) for root in roots for p in Path(root).rglob("_MEI*")}),
+    "mei": sorted({str(p) for root in roots if not root.startswith(outside) for p in Path(root).rglob("_MEI*")
+                   if not str(p).startswith(outside)} | {str(p) for p in mount.glob("_MEI*")}),
 }
 print(json.dumps(results))
 """
