@@ -205,7 +205,7 @@ def test_the_tables_load_lazily_and_ship_in_the_package() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().startswith("['0.18.0', '0.18.1', '0.19.0'")
     setup = (Path(__file__).parent.parent / "setup.cfg").read_text(encoding="utf-8")
-    assert "kubectl_kvdtype = data/*.json" in setup
+    assert "kubectl_kvdtype._engines = data/*.json" in setup
     build_binary = Path(__file__).parent.parent / "scripts" / "build-binary"
     assert 'collect_data_files("kubectl_kvdtype")' in build_binary.read_text()
 
