@@ -18,8 +18,10 @@ from typing import Any, Callable, Optional, Sequence
 from kubectl_kvdtype._commands.command import Command, Context
 from kubectl_kvdtype._commands.flags import parse_duration
 from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._engines.argv import too_long
 from kubectl_kvdtype._judging.judgement import add_missing_binding, read_setting
 from kubectl_kvdtype._kits.codes import (
+    ARGV_TOO_LONG,
     DTYPE_UNKNOWN,
     NOT_ATTACHED,
     POD_MISMATCH,
@@ -587,16 +589,30 @@ def _record(report: Report, pod_object: dict, namespace: str, pod: str, deployme
         "expected": judged.expected, "effective": judged.effective, "occurrences": occurrences,
         "verdict": judged.verdict,
     })
+    ref = ObjectRef(POD.name, namespace, pod)
+    if judged.verdict == UNKNOWN:
+        _unread(report, ref, container, name, deployment, role)
     code = codes.get(judged.verdict)
     if code is None:
         return
-    ref = ObjectRef(POD.name, namespace, pod)
     whose = f"replica of ModelDeployment {deployment}, role {role}" if deployment else "injected Pod"
     noted = f" ({note})" if note else ""
     report.add(code, ref, f"{ref} ({whose}): {judged.message}{noted}.", deployment=deployment,
                role=role, container=name, expected=judged.expected, effective=judged.effective,
                occurrences=occurrences, **({"error": judged.error} if judged.error else {}),
                field_path=_culprit_path(pod_object, container, judged, injected=deployment is None))
+
+
+def _unread(report: Report, ref: ObjectRef, container: Optional[dict], name: Optional[str],
+            deployment: Optional[str], role: str) -> None:
+    """A container whose argv is too long to read (so judged unknown): a warning finding, as
+    find-flags gives for a role or a template."""
+    argv = [word for key in ("command", "args") for word in _model.argv_of(container or {}, key)]
+    why = too_long(argv)
+    if why is not None:
+        report.add(ARGV_TOO_LONG, ref, f"{ref}: whether container {name}'s command and args carry --kv-cache-dtype "
+                                       f"is not known: it is {why}; look at it by hand.",
+                   deployment=deployment, role=role, container=name)
 
 
 def _culprit_path(pod: dict, container: Optional[dict], judged: Judged, injected: bool) -> Optional[FieldPath]:

@@ -303,3 +303,25 @@ def test_request_timeout_has_a_maximum(value, status):
     if status == 2:
         assert err.strip() == (f"error: argument --request-timeout: {value!r} is longer than the most a request may "
                                "take (3600s; 0 waits without limit) (see 'kubectl kvdtype check --help')")
+
+
+@pytest.mark.e2e  # the plugin as a subprocess
+def test_verify_says_when_a_replica_argv_is_too_long_to_read(tmp_path):
+    """verify judges such a replica unknown, unparsed, and says so with the same warning finding."""
+    replica = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "tenant-long-server-r0-m0", "namespace": "team-x",
+                            "labels": {"app.kubernetes.io/name": "model-deployment",
+                                       "app.kubernetes.io/instance": "tenant-long",
+                                       "app.kubernetes.io/component": "server"}},
+               "spec": {"containers": [{"name": "main", "command": ["vllm", "serve", "M", "--kv-cache-dtype", "fp8",
+                                                                    *[f"--x{i}" for i in range(400)]]}]}}
+    dump = tmp_path / "long.json"
+    dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [*_long_role(0), replica]}))
+    result = subprocess.run([PLUGIN, "verify", "-f", str(dump), "-o", "json"], capture_output=True, text=True,
+                            timeout=GIVE_UP)
+    document = json.loads(result.stdout)
+    (item,) = [i for i in document["items"] if i["name"] == "tenant-long-server-r0-m0"]
+    assert item["verdict"] == "unknown"
+    (finding,) = [f for f in document["findings"] if f["code"] == "argv-too-long"]
+    assert finding["severity"] == "warning" and finding["container"] == "main"
+    assert f"an argv of 405 entries, more than the {_documented_argv_limit()} this tool reads" in finding["message"]

@@ -102,7 +102,7 @@ CODES: tuple[Code, ...] = (
                                      "be read (403, or 404 on a served group): its objects were not examined",
          (FIND_FLAGS,)),
     Code(ARGV_TOO_LONG, WARNING, "a role's extraArgs or a container's argv is longer than the tool reads: not "
-                                 "parsed, so whether it passes --kv-cache-dtype is unknown", (FIND_FLAGS,)),
+                                 "parsed, so whether it passes --kv-cache-dtype is unknown", (FIND_FLAGS, VERIFY)),
     Code(REPLICA_REJECTED, ERROR, "the engine refuses the replica's argv, so it never serves", (VERIFY,)),
     Code(REPLICA_MISSING, ERROR, "the replica carries no flag the engine reads", (VERIFY,)),
     Code(REPLICA_MISMATCH, ERROR, "the replica's effective dtype differs from its Binding's", (VERIFY,)),
