@@ -18,11 +18,12 @@ import pytest
 
 from _support import PLUGIN, ROOT
 from conftest import kubectl_path
+from test_packaging import RELEASE_PYTHON as RELEASE  # noxfile.py's, the one statement of it
 
 pytestmark = pytest.mark.version_sensitive  # --help is argparse's (test_tiers.py)
 
 GOLDEN = ROOT / "tests" / "data" / "golden"
-RELEASE_PYTHON = (3, 11)
+RELEASE_PYTHON = tuple(int(part) for part in RELEASE.split("."))
 REPORTS = {
     "check.json": ["check"], "find-flags.json": ["find-flags"], "verify.json": ["verify"],
     "preflight.json": ["preflight"], "escape-status.json": ["escape", "status"],
