@@ -26,15 +26,18 @@ WORDS = {"vllm serve": ["vllm", "serve"], "api_server": ["python3", "-m", "vllm.
 
 
 def _expected(row: list) -> tuple:
+    """(state, value, message, exit status, refused by the engine's start check) of a recorded row."""
     if row[0] == "v":
-        return (_argv.VALUE, row[1], "", 0)
+        return (_argv.VALUE, row[1], "", 0, False)
     if row[0] == "a":
-        return (_argv.ABSENT, None, "", 0)
-    return (_argv.FAILED, None, CORPUS["errors"][row[1]], 2 if row[0] == "f" else 1)
+        return (_argv.ABSENT, None, "", 0, False)
+    if row[0] == "s":  # the parser let row[2] through; the engine's real start check refused it
+        return (_argv.FAILED, row[2], CORPUS["errors"][row[1]], 1, True)
+    return (_argv.FAILED, None, CORPUS["errors"][row[1]], 2 if row[0] == "f" else 1, False)
 
 
 def _got(reading: _argv.Reading) -> tuple:
-    return (reading.state, reading.value, reading.error, reading.exit_code)
+    return (reading.state, reading.value, reading.error, reading.exit_code, reading.at_start)
 
 
 def _sections(engine: str, version: str) -> tuple[list, list, list]:
@@ -87,7 +90,7 @@ def test_every_shell_line_agrees_with_dash_and_the_real_parser(engine: str, vers
         if not _argv._could_hold_flag(case["run"]["args"]):
             # No entry of the argv dash ran could be the flag: the reader does not parse it (another
             # option's mistake is not its business), the flag is absent.
-            expected = (_argv.ABSENT, None, "", 0)
+            expected = (_argv.ABSENT, None, "", 0, False)
         if case["unset"]:
             ok = reading.state == _argv.UNKNOWN and reading.default is not None \
                 and _got(reading.default) == expected \

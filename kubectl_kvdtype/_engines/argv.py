@@ -18,7 +18,8 @@ nothing here branches on an engine's name.
 
 Public API: :func:`read_container`, :func:`read_engine_args`, :func:`expand_kubernetes`,
 :func:`engine_arguments`, :func:`table_version`, :func:`option_matches`,
-:func:`shortest_flag_prefix`, :func:`recorded_choices`, and the :class:`Reading` they return.
+:func:`shortest_flag_prefix`, :func:`recorded_choices`, :func:`start_check`, :func:`refused_at_start`,
+and the :class:`Reading` they return.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class Reading:
 
     ``state`` is VALUE (the engine runs with ``value``), ABSENT (no flag: the engine's default),
     FAILED (the engine exits at startup; ``error`` is the message it prints, ``exit_code`` its
-    status) or UNKNOWN (the value depends on something not in the object; ``error`` says what).
+    status; ``at_start``: the parser let ``value`` through and the engine's recorded start check
+    refused it) or UNKNOWN (the value depends on something not in the object; ``error`` says what).
     """
 
     state: str
@@ -65,6 +67,7 @@ class Reading:
     table: str = ""  # the recorded engine version whose option table decided
     #: UNKNOWN from a shell line: what the engine makes of it with the unknown variables unset.
     default: Optional["Reading"] = None
+    at_start: bool = False  # FAILED by the engine's check at start, not by its parser
 
 
 # --- Tables ------------------------------------------------------------------------------------
@@ -165,6 +168,28 @@ def recorded_choices(engine: str, table: str) -> Optional[tuple[str, ...]]:
     """The choices of ``--kv-cache-dtype`` in one recorded table; None when its parser checks none."""
     choices = next((e.get("choices") for e in _recorded(engine, table)["actions"] if e["dest"] == _DEST), None)
     return None if choices is None else tuple(choices)
+
+
+#: Where a recorded start check's message holds the refused value, as Python's repr shows it
+#: (scripts/_engine_worker.py VALUE_SLOT).
+_VALUE_SLOT = "{value!r}"
+
+
+def start_check(engine: str, table: str) -> Optional[frozenset[str]]:
+    """The values the engine's own check at start accepts, recorded from the released wheel where
+    the table's parser lists no choices for the flag (vLLM 0.33+: ``CacheConfig``'s validation);
+    None when the table records no such check (the parser's choices decide)."""
+    check = _recorded(engine, table).get("start_check")
+    return None if check is None else frozenset(check["accepted"])
+
+
+def refused_at_start(engine: str, table: str, value: str) -> Optional[str]:
+    """The message the engine ends with when its recorded start check refuses ``value``; None
+    when it accepts it or the table records no start check."""
+    check = _recorded(engine, table).get("start_check")
+    if check is None or value in check["accepted"]:
+        return None
+    return str(check["message"]).replace(_VALUE_SLOT, repr(value))
 
 
 def table_version(engine: str, version: object) -> str:
@@ -615,7 +640,14 @@ def _read(engine: str, table: str, version_text: str, args: tuple, validity: Opt
         return Reading(FAILED, error=str(stop), exit_code=stop.code, table=table)
     if not hasattr(namespace, _DEST):
         return Reading(ABSENT, table=table)
-    return Reading(VALUE, value=str(getattr(namespace, _DEST)), table=table)
+    value = str(getattr(namespace, _DEST))
+    # At a recorded version its start check is the truth; between recordings the caller judges
+    # the value by the spelling table (``_engines.read_flag``).
+    refused = refused_at_start(engine, table, value) \
+        if _engines.parse_version(version_text) == _engines.parse_version(table) else None
+    if refused is not None:
+        return Reading(FAILED, value=value, error=refused, exit_code=1, table=table, at_start=True)
+    return Reading(VALUE, value=value, table=table)
 
 
 # --- From a container to the engine's arguments ------------------------------------------------
