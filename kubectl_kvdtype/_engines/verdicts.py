@@ -8,9 +8,9 @@ container start it); nothing here branches on an engine's name. What an engine m
 is decided by its own parser rebuilt from the recorded tables (``_argv``); this module locates the
 copies of the flag and turns the parser's answer into a judgement (:func:`read_flag`, the one
 question every subcommand asks; :func:`renders` is ``check``'s case of it). At a recorded version
-the recorded choices decide a spelling; the hand-kept windows only where none cover the version
-(:func:`basis`, :func:`judge`). The rest of the package asks questions; only this module answers
-them.
+the recorded choices (or, where the parser lists none, the recorded start check) decide a
+spelling; the hand-kept windows only where none cover the version (:func:`basis`,
+:func:`judge`). The rest of the package asks questions; only this module answers them.
 """
 
 from __future__ import annotations
