@@ -11,7 +11,9 @@ argparse definitions) runs for real while what it imports from elsewhere is iner
 
 The request names the argvs to parse; the result holds the parser's option table and, for every
 argv, what the real parser made of it: the value of --kv-cache-dtype, no flag, or the error
-message argparse would print before exiting with status 2.
+message argparse would print before exiting with status 2; where the parser lists no choices for
+the flag (vLLM 0.33+), the value it let through is run through the real check the engine applies
+at start (``start_check`` in the table: what it accepts and its message; outcome ``start``).
 """
 
 from __future__ import annotations
@@ -352,19 +354,67 @@ def _action_kind(action) -> str:
     return "store"  # engine-defined actions that take values like a store (their nargs says how many)
 
 
+#: A value no release accepts: the start check's message for it, with it replaced, is the template.
+_SENTINEL = "kvdtype-sentinel-value"
+#: Where a stored start check's message holds the refused value (as Python's repr shows it).
+VALUE_SLOT = "{value!r}"
+
+
+def vllm_start_check():
+    """The check vLLM runs on the flag's value at engine start, where its parser lists no choices.
+
+    ``EngineArgs.create_engine_config`` hands the value (``auto`` resolved from the model's
+    quantization config, any other unchanged) to ``CacheConfig(cache_dtype=...)``, whose pydantic
+    validator (``_validate_cache_dtype``) raises for a value it does not know. That validator is
+    run here, for real: a function returning None (accepted) or the message the engine ends with
+    (``ValueError: Invalid kv_cache_dtype: ...``); and the names it may know, from the module."""
+    from vllm.config import cache
+
+    def check(value: str):
+        try:
+            cache.CacheConfig(cache_dtype=value)
+        except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError wrapping the engine's own error
+            errors = exc.errors() if hasattr(exc, "errors") else []
+            inner = errors[0].get("ctx", {}).get("error") if errors else None
+            raised = inner if isinstance(inner, BaseException) else exc
+            return f"{type(raised).__name__}: {raised}"
+        return None
+
+    import typing
+
+    names = list(getattr(cache, "KV_CACHE_DTYPES", ())) + [str(a) for a in typing.get_args(cache.CacheDType)]
+    return check, list(dict.fromkeys(names))
+
+
+def start_check(check, names: list[str]) -> dict:
+    """What the engine-start check accepts (each name it may know, run through it) and its message
+    for a refused value, as a template (:data:`VALUE_SLOT` where the value goes)."""
+    message = check(_SENTINEL)
+    if message is None or repr(_SENTINEL) not in message:
+        raise RuntimeError(f"the engine-start check does not refuse an unknown value as expected: {message!r}")
+    return {"accepted": [name for name in names if check(name) is None],
+            "message": message.replace(repr(_SENTINEL), VALUE_SLOT)}
+
+
 class Entries:
-    """Every entry point of one engine version: its parser and its real pre-processing."""
+    """Every entry point of one engine version: its parser, its real pre-processing and, where the
+    parser lists no choices for the flag, the real check the engine runs on its value at start."""
 
     def __init__(self, engine: str) -> None:
         self.engine = engine
+        self.check, self.known = None, []
         if engine == "vLLM":
             self.top, self.serve = vllm_parser()
             self.api_server = vllm_api_server_parser()
             self.steps = None
+            if _flag_choices(self.serve) is None:
+                self.check, self.known = vllm_start_check()
         else:
             self.top, self.serve = sglang_parser()
             self.api_server = None
             self.steps = sglang_serve_steps()
+            if _flag_choices(self.serve) is None:
+                raise RuntimeError("SGLang's parser lists no choices for the flag, and no start check is known")
 
     def names(self) -> list[str]:
         if self.engine == "vLLM":
@@ -404,6 +454,9 @@ def run(entries: Entries, item) -> dict:
     sys.stdout = sys.stderr = err
     try:
         namespace = entries.parse(entry, argv)
+        # The parser let the value through; the engine ends at start with this message (None: runs).
+        refused = entries.check(str(getattr(namespace, DEST))) \
+            if entries.check is not None and hasattr(namespace, DEST) else None
     except ParseFailure as failure:
         return {"outcome": "failed", "error": str(failure)}
     except SystemExit as exit_:
@@ -414,7 +467,15 @@ def run(entries: Entries, item) -> dict:
         sys.stdout, sys.stderr = stdout, stderr
     if not hasattr(namespace, DEST):
         return {"outcome": "absent"}
+    if refused is not None:
+        return {"outcome": "start", "error": refused, "value": str(getattr(namespace, DEST))}
     return {"outcome": "value", "value": str(getattr(namespace, DEST))}
+
+
+def _flag_choices(parser):
+    """The flag's choices in a parser, or None when it lists none."""
+    action = next((a for a in parser._actions if a.dest == DEST), None)
+    return None if action is None or action.choices is None else list(action.choices)
 
 
 def _mark_absence(parser) -> None:
@@ -461,6 +522,12 @@ def main() -> int:
     if entries.top is not entries.serve:
         table["top"] = describe(entries.top)
     table["entry_points"] = entry_points(entries, table)
+    if entries.check is not None:
+        sys.stdout = quiet  # the engine's logger writes to stdout, which carries the result
+        try:
+            table["start_check"] = start_check(entries.check, entries.known)
+        finally:
+            sys.stdout = stdout
     for parser in entries.parsers():
         _mark_absence(parser)
     results = [run(entries, item) for item in argvs]

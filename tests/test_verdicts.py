@@ -50,8 +50,9 @@ READINGS = [
     # vLLM 0.33 checks no choices in the parser: the last copy wins, and is judged at engine start.
     ("0.33: a bad earlier copy is harmless", ["--kv-cache-dtype", "bf16", "--kv-cache-dtype", "bfloat16"], VLLM,
      "0.33.0", VALUE, "bfloat16", "", ""),
+    # ... with the message of its start check, recorded from the wheel (tests/test_engine_start_check.py).
     ("0.33: a bad last copy fails at start", ["--kv-cache-dtype", "bf16"], VLLM, "0.33.0", FAILED, None,
-     "does not accept bf16", AT_START),
+     "ValueError: Invalid kv_cache_dtype: 'bf16'.", AT_START),
     ("an unread copy fails the whole parse", ["--kv-cache-dtype", "bf16", "--kv_cache_dtype", "fp8"], SGLANG,
      "0.5.18", FAILED, None, "error: unrecognized arguments: --kv_cache_dtype fp8", AT_PARSING),
     # argparse quotes the whole entry, "=fp8" included (the real parser's words, from the corpus).

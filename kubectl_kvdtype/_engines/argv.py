@@ -18,7 +18,8 @@ nothing here branches on an engine's name.
 
 Public API: :func:`read_container`, :func:`read_engine_args`, :func:`expand_kubernetes`,
 :func:`engine_arguments`, :func:`table_version`, :func:`option_matches`,
-:func:`shortest_flag_prefix`, :func:`recorded_choices`, and the :class:`Reading` they return.
+:func:`shortest_flag_prefix`, :func:`recorded_choices`, :func:`start_check`, :func:`refused_at_start`,
+and the :class:`Reading` they return.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class Reading:
 
     ``state`` is VALUE (the engine runs with ``value``), ABSENT (no flag: the engine's default),
     FAILED (the engine exits at startup; ``error`` is the message it prints, ``exit_code`` its
-    status) or UNKNOWN (the value depends on something not in the object; ``error`` says what).
+    status; ``at_start``: the parser let ``value`` through and the engine's recorded start check
+    refused it) or UNKNOWN (the value depends on something not in the object; ``error`` says what).
     """
 
     state: str
@@ -65,6 +67,7 @@ class Reading:
     table: str = ""  # the recorded engine version whose option table decided
     #: UNKNOWN from a shell line: what the engine makes of it with the unknown variables unset.
     default: Optional["Reading"] = None
+    at_start: bool = False  # FAILED by the engine's check at start, not by its parser
 
 
 # --- Tables ------------------------------------------------------------------------------------
@@ -165,6 +168,28 @@ def recorded_choices(engine: str, table: str) -> Optional[tuple[str, ...]]:
     """The choices of ``--kv-cache-dtype`` in one recorded table; None when its parser checks none."""
     choices = next((e.get("choices") for e in _recorded(engine, table)["actions"] if e["dest"] == _DEST), None)
     return None if choices is None else tuple(choices)
+
+
+#: Where a recorded start check's message holds the refused value, as Python's repr shows it
+#: (scripts/_engine_worker.py VALUE_SLOT).
+_VALUE_SLOT = "{value!r}"
+
+
+def start_check(engine: str, table: str) -> Optional[frozenset[str]]:
+    """The values the engine's own check at start accepts, recorded from the released wheel where
+    the table's parser lists no choices for the flag (vLLM 0.33+: ``CacheConfig``'s validation);
+    None when the table records no such check (the parser's choices decide)."""
+    check = _recorded(engine, table).get("start_check")
+    return None if check is None else frozenset(check["accepted"])
+
+
+def refused_at_start(engine: str, table: str, value: str) -> Optional[str]:
+    """The message the engine ends with when its recorded start check refuses ``value``; None
+    when it accepts it or the table records no start check."""
+    check = _recorded(engine, table).get("start_check")
+    if check is None or value in check["accepted"]:
+        return None
+    return str(check["message"]).replace(_VALUE_SLOT, repr(value))
 
 
 def table_version(engine: str, version: object) -> str:
@@ -615,7 +640,14 @@ def _read(engine: str, table: str, version_text: str, args: tuple, validity: Opt
         return Reading(FAILED, error=str(stop), exit_code=stop.code, table=table)
     if not hasattr(namespace, _DEST):
         return Reading(ABSENT, table=table)
-    return Reading(VALUE, value=str(getattr(namespace, _DEST)), table=table)
+    value = str(getattr(namespace, _DEST))
+    # At a recorded version its start check is the truth; between recordings the caller judges
+    # the value by the spelling table (``_engines.read_flag``).
+    refused = refused_at_start(engine, table, value) \
+        if _engines.parse_version(version_text) == _engines.parse_version(table) else None
+    if refused is not None:
+        return Reading(FAILED, value=value, error=refused, exit_code=1, table=table, at_start=True)
+    return Reading(VALUE, value=value, table=table)
 
 
 # --- From a container to the engine's arguments ------------------------------------------------
@@ -720,20 +752,20 @@ def read_container(engine: str, version: object, command: Sequence[str], args: S
         return Reading(UNKNOWN, error=f"not read: it is {too_long(tokens)}")
     tokens, unknown = expand_kubernetes(tokens, env)
     shell = _shell_script(tokens)
-    depends: list[str] = []
+
+    def read(argv: list[str], depends: Sequence[str] = ()) -> Reading:
+        own, invoked, entry = _entry_arguments(argv, engine)
+        if own is None:
+            return Reading(ABSENT, table=table_version(engine, version))
+        reading = read_engine_args(engine, version, own, validity, required=invoked, entry=entry)
+        return _depending(reading, depends) if depends else reading
+
     if shell is not None:
         script, positional = shell
-        found = _from_shell(script, positional, engine, _env_values(env))
-        if isinstance(found, Reading):
-            return found
-        tokens, depends = found
-    elif unknown and _could_hold_flag(tokens):
+        return _from_shell(script, positional, engine, _env_values(env), read)
+    if unknown and _could_hold_flag(tokens):
         return Reading(UNKNOWN, error=f"depends on $({unknown[0]}), set from outside the object (valueFrom)")
-    own, invoked, entry = _entry_arguments(tokens, engine)
-    if own is None:
-        return Reading(ABSENT, table=table_version(engine, version))
-    reading = read_engine_args(engine, version, own, validity, required=invoked, entry=entry)
-    return _depending(reading, depends) if depends else reading
+    return read(tokens)
 
 
 def _depending(default: Reading, names: Sequence[str]) -> Reading:
@@ -783,26 +815,91 @@ _SEPARATORS = {";", "&&", "||", "|", "&", "\n", ";;", "(", ")"}
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
-def _from_shell(script: str, positional: list[str], engine: str, env: Mapping[str, str]):
-    """(the argv the shell line starts the engine with, the unknown variables it used), or a Reading.
+#: Reserved words and operators that open or close a compound command: what runs inside
+#: depends on conditions and loops this reader does not evaluate.
+_COMPOUND = {"if", "then", "elif", "else", "fi", "case", "esac", "for", "while", "until", "do", "done",
+             "{", "}", "!", "(", ")"}
+#: Commands whose exit status is known whatever their words: the ones ``&&`` and ``||`` are
+#: evaluated after (any other command's status is not known, and neither is what follows it).
+_STATUS = {":": 0, "true": 0, "false": 1, "echo": 0}
+
+
+def _from_shell(script: str, positional: list[str], engine: str, env: Mapping[str, str],
+                read: Callable[..., Reading]) -> Reading:
+    """What the engine makes of the argv a ``sh -c`` line starts it with (``read`` reads one argv).
 
     Commands run in order, so assignments (``V=w``, ``export V=w``, ``${V:=w}``) made before the
     engine's command are seen by it; a command's own prefix assignments (``V=w vllm ...``) are
-    not (the shell expands the words first)."""
+    not (the shell expands the words first). ``&&`` and ``||`` run the next command by the last
+    one's exit status where it is known (assignments, ``:``, ``true``, ``false``, ``echo``, and
+    an engine start that fails: the line goes on unless it was ``exec``'d); after a command
+    whose status is not known, or inside ``if``/``case``/loops/braces/subshells, whether a later
+    command runs is not known either: an engine started there is UNKNOWN, never guessed."""
     raw = _split_shell(script)
     if raw is None:
         return Reading(UNKNOWN, error="the shell line cannot be split (unbalanced quotes)")
     shell = _Shell(dict(env), positional)
+    flow = _Flow()
     command: list[str] = []
     for token in raw + [";"]:
         if token not in _SEPARATORS and not set(token) <= set(";&|()\n"):
             command.append(token)
             continue
-        found = shell.run(command, engine) if command else None
+        if token in ("(", ")"):
+            flow.unsure = flow.unsure or f"a subshell {token} ... (control flow this reader does not evaluate)"
+        found = flow.step(shell, command, engine, read) if command else None
         command = []
         if found is not None:
             return found
-    return Reading(ABSENT)
+        flow.operator = token
+    return flow.failed or Reading(ABSENT)
+
+
+class _Flow:
+    """Which commands of a shell line run: the operator before the next one and the last status."""
+
+    def __init__(self) -> None:
+        self.operator = ";"  # what precedes the command being run
+        self.status: Optional[int] = 0  # the last command's exit status; None: not known
+        self.unsure = ""  # why a later command may or may not run (or see other variables)
+        self.failed: Optional[Reading] = None  # an engine start that failed, the line going on
+        self.last = ""  # the last command run (its first word)
+
+    def _runs(self) -> Optional[bool]:
+        if self.operator == "&&":
+            return None if self.status is None else self.status == 0
+        if self.operator == "||":
+            return None if self.status is None else self.status != 0
+        return True
+
+    def step(self, shell: "_Shell", words: list[str], engine: str, read: Callable[..., Reading]) -> Optional[Reading]:
+        """Run one simple command (or skip it): a Reading when the line's outcome is decided."""
+        runs = self._runs()
+        if runs is False:  # skipped: the status stays
+            return None
+        if words[0] in _COMPOUND:
+            self.unsure = self.unsure or f"the shell line's {words[0]} ... (control flow this reader does not evaluate)"
+        elif runs is None:
+            self.unsure = self.unsure or f"whether {self.last} succeeds (the shell line's {self.operator})"
+        self.last = " ".join(words[:1] + (["..."] if len(words) > 1 else []))
+        if self.unsure:
+            found = shell.run(words, engine)
+            if found is None:
+                self.status = None
+                return None
+            return Reading(UNKNOWN, error=f"depends on {self.unsure}")
+        if words[0] == "exit":
+            return self.failed or Reading(ABSENT)
+        executed = next((w for w in words if not _ASSIGNMENT.match(w)), "") == "exec"
+        found = shell.run(words, engine)
+        if found is None:
+            self.status = 0 if shell.assigned_only else _STATUS.get(words[0])
+            return None
+        reading = found if isinstance(found, Reading) else read(*found)
+        if reading.state == FAILED and not executed:  # the engine exited; the shell goes on
+            self.status, self.failed = reading.exit_code or 1, reading
+            return None
+        return reading
 
 
 class _Unknowable(Exception):
@@ -821,6 +918,7 @@ class _Shell:
         self.positional = positional
         self.depends: dict[str, tuple[str, ...]] = {}  # a variable set from unknown ones: those
         self.used: list[str] = []  # unknown variables the current command's words read
+        self.assigned_only = False  # whether the last command run was assignments only (status 0)
 
     def run(self, words: list[str], engine: str):
         """Run one simple command: None, or what it makes of the engine when it starts it."""
@@ -828,6 +926,7 @@ class _Shell:
         rest = words[count:]
         if rest[:1] in (["export"], ["readonly"]):
             words, rest = words[:count] + [w for w in rest[1:] if _ASSIGNMENT.match(w)], []
+        self.assigned_only = not rest
         if not rest:  # assignments only: they last for the rest of the line
             for word in words:
                 self._assign(word)

@@ -127,7 +127,6 @@ class Engine:
     invocations: tuple[tuple[str, ...], ...]
     parser_words: tuple[str, ...] = ()  # what the recorded top-level parser needs before the engine's own args
     argv_rewrite: str = ""  # the engine's own argv rewriting before argparse ("flexible": vLLM's)
-    late_validation_from: Optional[str] = None  # from this version the parser checks no choices
     #: Entry points by the invocation words that start them (the recorded tables' names for them);
     #: the first is the one an argv without such words (or with other invocation words) reaches.
     entry_points: tuple[tuple[tuple[str, ...], str], ...] = ()
@@ -135,9 +134,6 @@ class Engine:
     def command(self, model: str) -> list[str]:
         """The operator's base command for ``model``: what precedes its own arguments."""
         return [word.replace("{model}", model) for word in self.base_command]
-
-    def validates_late(self, at: Version) -> bool:
-        return self.late_validation_from is not None and at >= _v(self.late_validation_from)
 
 
 VLLM_ENGINE = Engine(
@@ -163,7 +159,6 @@ VLLM_ENGINE = Engine(
     invocations=(("vllm", "serve"), ("-m", "vllm.entrypoints*")),
     parser_words=("serve",),
     argv_rewrite="flexible",
-    late_validation_from="0.33.0",
     entry_points=((("vllm", "serve"), "vllm serve"), (("-m", "vllm.entrypoints.openai.api_server"), "api_server")),
 )
 
@@ -219,6 +214,8 @@ _EQUIVALENT_CLASSES = _merge_classes(cls for r in RECORDS for cls in r.equivalen
 _CLASS_OF = {spelling: cls for cls in _EQUIVALENT_CLASSES for spelling in cls}
 
 ACCEPTED = "accepted"
+#: ``Judgement.failure``: where a refused value ends the process.
+AT_PARSING_FAILURE, AT_START_FAILURE = "exits at argument parsing", "fails at engine start"
 REJECTED = "rejected"
 UNKNOWN = "unknown"
 
@@ -240,7 +237,9 @@ class Judgement:
     dtype: str
     verdict: str  # ACCEPTED | REJECTED | UNKNOWN
     reason: str  # one clause a human can read ("vLLM 0.29.0 does not accept bf16")
-    failure: str = ""  # how a rejected replica fails ("exits at argument parsing")
+    #: How a rejected replica fails: AT_PARSING_FAILURE, or AT_START_FAILURE where the recorded
+    #: parser lists no choices and the engine checks the value at start (``_engines.judge`` says).
+    failure: str = ""
     #: Which recorded parser the verdict used, when the version is not a recorded one (or is
     #: unreadable): "vLLM 0.34.0 is newer than the newest recorded release, 0.33.0: judged as 0.33.0".
     note: str = ""
@@ -269,10 +268,10 @@ def _judge(engine: str, version: object, dtype: str) -> Judgement:
         if any(window.contains(at) for window in windows):
             return Judgement(engine, shown, is_reference, dtype, ACCEPTED, f"{label} accepts {dtype}")
         return Judgement(engine, shown, is_reference, dtype, REJECTED,
-                         f"{label} does not accept {dtype} ({_availability(windows)})", _failure_mode(engine, at))
+                         f"{label} does not accept {dtype} ({_availability(windows)})", AT_PARSING_FAILURE)
     if dtype in known.rejected:
         return Judgement(engine, shown, is_reference, dtype, REJECTED,
-                         f"{label} does not accept {dtype}", _failure_mode(engine, at))
+                         f"{label} does not accept {dtype}", AT_PARSING_FAILURE)
     return Judgement(
         engine, shown, is_reference, dtype, UNKNOWN,
         f"{dtype} is not in this tool's table for {engine}, so it is neither confirmed nor refused",
@@ -298,12 +297,6 @@ def _availability(windows: Sequence[Window]) -> str:
 
 def _show(version: Version) -> str:
     return version.text
-
-
-def _failure_mode(engine: str, at: Version) -> str:
-    if record(engine).validates_late(at):
-        return "fails at engine start"
-    return "exits at argument parsing"
 
 
 def equivalents(dtype: str) -> tuple[str, ...]:

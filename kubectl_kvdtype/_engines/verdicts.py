@@ -8,9 +8,9 @@ container start it); nothing here branches on an engine's name. What an engine m
 is decided by its own parser rebuilt from the recorded tables (``_argv``); this module locates the
 copies of the flag and turns the parser's answer into a judgement (:func:`read_flag`, the one
 question every subcommand asks; :func:`renders` is ``check``'s case of it). At a recorded version
-the recorded choices decide a spelling; the hand-kept windows only where none cover the version
-(:func:`basis`, :func:`judge`). The rest of the package asks questions; only this module answers
-them.
+the recorded choices (or, where the parser lists none, the recorded start check) decide a
+spelling; the hand-kept windows only where none cover the version (:func:`basis`,
+:func:`judge`). The rest of the package asks questions; only this module answers them.
 """
 
 from __future__ import annotations
@@ -27,13 +27,14 @@ from kubectl_kvdtype._engines.records import *  # noqa: F401,F403 - the records 
 from kubectl_kvdtype._engines.records import (  # noqa: F401 - used below
     _BY_NAME,
     ACCEPTED,
+    AT_PARSING_FAILURE,
+    AT_START_FAILURE,
     ENGINES,
     FLAG,
     REJECTED,
     UNKNOWN,
     Judgement,
     Remedy,
-    _failure_mode,
     _v,
     parse_version,
     record,
@@ -47,15 +48,18 @@ class Basis:
     """What an engine at a version is judged with: which recorded parser, and whose choices.
 
     At a recorded version whose parser lists the flag's choices, those choices decide
-    (``choices``); anywhere else (a version between recordings, newer than the newest or older
-    than the oldest, or a recorded parser that checks no choices) the hand-kept spelling table
-    decides, and ``note`` says which recorded parser stood in for the version.
+    (``choices``); where its parser lists none, the engine's own check at start, recorded with
+    it, decides (``choices`` are what that check accepts, ``at_start`` True). Anywhere else (a
+    version between recordings, newer than the newest or older than the oldest) the hand-kept
+    spelling table decides, and ``note`` says which recorded parser stood in for the version; a
+    refused value then fails where it fails at that parser's release (``at_start``).
     """
 
     at: str  # the version judged at: the consumer's own text, else the engine's reference version
     table: str  # the recorded version whose parser (options, abbreviations) is used
-    choices: Optional[frozenset[str]]  # the recorded choices that decide; None: the spelling table does
+    choices: Optional[frozenset[str]]  # the recorded values that decide; None: the spelling table does
     note: str = ""  # "" when ``at`` is a recorded release
+    at_start: bool = False  # the table's parser lets any value through; the engine checks it at start
 
 
 def basis(engine: str, version: object) -> Basis:
@@ -75,9 +79,11 @@ def _basis(engine: str, version: object) -> Basis:
     if parsed is None and isinstance(version, str) and version.strip():
         note = f"{engine} version {version.strip()!r} is unreadable: judged at the reference version {at_text}"
     table = _argv.table_version(engine, at_text)
+    choices = _argv.recorded_choices(engine, table)
+    at_start = _argv.start_check(engine, table) if choices is None else None
     if _v(table) == at:
-        choices = _argv.recorded_choices(engine, table)
-        return Basis(at_text, table, None if choices is None else frozenset(choices), note)
+        decides = frozenset(choices) if choices is not None else at_start
+        return Basis(at_text, table, decides, note, at_start is not None)
     recorded = _argv.recorded_versions(engine)
     if at > _v(recorded[-1]):
         where = f"is newer than the newest recorded release, {table}"
@@ -90,7 +96,8 @@ def _basis(engine: str, version: object) -> Basis:
     extend = (f" (record it with scripts/engine-tables --only {engine}=={at_text} --out FILE and add it with "
               f"KUBECTL_KVDTYPE_ENGINE_TABLES=FILE)") if at > _v(recorded[-1]) else ""
     return Basis(at_text, table, None,
-                 f"{engine} {at_text} {where}: judged as {table}, the value by this tool's spelling table{extend}")
+                 f"{engine} {at_text} {where}: judged as {table}, the value by this tool's spelling table{extend}",
+                 at_start is not None)
 
 
 _basis_cached = functools.lru_cache(maxsize=256)(_basis)
@@ -110,8 +117,11 @@ def judge(engine: str, version: object, dtype: str) -> Judgement:  # type: ignor
 
 
 def _judge(engine: str, version: object, dtype: str) -> Judgement:
-    by_table = _records.judge(engine, version, dtype)
     found = basis(engine, version)
+    by_table = _records.judge(engine, version, dtype)
+    failure = AT_START_FAILURE if found.at_start else AT_PARSING_FAILURE
+    if by_table.verdict == REJECTED:
+        by_table = replace(by_table, failure=failure)
     if found.choices is None:
         reason = by_table.reason
         if not found.note and by_table.verdict != UNKNOWN:
@@ -121,12 +131,12 @@ def _judge(engine: str, version: object, dtype: str) -> Judgement:
     if verdict == by_table.verdict:
         return replace(by_table, note=found.note)
     label = f"{engine} {by_table.version}" + (" (reference version)" if by_table.version_is_reference else "")
+    recorded = "its recorded start check" if found.at_start else "its recorded parser"
     if verdict == ACCEPTED:
-        return replace(by_table, verdict=ACCEPTED, reason=f"{label} accepts {dtype} (its recorded parser lists it)",
+        return replace(by_table, verdict=ACCEPTED, reason=f"{label} accepts {dtype} ({recorded} lists it)",
                        failure="", note=found.note)
     return replace(by_table, verdict=REJECTED, note=found.note,
-                   reason=f"{label} does not accept {dtype} (its recorded parser's choices do not list it)",
-                   failure=_failure_mode(engine, _v(found.at)))
+                   reason=f"{label} does not accept {dtype} ({recorded} does not list it)", failure=failure)
 
 
 _judge_cached = functools.lru_cache(maxsize=4096)(_judge)
@@ -436,20 +446,28 @@ def _parse(fields: Sequence[tuple[str, object]], engine: str, version: object, e
     reading = _argv.read_container(engine, at, argv, [], env, validity=_validity)
     if reading.state == _argv.UNKNOWN:
         return FlagReading(UNSURE, None, occurrences=found, culprit=read[-1] if read else None, reason=reading.error)
+    if reading.state == _argv.FAILED and reading.at_start:  # the engine's own start check, recorded
+        return FlagReading(FAILED, None, reading.error, found, AT_START, _winner(read, reading.value or ""),
+                           reason=judge(engine, version, reading.value or "").reason)
     if reading.state == _argv.FAILED:
         error = f"error: {reading.error}" if reading.exit_code == 2 else reading.error
         return FlagReading(FAILED, None, error, found, AT_PARSING, _culprit(reading.error, found))
     if reading.state == _argv.ABSENT:
         return FlagReading(ABSENT, occurrences=found)
     value = reading.value or ""
-    winner = next((o for o in reversed(read) if o.value == value), read[-1] if read else None)
+    winner = _winner(read, value)
     judged = judge(engine, version, value)
-    if judged.verdict == REJECTED and record(engine).validates_late(_v(at)):
+    if judged.verdict == REJECTED and basis(engine, version).at_start:  # judged by the spelling table
         return FlagReading(FAILED, None, f"{judged.reason}: the engine exits at start-up", found, AT_START, winner,
                            reason=judged.reason)
     if judged.verdict == UNKNOWN:
         return FlagReading(UNSURE, value, occurrences=found, culprit=winner, reason=judged.reason)
     return FlagReading(VALUE, value, occurrences=found, culprit=winner)
+
+
+def _winner(read: Sequence[FlagOccurrence], value: str) -> Optional[FlagOccurrence]:
+    """The copy whose value the engine runs with (the last one holding it)."""
+    return next((o for o in reversed(read) if o.value == value), read[-1] if read else None)
 
 
 def read_role(extra_args: Sequence[str], engine: Optional[str], version: object,
