@@ -91,7 +91,7 @@ class EscapeCommand(Command):
             sub = actions.add_parser(name, help=help_text, description=help_text, prog=f"{parser.prog} {name}",
                                      formatter_class=HelpFormatter, epilog=examples_epilog(self.ACTION_EXAMPLES[name]))
             add(sub)
-            add_global_flags(sub, suffix="_after")
+            add_global_flags(sub, suffix="_after", like=parser)
 
     def run(self, context: Context) -> Report:
         action = context.options.escape_action

@@ -69,8 +69,15 @@ def test_every_flag_of_every_subcommand_is_offered(kube_env):
         assert directive == ":4"
 
 
+def _formats(taken_by_judging: bool) -> list[str]:
+    """The -o values a subcommand without --fix takes, from the formats table (``_render.FORMATS``)."""
+    from kubectl_kvdtype._output.render import EVERY, FORMATS, JUDGING
+
+    return [f.name for f in FORMATS if f.takes == EVERY or (taken_by_judging and f.takes == JUDGING)]
+
+
 def test_flag_values(kube_env):
-    assert complete(kube_env, "check", "-o", "") == (["table", "wide", "json", "yaml", "junit", "sarif"], ":4")
+    assert complete(kube_env, "check", "-o", "") == (_formats(True), ":4")
     assert complete(kube_env, "preflight", "-o", "s") == (["sarif"], ":4")
     assert "sarif" not in complete(kube_env, "escape", "status", "-o", "")[0]  # escape has no SARIF form
     assert complete(kube_env, "check", "--output=y") == (["--output=yaml"], ":4")
@@ -98,7 +105,7 @@ def test_junit_and_fail_on_are_offered_with_the_judging_subcommands_only(kube_en
         assert complete(kube_env, name, "--fail-on=w") == (["--fail-on=warning"], ":4"), name
         assert "--fail-on" in complete(kube_env, name, "--f")[0], name
     for words in (["escape", "status"], ["escape", "rebind"], ["completion"]):
-        assert complete(kube_env, *words, "-o", "")[0] == ["table", "wide", "json", "yaml"], words
+        assert complete(kube_env, *words, "-o", "")[0] == _formats(False), words
         assert "--fail-on" not in complete(kube_env, *words, "--")[0], words
 
 

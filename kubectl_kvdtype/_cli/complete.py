@@ -32,6 +32,7 @@ from kubectl_kvdtype._cli.registry import build_parser, judging
 from kubectl_kvdtype._commands.command import Context
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.env import Environment
+from kubectl_kvdtype._output.render import FORMATS, Format
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, Kind
 
@@ -46,13 +47,14 @@ NAMESPACE = Kind("Namespace", "", ("v1",), "namespaces", namespaced=False)
 
 # --- The engine -------------------------------------------------------------------------------
 
-def complete(args: Sequence[str], env: Optional[Environment] = None) -> int:
-    """Print the candidates for the last of ``args`` (the word being typed) and the directive."""
+def complete(args: Sequence[str], env: Optional[Environment] = None, formats: Sequence[Format] = FORMATS) -> int:
+    """Print the candidates for the last of ``args`` (the word being typed) and the directive
+    (``formats``: the table ``-o`` values come from)."""
     env = env or Environment()
     args = list(args) or [""]
     words, current = args[:-1], args[-1]
     try:
-        candidates, directive = _candidates(words, current, env)
+        candidates, directive = _candidates(words, current, env, formats)
     except Exception:  # completion must never print a traceback into the user's prompt
         candidates, directive = [], DIRECTIVE_NO_FILES
     lines = [f"{value}\t{' '.join(text.split())}" if text else value for value, text in candidates]
@@ -65,8 +67,9 @@ class _Scan:
     """What the words typed so far say: the (nested) subcommand, positionals, flag values, and
     whether the last word is a flag still waiting for its value."""
 
-    def __init__(self, parser: argparse.ArgumentParser, words: Sequence[str]) -> None:
+    def __init__(self, parser: argparse.ArgumentParser, words: Sequence[str], formats: Sequence[Format]) -> None:
         self.root = parser
+        self.formats = formats
         self.parser = parser  # the innermost (sub)parser named so far
         self.commands: list[str] = []
         self.positionals: list[str] = []  # of the innermost parser
@@ -111,8 +114,9 @@ class _Scan:
         return None
 
 
-def _candidates(words: Sequence[str], current: str, env: Environment) -> tuple[list[tuple[str, str]], int]:
-    scan = _Scan(build_parser(), words)
+def _candidates(words: Sequence[str], current: str, env: Environment,
+                formats: Sequence[Format]) -> tuple[list[tuple[str, str]], int]:
+    scan = _Scan(build_parser(formats=formats), words, formats)
     if scan.pending is not None:
         return _values(scan.pending, current, scan, env, prefix="")
     if current.startswith("-") and "=" in current:
@@ -147,13 +151,12 @@ def _values(action: argparse.Action, partial: str, scan: _Scan, env: Environment
         before, comma, partial = partial.rpartition(",")
         prefix += before + comma
         typed = set(before.split(","))
-    if action.choices and not isinstance(getattr(action, "completer", None), str):
+    if action.dest == "output":  # the formats the subcommand typed takes, with the flags typed so far
+        command = scan.commands[0] if scan.commands else None
+        names = [form.name for form in scan.formats
+                 if form.taken_by(command, judging(), lambda dest: dest in scan.flags)]
+    elif action.choices and not isinstance(getattr(action, "completer", None), str):
         names = [str(choice) for choice in action.choices]
-        if action.dest == "output" and scan.commands[:1] != ["find-flags"]:
-            names.remove("patch")  # -o patch goes with find-flags --fix only
-        if action.dest == "output" and scan.commands[:1] and scan.commands[0] not in judging():
-            names.remove("junit")  # -o junit and -o sarif go with the judging subcommands only
-            names.remove("sarif")
     elif what == "files":
         return [], DIRECTIVE_DEFAULT
     elif what in _KUBECONFIG_SECTIONS:

@@ -24,7 +24,7 @@ from kubectl_kvdtype._kits.display import shown
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.secrets import redact
 from kubectl_kvdtype._kits.status import SIGNAL_STATUS, ExitStatus, KvdtypeError, Signalled, UsageError
-from kubectl_kvdtype._output.render import render, render_fleet
+from kubectl_kvdtype._output.render import FORMATS, Format, format_named, render, render_fleet
 from kubectl_kvdtype._sources import names as _names
 
 if TYPE_CHECKING:
@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "PROG", "VERSION", "build_parser", "main", "parse", "run"]
 
 
-def parse(argv: Sequence[str]) -> argparse.Namespace:
-    parser = build_parser(lazy=True)  # imports only the subcommand named
+def parse(argv: Sequence[str], formats: Sequence[Format] = FORMATS) -> argparse.Namespace:
+    """The options of one run (``formats``: the table ``-o`` takes its values from)."""
+    parser = build_parser(lazy=True, formats=formats)  # imports only the subcommand named
     options, unknown = parser.parse_known_args(normalize_booleans(argv))
     options.argv = list(argv)  # how a value was attached (verify's --wait=X) is not in the Namespace
     if not getattr(options, "command", None):
@@ -48,22 +49,20 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         if not hasattr(options, name):
             setattr(options, name, default)
     try:
-        _validate(options)
+        _validate(options, formats)
     except UsageError as error:
         raise UsageError(_with_help_hint(error.message, options)) from None
     return options
 
 
-def _validate(options: argparse.Namespace) -> None:
+def _validate(options: argparse.Namespace, formats: Sequence[Format] = FORMATS) -> None:
     known = _codes.known()
     unknown = [code for code in options.ignore if code not in known]
     if unknown:
         raise UsageError(f"--ignore {unknown[0]}: no such finding code (known: {', '.join(known)})")
-    if options.output == "patch" and not getattr(options, "fix", False):
-        raise UsageError("-o patch prints the JSON patches that find-flags --fix plans: use it with find-flags --fix")
-    if options.output in ("junit", "sarif") and options.command not in judging():
-        raise UsageError(f"-o {options.output} reports what a judging subcommand judged: use it with "
-                         f"{', '.join(judging())}")
+    form = format_named(options.output, formats)
+    if not form.taken_by(options.command, judging(), lambda dest: bool(getattr(options, dest, False))):
+        raise UsageError(f"-o {form.name} {form.why}: use it with {form.users(judging())}")
     if options.all_namespaces and options.namespace:
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
     _validate_names(options)

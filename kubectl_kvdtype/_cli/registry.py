@@ -18,6 +18,7 @@ from kubectl_kvdtype._commands.command import Command
 from kubectl_kvdtype._commands.flags import HelpFormatter, Parser, add_global_flags, add_judging_flags, examples_epilog
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.status import exit_codes_epilog
+from kubectl_kvdtype._output.render import FORMATS, Format
 
 PROG = "kubectl kvdtype"
 VERSION = f"kubectl-kvdtype v{__version__}"
@@ -75,11 +76,11 @@ EXAMPLES = (
 )
 
 
-def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
+def build_parser(lazy: bool = False, formats: Sequence[Format] = FORMATS) -> argparse.ArgumentParser:
     """The whole command line (also read by argparse-manpage for the man page).
 
     ``lazy``: a subcommand's module is imported, and its flags added, only when argparse meets its
-    name; ``--help`` and ``--version`` then import none.
+    name; ``--help`` and ``--version`` then import none. ``formats``: the table ``-o`` offers.
     """
     parser = Parser(
         prog=PROG, usage=f"{PROG} [global flags] <subcommand> [flags]",
@@ -89,6 +90,7 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
         epilog=exit_codes_epilog() + f" {DEBUG_VARIABLE}=1 prints the traceback of an internal error.",
     )
     parser.add_argument("--version", action="version", version=VERSION)
+    parser.formats, parser.judging = tuple(formats), judging()
     add_global_flags(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="<subcommand>", title="subcommands",
                                        action=_LazySubcommands)
@@ -97,6 +99,7 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
         sub = subparsers.add_parser(info.name, help=info.help, prog=f"{PROG} {info.name}", description=info.help,
                                     formatter_class=HelpFormatter)
         sub.add_argument("--version", action="version", version=VERSION, help="print the version and exit")
+        sub.formats, sub.judging = parser.formats, parser.judging
         if lazy:
             subparsers.pending[info.name] = info
         else:

@@ -16,7 +16,7 @@ from typing import Any, NoReturn, Optional, Sequence
 from kubectl_kvdtype._kits.report import ERROR, FAIL_ON
 from kubectl_kvdtype._kits.secrets import breaks_header
 from kubectl_kvdtype._kits.status import UsageError
-from kubectl_kvdtype._output.render import OUTPUTS
+from kubectl_kvdtype._output.render import EVERY, FORMATS, JUDGING, Format
 
 #: Seconds one API request may take, retries included, unless --request-timeout says otherwise.
 DEFAULT_REQUEST_TIMEOUT = 30.0
@@ -27,7 +27,7 @@ MAX_REQUEST_TIMEOUT = 3600.0
 #: overwritten by the subcommand parser's default (the flags are defined on both parsers).
 DEFAULTS: dict[str, Any] = {
     "kubeconfig": None, "context": None, "namespace": None, "all_namespaces": False,
-    "request_timeout": DEFAULT_REQUEST_TIMEOUT, "as_user": None, "output": "table", "no_headers": False,
+    "request_timeout": DEFAULT_REQUEST_TIMEOUT, "as_user": None, "output": FORMATS[0].name, "no_headers": False,
     "filename": [], "system_namespace": "gpustack-system", "exit_zero": False, "ignore": [],
     "cluster": None, "user": None, "server": None, "token": None, "certificate_authority": None,
     "client_certificate": None, "client_key": None, "insecure_skip_tls_verify": False,
@@ -136,14 +136,44 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one sentence and exit status 2 via UsageError."""
+    """An ArgumentParser whose usage errors are one sentence and exit status 2 via UsageError.
+
+    ``formats`` and ``judging``: the formats table ``-o`` offers and the subcommands that judge
+    objects, which ``add_global_flags`` reads (the builder of the command line sets them)."""
+
+    formats: Sequence[Format] = FORMATS
+    judging: Sequence[str] = ()
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
-def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "") -> None:
-    """The kubectl flags; ``suffix`` keeps the subcommand's appended lists apart to merge them."""
+def output_help(formats: Sequence[Format], judging: Sequence[str]) -> str:
+    """``-o``'s help, from the formats table: each format (the first the default), a format of one
+    subcommand with its users, then which formats go with the judging subcommands only."""
+    described = []
+    for index, form in enumerate(formats):
+        notes = ["default"] if index == 0 else []
+        if form.takes not in (EVERY, JUDGING):
+            notes.append(f"{form.users(judging)}: {form.help}" if form.help else form.users(judging))
+        elif form.help:
+            notes.append(form.help)
+        described.append(form.name + "".join(f" ({note})" for note in notes))
+    text = ", ".join(described[:-1]) + (", or " if len(described) > 1 else "") + described[-1]
+    judged = [form.name for form in formats if form.takes == JUDGING]
+    if judged:
+        text += f"; {' and '.join(judged)} with {', '.join(judging)}"
+    return text
+
+
+def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "",
+                     like: Optional[argparse.ArgumentParser] = None) -> None:
+    """The kubectl flags; ``suffix`` keeps the subcommand's appended lists apart to merge them.
+    The formats table ``-o`` offers and the judging subcommands are ``like``'s (default: the
+    parser's own), as the command line's builder set them (``Parser.formats``, ``Parser.judging``)."""
+    formats = getattr(like or parser, "formats", FORMATS)
+    judging = getattr(like or parser, "judging", ())
+    parser.formats, parser.judging = formats, judging  # type: ignore[attr-defined]  # for nested parsers
     flags = parser.add_argument_group("global flags (also accepted before the subcommand)")
     s = argparse.SUPPRESS
     flags.add_argument("--kubeconfig", default=s, metavar="PATH", help="path to the kubeconfig file")
@@ -155,10 +185,8 @@ def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "") -> None:
                             "included, and the kubeconfig's exec credential plugin too (default 30s, where kubectl "
                             f"has no limit; at most {MAX_REQUEST_TIMEOUT:g}s; 0: no limit)")
     add_connection_flags(flags, suffix)
-    flags.add_argument("-o", "--output", choices=OUTPUTS, default=s,
-                       help="table (default), wide, json, yaml, junit (JUnit XML for CI test reports), sarif "
-                            "(SARIF 2.1.0; with -f, file and line), or patch (find-flags --fix: the JSON patches); "
-                            "junit and sarif with check, find-flags, verify, preflight")
+    flags.add_argument("-o", "--output", choices=[form.name for form in formats], default=s,
+                       help=output_help(formats, judging))
     flags.add_argument("--no-headers", action="store_true", default=s, help="tables without headers and summary")
     flags.add_argument("-f", "--filename", action="append", dest="filename" + suffix, default=s, metavar="PATH",
                        help="read objects from manifests instead of a cluster: a file, a directory, or - (repeatable)")
