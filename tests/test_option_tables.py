@@ -86,3 +86,57 @@ def test_completion_offers_the_formats_each_subcommand_takes():
         assert _completed(*words, "-o", "") == expected, info.name
     assert _completed("find-flags", "--fix", "-o", "") == [f.name for f in FORMATS]  # patch with --fix only
     assert "patch" not in _completed("find-flags", "-o", "")
+
+
+def _connection_with_bearer():
+    from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag
+
+    bearer = ConnectionFlag(("--bearer",), "bearer", "the bearer token again", metavar="TOKEN", secret=True,
+                            header=True, option="token", replaces=("user", "token"), completes="users")
+    return (*CONNECTION_FLAGS, bearer)
+
+
+def test_a_connection_flag_row_is_parsed_overrides_is_redacted_and_completed(tmp_path):
+    from kubectl_kvdtype._cli.main import parse
+    from kubectl_kvdtype._cli.registry import build_parser
+    from kubectl_kvdtype._commands.flags import secrets_in
+    from kubectl_kvdtype._sources.connection import ConnectionOptions
+
+    table = _connection_with_bearer()
+    parser = build_parser(connection=table)
+    for each in (parser, _subparser(parser, "check"), _subparser(_subparser(parser, "escape"), "rebind")):
+        assert "--bearer TOKEN" in each.format_help()
+    options = parse(["check", "-f", str(EXAMPLES), "--bearer", "s3cret"], connection=table)
+    connection = ConnectionOptions.from_flags(options, table)
+    assert connection.token == "s3cret" and connection.overrides
+    assert connection.replaced("user") == {"token": "s3cret"}
+    assert "s3cret" not in repr(connection)
+    with pytest.raises(UsageError, match="unrecognized arguments: --bearer"):
+        parse(["check", "-f", str(EXAMPLES), "--bearer", "s3cret"])  # the real table has no such row
+    assert secrets_in(["check", "--bearer=s3cret", "--bear", "other"], table) == ["s3cret", "other"]
+    assert secrets_in(["check", "--bearer=s3cret"]) == []
+    with pytest.raises(UsageError, match="--bearer holds a line break") as refused:
+        parse(["check", "-f", str(EXAMPLES), "--bearer", "a\nb"], connection=table)
+    assert "a\nb" not in refused.value.message
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text("users:\n- name: alice\n- name: bob\n")
+    assert "--bearer" in _completed("check", "--be", connection=table)
+    assert _completed("--kubeconfig", str(kubeconfig), "check", "--bearer", "a", connection=table) == ["alice"]
+    manpage = pytest.importorskip("argparse_manpage.manpage", reason="the `build` extra is not installed")
+    assert "\\-\\-bearer" in str(manpage.Manpage(parser))
+
+
+def test_connection_options_have_a_field_for_each_row_and_keep_secrets_out_of_repr():
+    from dataclasses import fields
+
+    from kubectl_kvdtype._commands.flags import APPENDED, DEFAULTS, SECRET_FLAGS
+    from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, ConnectionOptions
+
+    declared = {f.name: f for f in fields(ConnectionOptions)}
+    filled = {row.field for row in CONNECTION_FLAGS if row.field is not None}
+    assert set(declared) == filled | {"request_timeout", "table"}
+    assert {name for name, f in declared.items() if not f.repr} - {"table"} == \
+        {row.field for row in CONNECTION_FLAGS if row.secret}
+    assert set(SECRET_FLAGS) == {row.flag for row in CONNECTION_FLAGS if row.secret}
+    assert {row.dest for row in CONNECTION_FLAGS if row.value == REPEATED} <= set(APPENDED)
+    assert all(DEFAULTS[row.dest] == row.default for row in CONNECTION_FLAGS)

@@ -34,6 +34,7 @@ from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._output.render import FORMATS, Format
 from kubectl_kvdtype._sources import model as _model
+from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, SWITCH, ConnectionFlag
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, Kind
 
 #: cobra's ShellCompDirective values, as kubectl's own completion reads them.
@@ -47,14 +48,15 @@ NAMESPACE = Kind("Namespace", "", ("v1",), "namespaces", namespaced=False)
 
 # --- The engine -------------------------------------------------------------------------------
 
-def complete(args: Sequence[str], env: Optional[Environment] = None, formats: Sequence[Format] = FORMATS) -> int:
+def complete(args: Sequence[str], env: Optional[Environment] = None, formats: Sequence[Format] = FORMATS,
+             connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> int:
     """Print the candidates for the last of ``args`` (the word being typed) and the directive
-    (``formats``: the table ``-o`` values come from)."""
+    (``formats``: the table ``-o`` values come from; ``connection``: the connection flags' table)."""
     env = env or Environment()
     args = list(args) or [""]
     words, current = args[:-1], args[-1]
     try:
-        candidates, directive = _candidates(words, current, env, formats)
+        candidates, directive = _candidates(words, current, env, formats, connection)
     except Exception:  # completion must never print a traceback into the user's prompt
         candidates, directive = [], DIRECTIVE_NO_FILES
     lines = [f"{value}\t{' '.join(text.split())}" if text else value for value, text in candidates]
@@ -67,9 +69,11 @@ class _Scan:
     """What the words typed so far say: the (nested) subcommand, positionals, flag values, and
     whether the last word is a flag still waiting for its value."""
 
-    def __init__(self, parser: argparse.ArgumentParser, words: Sequence[str], formats: Sequence[Format]) -> None:
+    def __init__(self, parser: argparse.ArgumentParser, words: Sequence[str], formats: Sequence[Format],
+                 connection: Sequence[ConnectionFlag]) -> None:
         self.root = parser
         self.formats = formats
+        self.connection = connection
         self.parser = parser  # the innermost (sub)parser named so far
         self.commands: list[str] = []
         self.positionals: list[str] = []  # of the innermost parser
@@ -114,9 +118,9 @@ class _Scan:
         return None
 
 
-def _candidates(words: Sequence[str], current: str, env: Environment,
-                formats: Sequence[Format]) -> tuple[list[tuple[str, str]], int]:
-    scan = _Scan(build_parser(formats=formats), words, formats)
+def _candidates(words: Sequence[str], current: str, env: Environment, formats: Sequence[Format],
+                connection: Sequence[ConnectionFlag]) -> tuple[list[tuple[str, str]], int]:
+    scan = _Scan(build_parser(formats=formats, connection=connection), words, formats, connection)
     if scan.pending is not None:
         return _values(scan.pending, current, scan, env, prefix="")
     if current.startswith("-") and "=" in current:
@@ -243,19 +247,22 @@ def _from_cluster(what: str, scan: _Scan, env: Environment) -> list[str]:
     return sorted(set(result)) if not worker.is_alive() else []
 
 
-#: The flags with a value that say which cluster and who (the ``dest`` of each).
-_CONNECTION_VALUES = ("kubeconfig", "context", "namespace", "cluster", "user", "server", "token",
-                      "certificate_authority", "client_certificate", "client_key", "tls_server_name",
-                      "as_user", "as_uid", "username", "password")
+def _typed(flag: ConnectionFlag, scan: _Scan) -> object:
+    """A connection flag's value as typed so far (the last one given; a list's from before and after
+    the subcommand)."""
+    if flag.value == SWITCH:
+        return flag.dest in scan.flags
+    if flag.value == REPEATED:
+        return [v for v in (scan.value(flag.dest), scan.value(flag.dest + "_after")) if v]
+    return scan.value(flag.dest)
 
 
 def _cluster_names(what: str, scan: _Scan, env: Environment, timeout: float) -> list[str]:
-    """The names, read through the same ``Context`` (and so the same ClusterSource) a command gets."""
+    """The names, read through the same ``Context`` (and so the same ClusterSource) a command gets,
+    with every connection flag (``_connection.CONNECTION_FLAGS``) typed so far."""
     options = argparse.Namespace(
         filename=[], request_timeout=timeout or None, all_namespaces="all_namespaces" in scan.flags,
-        insecure_skip_tls_verify="insecure_skip_tls_verify" in scan.flags,
-        as_group=[g for g in (scan.value("as_group"), scan.value("as_group_after")) if g],
-        **{name: scan.value(name) for name in _CONNECTION_VALUES},
+        namespace=scan.value("namespace"), **{flag.dest: _typed(flag, scan) for flag in scan.connection},
     )
     context = Context(options, env)
     source = context.source  # imports the client; a kubeconfig error ends here

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 from kubectl_kvdtype._cli import fleet as _fleet
 from kubectl_kvdtype._cli.registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
 from kubectl_kvdtype._commands.command import Context
-from kubectl_kvdtype._commands.flags import APPENDED, DEFAULTS, check_header_flags, normalize_booleans, secrets_in
+from kubectl_kvdtype._commands.flags import appended, check_header_flags, defaults, normalize_booleans, secrets_in
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits import progress as _progress
 from kubectl_kvdtype._kits.display import shown
@@ -26,6 +26,7 @@ from kubectl_kvdtype._kits.secrets import redact
 from kubectl_kvdtype._kits.status import SIGNAL_STATUS, ExitStatus, KvdtypeError, Signalled, UsageError
 from kubectl_kvdtype._output.render import FORMATS, Format, format_named, render, render_fleet
 from kubectl_kvdtype._sources import names as _names
+from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag
 
 if TYPE_CHECKING:
     from kubectl_kvdtype._kits.report import Finding, Place, Report
@@ -33,29 +34,32 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "PROG", "VERSION", "build_parser", "main", "parse", "run"]
 
 
-def parse(argv: Sequence[str], formats: Sequence[Format] = FORMATS) -> argparse.Namespace:
-    """The options of one run (``formats``: the table ``-o`` takes its values from)."""
-    parser = build_parser(lazy=True, formats=formats)  # imports only the subcommand named
-    options, unknown = parser.parse_known_args(normalize_booleans(argv))
+def parse(argv: Sequence[str], formats: Sequence[Format] = FORMATS,
+          connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> argparse.Namespace:
+    """The options of one run (``formats``: the table ``-o`` takes its values from; ``connection``:
+    the connection flags' table)."""
+    parser = build_parser(lazy=True, formats=formats, connection=connection)  # imports only the subcommand named
+    options, unknown = parser.parse_known_args(normalize_booleans(argv, connection))
     options.argv = list(argv)  # how a value was attached (verify's --wait=X) is not in the Namespace
     if not getattr(options, "command", None):
         raise UsageError(f"name a subcommand: {', '.join(c.name for c in COMMANDS)} (see '{PROG} --help')")
     if unknown:  # argparse would blame the top-level parser; the subcommand's --help lists its flags
         raise UsageError(_with_help_hint(f"unrecognized arguments: {' '.join(unknown)}", options))
-    for name in APPENDED:
+    for name in appended(connection):
         merged = list(getattr(options, name, [])) + list(getattr(options, name + "_after", []))
         setattr(options, name, merged)
-    for name, default in DEFAULTS.items():
+    for name, default in defaults(connection).items():
         if not hasattr(options, name):
             setattr(options, name, default)
     try:
-        _validate(options, formats)
+        _validate(options, formats, connection)
     except UsageError as error:
         raise UsageError(_with_help_hint(error.message, options)) from None
     return options
 
 
-def _validate(options: argparse.Namespace, formats: Sequence[Format] = FORMATS) -> None:
+def _validate(options: argparse.Namespace, formats: Sequence[Format] = FORMATS,
+              connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> None:
     known = _codes.known()
     unknown = [code for code in options.ignore if code not in known]
     if unknown:
@@ -66,7 +70,7 @@ def _validate(options: argparse.Namespace, formats: Sequence[Format] = FORMATS) 
     if options.all_namespaces and options.namespace:
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
     _validate_names(options)
-    check_header_flags(options)
+    check_header_flags(options, connection)
     if _fleet.requested(options):
         _fleet.validate(options)
 

@@ -19,6 +19,7 @@ from kubectl_kvdtype._commands.flags import HelpFormatter, Parser, add_global_fl
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.status import exit_codes_epilog
 from kubectl_kvdtype._output.render import FORMATS, Format
+from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag
 
 PROG = "kubectl kvdtype"
 VERSION = f"kubectl-kvdtype v{__version__}"
@@ -76,11 +77,13 @@ EXAMPLES = (
 )
 
 
-def build_parser(lazy: bool = False, formats: Sequence[Format] = FORMATS) -> argparse.ArgumentParser:
+def build_parser(lazy: bool = False, formats: Sequence[Format] = FORMATS,
+                 connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> argparse.ArgumentParser:
     """The whole command line (also read by argparse-manpage for the man page).
 
     ``lazy``: a subcommand's module is imported, and its flags added, only when argparse meets its
-    name; ``--help`` and ``--version`` then import none. ``formats``: the table ``-o`` offers.
+    name; ``--help`` and ``--version`` then import none. ``formats``: the table ``-o`` offers;
+    ``connection``: the connection flags' table.
     """
     parser = Parser(
         prog=PROG, usage=f"{PROG} [global flags] <subcommand> [flags]",
@@ -90,7 +93,7 @@ def build_parser(lazy: bool = False, formats: Sequence[Format] = FORMATS) -> arg
         epilog=exit_codes_epilog() + f" {DEBUG_VARIABLE}=1 prints the traceback of an internal error.",
     )
     parser.add_argument("--version", action="version", version=VERSION)
-    parser.formats, parser.judging = tuple(formats), judging()
+    parser.formats, parser.judging, parser.connection = tuple(formats), judging(), tuple(connection)
     add_global_flags(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="<subcommand>", title="subcommands",
                                        action=_LazySubcommands)
@@ -99,7 +102,7 @@ def build_parser(lazy: bool = False, formats: Sequence[Format] = FORMATS) -> arg
         sub = subparsers.add_parser(info.name, help=info.help, prog=f"{PROG} {info.name}", description=info.help,
                                     formatter_class=HelpFormatter)
         sub.add_argument("--version", action="version", version=VERSION, help="print the version and exit")
-        sub.formats, sub.judging = parser.formats, parser.judging
+        sub.formats, sub.judging, sub.connection = parser.formats, parser.judging, parser.connection
         if lazy:
             subparsers.pending[info.name] = info
         else:

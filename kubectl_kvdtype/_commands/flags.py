@@ -17,28 +17,44 @@ from kubectl_kvdtype._kits.report import ERROR, FAIL_ON
 from kubectl_kvdtype._kits.secrets import breaks_header
 from kubectl_kvdtype._kits.status import UsageError
 from kubectl_kvdtype._output.render import EVERY, FORMATS, JUDGING, Format
+from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, SELECTING, SWITCH, ConnectionFlag
 
 #: Seconds one API request may take, retries included, unless --request-timeout says otherwise.
 DEFAULT_REQUEST_TIMEOUT = 30.0
 #: The longest --request-timeout accepted (0, no limit, aside): a typo (30h for 30s) is refused.
 MAX_REQUEST_TIMEOUT = 3600.0
 
-#: Global flags' defaults, applied after parsing so a flag given after the subcommand is not
-#: overwritten by the subcommand parser's default (the flags are defined on both parsers).
-DEFAULTS: dict[str, Any] = {
-    "kubeconfig": None, "context": None, "namespace": None, "all_namespaces": False,
-    "request_timeout": DEFAULT_REQUEST_TIMEOUT, "as_user": None, "output": FORMATS[0].name, "no_headers": False,
-    "filename": [], "system_namespace": "gpustack-system", "exit_zero": False, "ignore": [],
-    "cluster": None, "user": None, "server": None, "token": None, "certificate_authority": None,
-    "client_certificate": None, "client_key": None, "insecure_skip_tls_verify": False,
-    "tls_server_name": None, "as_group": [], "as_uid": None, "username": None, "password": None,
-    "cache_dir": None,
+#: The global flags other than the connection flags, and their defaults (``defaults``).
+_OTHER_DEFAULTS: dict[str, Any] = {
+    "namespace": None, "all_namespaces": False, "request_timeout": DEFAULT_REQUEST_TIMEOUT,
+    "output": FORMATS[0].name, "no_headers": False, "filename": [], "system_namespace": "gpustack-system",
+    "exit_zero": False, "ignore": [],
 }
-APPENDED = ("filename", "ignore", "as_group")
-#: Flags whose values are secrets: never echoed (``redact``).
-SECRET_FLAGS = ("--token", "--password")
+
+
+def defaults(connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> dict[str, Any]:
+    """Global flags' defaults, applied after parsing so a flag given after the subcommand is not
+    overwritten by the subcommand parser's default (the flags are defined on both parsers)."""
+    return {**{flag.dest: flag.default for flag in connection}, **_OTHER_DEFAULTS}
+
+
+def appended(connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> tuple[str, ...]:
+    """The repeatable global flags (their dests), merged from before and after the subcommand."""
+    return ("filename", "ignore", *(flag.dest for flag in connection if flag.value == REPEATED))
+
+
+DEFAULTS = defaults()
+APPENDED = appended()
+
+
+def secret_flags(connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> tuple[str, ...]:
+    """Flags whose values are secrets: never echoed (``redact``)."""
+    return tuple(name for flag in connection if flag.secret for name in flag.names if name.startswith("--"))
+
+
+SECRET_FLAGS = secret_flags()
 #: kubectl's boolean flags also take ``=true``/``=false``; argparse's store_true takes no value.
-_BOOLEANS = ("--insecure-skip-tls-verify", "--all-namespaces", "--no-headers", "--exit-zero")
+_BOOLEANS = ("--all-namespaces", "--no-headers", "--exit-zero")
 _TRUE = ("true", "1", "t", "yes")
 _FALSE = ("false", "0", "f", "no")
 
@@ -74,13 +90,14 @@ def _request_timeout(text: str) -> Optional[float]:
     return seconds or None  # kubectl: "0" means no timeout
 
 
-def normalize_booleans(argv: Sequence[str]) -> list[str]:
+def normalize_booleans(argv: Sequence[str], connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> list[str]:
     """``--insecure-skip-tls-verify=true`` as kubectl (pflag) reads it: the bare flag, and ``=false``
     as not given (kubectl's override of a false value changes nothing in the kubeconfig either)."""
+    booleans = _BOOLEANS + tuple(flag.flag for flag in connection if flag.value == SWITCH)
     words: list[str] = []
     for word in argv:
         name, equals, value = word.partition("=")
-        if equals and name in _BOOLEANS and value.lower() in _TRUE + _FALSE:
+        if equals and name in booleans and value.lower() in _TRUE + _FALSE:
             if value.lower() in _TRUE:
                 words.append(name)
             continue
@@ -88,26 +105,24 @@ def normalize_booleans(argv: Sequence[str]) -> list[str]:
     return words
 
 
-def secrets_in(argv: Sequence[str]) -> list[str]:
-    """The values given to ``--token``/``--password`` (``--token=T``, ``--token T``, and the
-    abbreviations argparse accepts or calls ambiguous), to keep out of messages."""
+def secrets_in(argv: Sequence[str], connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> list[str]:
+    """The values given to the secret flags, ``--token``/``--password`` (``--token=T``, ``--token T``,
+    and the abbreviations argparse accepts or calls ambiguous), to keep out of messages."""
+    secrets = secret_flags(connection)
     found = []
     for index, word in enumerate(argv):
         name, equals, value = word.partition("=")
-        if len(name) > 2 and name.startswith("--") and any(flag.startswith(name) for flag in SECRET_FLAGS):
+        if len(name) > 2 and name.startswith("--") and any(flag.startswith(name) for flag in secrets):
             value = value if equals else (argv[index + 1] if index + 1 < len(argv) else "")
             if value:
                 found.append(value)
     return found
 
 
-#: The flags whose values become HTTP header values (``Authorization``, ``Impersonate-*``).
-HEADER_FLAGS = (("token", "--token"), ("as_user", "--as"), ("as_group", "--as-group"), ("as_uid", "--as-uid"))
-
-
-def check_header_flags(options: Any) -> None:
-    """A header flag's value with a line break is a usage error that never echoes the value."""
-    for attribute, flag in HEADER_FLAGS:
+def check_header_flags(options: Any, connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> None:
+    """A value of a flag that becomes an HTTP header value (``Authorization``, ``Impersonate-*``)
+    with a line break is a usage error that never echoes the value."""
+    for attribute, flag in ((row.dest, row.flag) for row in connection if row.header):
         value = getattr(options, attribute, None)
         values = value if isinstance(value, list) else [value]
         if any(breaks_header(v) for v in values):
@@ -138,11 +153,13 @@ class HelpFormatter(argparse.HelpFormatter):
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one sentence and exit status 2 via UsageError.
 
-    ``formats`` and ``judging``: the formats table ``-o`` offers and the subcommands that judge
-    objects, which ``add_global_flags`` reads (the builder of the command line sets them)."""
+    ``formats``, ``judging`` and ``connection``: the formats table ``-o`` offers, the subcommands that
+    judge objects and the connection flags' table, which ``add_global_flags`` reads (the builder of
+    the command line sets them)."""
 
     formats: Sequence[Format] = FORMATS
     judging: Sequence[str] = ()
+    connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
@@ -173,18 +190,19 @@ def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "",
     parser's own), as the command line's builder set them (``Parser.formats``, ``Parser.judging``)."""
     formats = getattr(like or parser, "formats", FORMATS)
     judging = getattr(like or parser, "judging", ())
+    connection = getattr(like or parser, "connection", CONNECTION_FLAGS)
     parser.formats, parser.judging = formats, judging  # type: ignore[attr-defined]  # for nested parsers
+    parser.connection = connection  # type: ignore[attr-defined]
     flags = parser.add_argument_group("global flags (also accepted before the subcommand)")
     s = argparse.SUPPRESS
-    flags.add_argument("--kubeconfig", default=s, metavar="PATH", help="path to the kubeconfig file")
-    flags.add_argument("--context", default=s, help="the kubeconfig context to use")
+    add_connection_flags(flags, suffix, [flag for flag in connection if flag.dest in SELECTING])
     flags.add_argument("-n", "--namespace", default=s, help="the namespace in scope (default: the context's)")
     flags.add_argument("-A", "--all-namespaces", action="store_true", default=s, help="every namespace")
     flags.add_argument("--request-timeout", type=_request_timeout, default=s, metavar="DURATION",
                        help="how long one API request may take (connecting, the answer's headers and body), retries "
                             "included, and the kubeconfig's exec credential plugin too (default 30s, where kubectl "
                             f"has no limit; at most {MAX_REQUEST_TIMEOUT:g}s; 0: no limit)")
-    add_connection_flags(flags, suffix)
+    add_connection_flags(flags, suffix, [flag for flag in connection if flag.dest not in SELECTING])
     flags.add_argument("-o", "--output", choices=[form.name for form in formats], default=s,
                        help=output_help(formats, judging))
     flags.add_argument("--no-headers", action="store_true", default=s, help="tables without headers and summary")
@@ -238,32 +256,14 @@ def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
                        help=f"with --contexts/--all-contexts: contexts judged at once (default {DEFAULT_PARALLEL})")
 
 
-def add_connection_flags(flags: argparse._ActionsContainer, suffix: str = "") -> None:
-    """kubectl's flags saying which cluster and who, with kubectl's meaning: each overrides the
-    same setting of the kubeconfig (see ``_cluster``)."""
-    s = argparse.SUPPRESS
-    cluster = flags.add_argument("--cluster", default=s,
-                                 help="the kubeconfig cluster to use (instead of the context's)")
-    cluster.completer = "clusters"  # type: ignore[attr-defined]  # read by completion.py
-    user = flags.add_argument("--user", default=s, help="the kubeconfig user to use (instead of the context's)")
-    user.completer = "users"  # type: ignore[attr-defined]
-    flags.add_argument("-s", "--server", default=s, metavar="URL", help="the address of the API server")
-    flags.add_argument("--token", default=s, metavar="TOKEN",
-                       help="bearer token for the API server (never shown in any output)")
-    flags.add_argument("--certificate-authority", default=s, metavar="PATH",
-                       help="a CA certificate file to verify the API server with")
-    flags.add_argument("--client-certificate", default=s, metavar="PATH", help="client certificate file for TLS")
-    flags.add_argument("--client-key", default=s, metavar="PATH", help="client key file for TLS")
-    flags.add_argument("--insecure-skip-tls-verify", action="store_true", default=s,
-                       help="do not verify the API server's certificate (insecure)")
-    flags.add_argument("--tls-server-name", default=s, metavar="NAME",
-                       help="server name for the API server's certificate and SNI (default: the server's host)")
-    flags.add_argument("--as", dest="as_user", default=s, metavar="USER", help="impersonate this user")
-    flags.add_argument("--as-group", action="append", dest="as_group" + suffix, default=s, metavar="GROUP",
-                       help="impersonate this group (repeatable; needs --as)")
-    flags.add_argument("--as-uid", default=s, metavar="UID", help="impersonate this UID (needs --as)")
-    flags.add_argument("--username", default=s, metavar="USER", help="username for basic authentication")
-    flags.add_argument("--password", default=s, metavar="PASSWORD",
-                       help="password for basic authentication (never shown in any output)")
-    flags.add_argument("--cache-dir", default=s, metavar="DIR",
-                       help="accepted for kubectl compatibility; unused: the plugin keeps no cache")
+def add_connection_flags(flags: argparse._ActionsContainer, suffix: str = "",
+                         connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> None:
+    """kubectl's flags saying which cluster and who, from their table (``_connection``), with
+    kubectl's meaning: each overrides the same setting of the kubeconfig (see ``_kubeconfig``)."""
+    for flag in connection:
+        kind: dict[str, Any] = {"action": "store_true"} if flag.value == SWITCH else \
+            {"action": "append", "dest": flag.dest + suffix, "metavar": flag.metavar} if flag.value == REPEATED \
+            else {"dest": flag.dest, "metavar": flag.metavar}
+        action = flags.add_argument(*flag.names, default=argparse.SUPPRESS, help=flag.help, **kind)
+        if flag.completes:
+            action.completer = flag.completes  # type: ignore[attr-defined]  # read by _cli.complete
