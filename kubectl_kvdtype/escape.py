@@ -33,7 +33,7 @@ from kubectl_kvdtype._changes.setting import (
     write_setting,
 )
 from kubectl_kvdtype._commands.command import Command, Context, confirm
-from kubectl_kvdtype._commands.flags import HelpFormatter, add_global_flags, examples_epilog, parse_duration
+from kubectl_kvdtype._commands.flags import HelpFormatter, examples_epilog, parse_duration
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report
 from kubectl_kvdtype._kits.report import Column, Report
 from kubectl_kvdtype._kits.status import ApiError, KvdtypeError, UsageError
@@ -91,7 +91,6 @@ class EscapeCommand(Command):
             sub = actions.add_parser(name, help=help_text, description=help_text, prog=f"{parser.prog} {name}",
                                      formatter_class=HelpFormatter, epilog=examples_epilog(self.ACTION_EXAMPLES[name]))
             add(sub)
-            add_global_flags(sub, suffix="_after", like=parser)
 
     def run(self, context: Context) -> Report:
         action = context.options.escape_action

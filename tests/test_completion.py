@@ -60,10 +60,14 @@ def test_subcommands_come_from_the_registry_through_kubectl(kube_env):
 
 
 def test_every_flag_of_every_subcommand_is_offered(kube_env):
-    _, subparsers, names = _parser_facts()
-    for name in names:
-        expected = {o for a in subparsers[name]._actions if a.help != argparse.SUPPRESS for o in a.option_strings
+    parser, subparsers, names = _parser_facts()
+    global_flags = {o for a in parser._actions if getattr(a, "global_flag", False) for o in a.option_strings
                     if o.startswith("--")}
+    assert {"--namespace", "--output", "--token", "--filename"} <= global_flags
+    for name in names:
+        own = {o for a in subparsers[name]._actions if a.help != argparse.SUPPRESS for o in a.option_strings
+               if o.startswith("--")}
+        expected = own | global_flags  # its own, and the global flags its --help points to
         found, directive = complete(kube_env, name, "--")
         assert set(found) == expected, name
         assert directive == ":4"

@@ -46,10 +46,11 @@ def test_a_format_row_is_offered_by_help_validation_completion_and_the_man_page(
 
     formats = _formats_with_csv()
     parser = build_parser(formats=formats)
+    assert "csv (comma-separated values)" in " ".join(parser.format_help().split())  # where the global flags are
     for each in (parser, _subparser(parser, "check"), _subparser(_subparser(parser, "escape"), "status")):
         assert "csv" in _output_action(each).choices
-        assert "csv (comma-separated values)" in " ".join(each.format_help().split())
     assert parse(["check", "-f", str(EXAMPLES), "-o", "csv"], formats=formats).output == "csv"
+    assert parse(["-o", "csv", "escape", "status", "-f", str(EXAMPLES)], formats=formats).output == "csv"
     with pytest.raises(UsageError, match="invalid choice: 'csv'"):
         parse(["check", "-f", str(EXAMPLES), "-o", "csv"])  # the real table has no such row
     assert "csv" in _completed("check", "-o", "", formats=formats)
@@ -104,8 +105,9 @@ def test_a_connection_flag_row_is_parsed_overrides_is_redacted_and_completed(tmp
 
     table = _connection_with_bearer()
     parser = build_parser(connection=table)
+    assert "--bearer TOKEN" in parser.format_help()
     for each in (parser, _subparser(parser, "check"), _subparser(_subparser(parser, "escape"), "rebind")):
-        assert "--bearer TOKEN" in each.format_help()
+        assert "--bearer" in each._option_string_actions
     options = parse(["check", "-f", str(EXAMPLES), "--bearer", "s3cret"], connection=table)
     connection = ConnectionOptions.from_flags(options, table)
     assert connection.token == "s3cret" and connection.overrides
@@ -129,7 +131,7 @@ def test_a_connection_flag_row_is_parsed_overrides_is_redacted_and_completed(tmp
 def test_connection_options_have_a_field_for_each_row_and_keep_secrets_out_of_repr():
     from dataclasses import fields
 
-    from kubectl_kvdtype._commands.flags import APPENDED, DEFAULTS, SECRET_FLAGS
+    from kubectl_kvdtype._commands.flags import DEFAULTS, SECRET_FLAGS
     from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, ConnectionOptions
 
     declared = {f.name: f for f in fields(ConnectionOptions)}
@@ -138,5 +140,70 @@ def test_connection_options_have_a_field_for_each_row_and_keep_secrets_out_of_re
     assert {name for name, f in declared.items() if not f.repr} - {"table"} == \
         {row.field for row in CONNECTION_FLAGS if row.secret}
     assert set(SECRET_FLAGS) == {row.flag for row in CONNECTION_FLAGS if row.secret}
-    assert {row.dest for row in CONNECTION_FLAGS if row.value == REPEATED} <= set(APPENDED)
+    from kubectl_kvdtype._cli.registry import build_parser
+
+    repeated = {a.dest for a in build_parser()._actions if getattr(a, "global_flag", False)
+                and isinstance(a, argparse._AppendAction)}
+    assert {row.dest for row in CONNECTION_FLAGS if row.value == REPEATED} <= repeated
     assert all(DEFAULTS[row.dest] == row.default for row in CONNECTION_FLAGS)
+
+
+#: The argv forms the tests use, global flags before and after the subcommand (and the action).
+_SAME = [
+    (["-n", "team-a", "check"], ["check", "-n", "team-a"]),
+    (["-o", "json", "--context", "fake", "escape", "status"], ["escape", "status", "-o", "json", "--context", "fake"]),
+    (["-o", "json", "escape", "status"], ["escape", "-o", "json", "status"]),
+    (["--as", "u", "--as-group", "a", "--as-group", "b", "check"],
+     ["check", "--as=u", "--as-group", "a", "--as-group=b"]),
+    (["-f", "a", "-f", "b", "verify"], ["-f", "a", "verify", "-f", "b"]),
+    (["--insecure-skip-tls-verify", "preflight"], ["preflight", "--insecure-skip-tls-verify=true"]),
+]
+
+
+@pytest.mark.parametrize(("before", "after"), _SAME, ids=lambda words: " ".join(words))
+def test_global_flags_read_the_same_before_and_after_the_subcommand(before, after):
+    from kubectl_kvdtype._cli.main import parse
+
+    def parsed(argv: list[str]) -> dict:
+        found = vars(parse(argv))
+        return {key: value for key, value in found.items() if key not in ("argv", "handler")}
+
+    assert parsed(before) == parsed(after)
+
+
+def test_repeated_global_flags_add_up_across_every_level():
+    from kubectl_kvdtype._cli.main import parse
+
+    options = parse(["--as", "u", "--as-group", "a", "escape", "--as-group", "b", "rebind", "legacy",
+                     "--dtype", "bfloat16", "--as-group", "c"])
+    assert options.as_group == ["a", "b", "c"]
+    assert parse(["-n", "x", "check", "-n", "y"]).namespace == "y"  # a later value wins
+
+
+def test_a_subcommand_help_lists_its_own_flags_and_points_to_the_global_ones():
+    from kubectl_kvdtype._cli.registry import PROG, build_parser
+    from kubectl_kvdtype._commands.flags import GLOBAL_HEADING
+
+    parser = build_parser()
+    top = parser.format_help()
+    global_helps = [a.help for a in parser._actions if getattr(a, "global_flag", False)]
+    assert GLOBAL_HEADING in top and all(" ".join(h.split()[:4]) in " ".join(top.split()) for h in global_helps)
+    subs = [_subparser(parser, name) for name in ("check", "find-flags", "escape")]
+    subs += [_subparser(subs[-1], "rebind"), _subparser(subs[-1], "status")]
+    for sub in subs:
+        text = " ".join(sub.format_help().split())
+        assert f"'{PROG} --help' lists them" in text, sub.prog
+        assert not any(" ".join(h.split()) in text for h in global_helps), sub.prog  # no global flag's own help
+    assert "--fix" in subs[1].format_help() and "--dtype" in subs[3].format_help()
+
+
+def test_the_man_page_prints_each_global_flag_once():
+    manpage = pytest.importorskip("argparse_manpage.manpage", reason="the `build` extra is not installed")
+    from kubectl_kvdtype._cli.registry import build_parser
+
+    parser = build_parser()
+    page = str(manpage.Manpage(parser))
+    for action in parser._actions:
+        if getattr(action, "global_flag", False):
+            long = next(o for o in action.option_strings if o.startswith("--"))
+            assert page.count("\\fB" + long.replace("-", "\\-") + "\\fR") == 1, long

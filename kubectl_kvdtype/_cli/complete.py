@@ -130,7 +130,7 @@ def _candidates(words: Sequence[str], current: str, env: Environment, formats: S
             return [], DIRECTIVE_NO_FILES
         return _values(action, partial, scan, env, prefix=name + "=")
     if current.startswith("-"):
-        return _flags(scan.parser, current), DIRECTIVE_NO_FILES
+        return _flags(scan.parser, scan.root, current), DIRECTIVE_NO_FILES
     subcommands = _subcommands(scan.parser)
     if subcommands and not scan.positionals:
         return [(name, _help_of(scan.parser, name)) for name in subcommands if name.startswith(current)], \
@@ -141,10 +141,14 @@ def _candidates(words: Sequence[str], current: str, env: Environment, formats: S
     return [], DIRECTIVE_NO_FILES
 
 
-def _flags(parser: argparse.ArgumentParser, current: str) -> list[tuple[str, str]]:
-    """Every spelling of every flag of the parser in use that starts with what is typed."""
-    return [(option, action.help or "") for action in parser._actions if action.help != argparse.SUPPRESS
-            for option in action.option_strings if option.startswith(current)]
+def _flags(parser: argparse.ArgumentParser, root: argparse.ArgumentParser, current: str) -> list[tuple[str, str]]:
+    """Every spelling of every flag of the parser in use that starts with what is typed: its own,
+    then the global flags (hidden from a subcommand's help, listed with the top-level parser's)."""
+    shown = [a for a in parser._actions if a.help != argparse.SUPPRESS]
+    if parser is not root:
+        shown += [a for a in root._actions if getattr(a, "global_flag", False)]
+    return [(option, action.help or "") for action in shown for option in action.option_strings
+            if option.startswith(current)]
 
 
 def _values(action: argparse.Action, partial: str, scan: _Scan, env: Environment,
@@ -253,7 +257,7 @@ def _typed(flag: ConnectionFlag, scan: _Scan) -> object:
     if flag.value == SWITCH:
         return flag.dest in scan.flags
     if flag.value == REPEATED:
-        return [v for v in (scan.value(flag.dest), scan.value(flag.dest + "_after")) if v]
+        return [v for v in (scan.value(flag.dest),) if v]
     return scan.value(flag.dest)
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 from kubectl_kvdtype._cli import fleet as _fleet
 from kubectl_kvdtype._cli.registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
 from kubectl_kvdtype._commands.command import Context
-from kubectl_kvdtype._commands.flags import appended, check_header_flags, defaults, normalize_booleans, secrets_in
+from kubectl_kvdtype._commands.flags import check_header_flags, normalize_booleans, secrets_in
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits import progress as _progress
 from kubectl_kvdtype._kits.display import shown
@@ -45,12 +45,6 @@ def parse(argv: Sequence[str], formats: Sequence[Format] = FORMATS,
         raise UsageError(f"name a subcommand: {', '.join(c.name for c in COMMANDS)} (see '{PROG} --help')")
     if unknown:  # argparse would blame the top-level parser; the subcommand's --help lists its flags
         raise UsageError(_with_help_hint(f"unrecognized arguments: {' '.join(unknown)}", options))
-    for name in appended(connection):
-        merged = list(getattr(options, name, [])) + list(getattr(options, name + "_after", []))
-        setattr(options, name, merged)
-    for name, default in defaults(connection).items():
-        if not hasattr(options, name):
-            setattr(options, name, default)
     try:
         _validate(options, formats, connection)
     except UsageError as error:

@@ -3,15 +3,18 @@
 kubectl parses none of its flags for a plugin: everything typed after ``kubectl kvdtype`` reaches the
 plugin verbatim (and kubectl refuses flags typed before the plugin's name). So the plugin parses
 kubectl's own (``--kubeconfig``, ``--context``, ``-n``, ``-A``, ``--server``, ``--token``...) and
-accepts each of them before or after the subcommand: they are defined on every parser with
-suppressed defaults, and ``DEFAULTS`` fills what was not given.
+accepts each of them before or after the subcommand. ``add_global_flags`` defines them once: the
+top-level parser lists them with their defaults, every subcommand's parser reads them too, hidden
+from its ``--help`` (which points to the top-level one), and ``Subcommands`` is the rule that joins
+the two: a later value wins, repeatable flags add up.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from typing import Any, NoReturn, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype._kits.report import ERROR, FAIL_ON
 from kubectl_kvdtype._kits.secrets import breaks_header
@@ -33,18 +36,12 @@ _OTHER_DEFAULTS: dict[str, Any] = {
 
 
 def defaults(connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> dict[str, Any]:
-    """Global flags' defaults, applied after parsing so a flag given after the subcommand is not
-    overwritten by the subcommand parser's default (the flags are defined on both parsers)."""
+    """The global flags' defaults (the top-level parser's; a subcommand's parser has none, so that
+    a flag given before the subcommand's name keeps its value)."""
     return {**{flag.dest: flag.default for flag in connection}, **_OTHER_DEFAULTS}
 
 
-def appended(connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> tuple[str, ...]:
-    """The repeatable global flags (their dests), merged from before and after the subcommand."""
-    return ("filename", "ignore", *(flag.dest for flag in connection if flag.value == REPEATED))
-
-
 DEFAULTS = defaults()
-APPENDED = appended()
 
 
 def secret_flags(connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> tuple[str, ...]:
@@ -151,18 +148,33 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one sentence and exit status 2 via UsageError.
-
-    ``formats``, ``judging`` and ``connection``: the formats table ``-o`` offers, the subcommands that
-    judge objects and the connection flags' table, which ``add_global_flags`` reads (the builder of
-    the command line sets them)."""
-
-    formats: Sequence[Format] = FORMATS
-    judging: Sequence[str] = ()
-    connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS
+    """An ArgumentParser whose usage errors are one sentence and exit status 2 via UsageError, and
+    whose subcommands add up the global flags given before and after their names (``Subcommands``)."""
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        kwargs.setdefault("action", Subcommands)
+        return super().add_subparsers(**kwargs)
+
+
+class Subcommands(argparse._SubParsersAction):
+    """The one rule for where global flags go: before or after any subcommand's name, a later value
+    winning and the repeatable ones adding up (``-f a check -f b``: both). argparse parses a
+    subcommand's words into a fresh namespace and copies it over, so a repeatable flag given after
+    the name would replace the values given before it: they are put back in front here."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:
+        repeated = {a.dest for a in parser._actions if getattr(a, "global_flag", False)
+                    and isinstance(a, argparse._AppendAction)}
+        before = {dest: getattr(namespace, dest) for dest in repeated if hasattr(namespace, dest)}
+        super().__call__(parser, namespace, values, option_string)
+        for dest, items in before.items():
+            after = getattr(namespace, dest)
+            if after is not items:
+                setattr(namespace, dest, list(items) + list(after))
 
 
 def output_help(formats: Sequence[Format], judging: Sequence[str]) -> str:
@@ -183,37 +195,59 @@ def output_help(formats: Sequence[Format], judging: Sequence[str]) -> str:
     return text
 
 
-def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "",
-                     like: Optional[argparse.ArgumentParser] = None) -> None:
-    """The kubectl flags; ``suffix`` keeps the subcommand's appended lists apart to merge them.
-    The formats table ``-o`` offers and the judging subcommands are ``like``'s (default: the
-    parser's own), as the command line's builder set them (``Parser.formats``, ``Parser.judging``)."""
-    formats = getattr(like or parser, "formats", FORMATS)
-    judging = getattr(like or parser, "judging", ())
-    connection = getattr(like or parser, "connection", CONNECTION_FLAGS)
-    parser.formats, parser.judging = formats, judging  # type: ignore[attr-defined]  # for nested parsers
-    parser.connection = connection  # type: ignore[attr-defined]
-    flags = parser.add_argument_group("global flags (also accepted before the subcommand)")
-    s = argparse.SUPPRESS
-    add_connection_flags(flags, suffix, [flag for flag in connection if flag.dest in SELECTING])
-    flags.add_argument("-n", "--namespace", default=s, help="the namespace in scope (default: the context's)")
-    flags.add_argument("-A", "--all-namespaces", action="store_true", default=s, help="every namespace")
-    flags.add_argument("--request-timeout", type=_request_timeout, default=s, metavar="DURATION",
-                       help="how long one API request may take (connecting, the answer's headers and body), retries "
-                            "included, and the kubeconfig's exec credential plugin too (default 30s, where kubectl "
-                            f"has no limit; at most {MAX_REQUEST_TIMEOUT:g}s; 0: no limit)")
-    add_connection_flags(flags, suffix, [flag for flag in connection if flag.dest not in SELECTING])
-    flags.add_argument("-o", "--output", choices=[form.name for form in formats], default=s,
-                       help=output_help(formats, judging))
-    flags.add_argument("--no-headers", action="store_true", default=s, help="tables without headers and summary")
-    flags.add_argument("-f", "--filename", action="append", dest="filename" + suffix, default=s, metavar="PATH",
-                       help="read objects from manifests instead of a cluster: a file, a directory, or - (repeatable)")
-    flags.add_argument("--system-namespace", default=s, metavar="NAMESPACE",
-                       help="the operator's namespace, where the Setting lives (default gpustack-system)")
-    flags.add_argument("--exit-zero", action="store_true", default=s,
-                       help="exit 0 even with findings that fail the run (see --fail-on)")
-    flags.add_argument("--ignore", action="append", dest="ignore" + suffix, default=s, metavar="CODE",
-                       help="drop findings with this code (repeatable)")
+@dataclass(frozen=True)
+class Tables:
+    """What the global flags are built from: the ``-o`` formats, the subcommands that judge objects
+    (the registry's), and the connection flags."""
+
+    formats: tuple[Format, ...] = FORMATS
+    judging: tuple[str, ...] = ()
+    connection: tuple[ConnectionFlag, ...] = CONNECTION_FLAGS
+
+
+#: The heading of the global flags in the top-level ``--help``.
+GLOBAL_HEADING = "global flags (every subcommand takes them, before or after its name)"
+
+
+def global_pointer(prog: str) -> str:
+    """What a subcommand's ``--help`` says of the global flags, instead of listing them again."""
+    return (f"-n, -A, -o, -f, --context, --kubeconfig, --server, --token, --as and the other global flags, "
+            f"before or after the subcommand: '{prog} --help' lists them")
+
+
+def add_global_flags(parser: argparse.ArgumentParser, tables: Tables = Tables(), hidden: bool = False,
+                     pointer: str = "") -> None:
+    """The global flags, defined here once: on the top-level parser with their defaults and help
+    (``hidden`` False), and on every subcommand's parser hidden from its help and without defaults,
+    so that a flag given after the subcommand's name is still read and one given before it is not
+    overwritten (``Subcommands``); ``pointer`` is what that subcommand's help says instead."""
+    flags = parser.add_argument_group("global flags" if hidden else GLOBAL_HEADING, pointer or None)
+    initial = defaults(tables.connection)
+
+    def add(*names: str, help: str, **kwargs: Any) -> argparse.Action:
+        dest = kwargs.get("dest") or next(n for n in names if n.startswith("--"))[2:].replace("-", "_")
+        default = argparse.SUPPRESS if hidden else initial[dest]
+        action = flags.add_argument(*names, default=default, help=argparse.SUPPRESS if hidden else help, **kwargs)
+        action.global_flag = True  # type: ignore[attr-defined]  # read by Subcommands and _cli.complete
+        return action
+
+    add_connection_flags(add, [flag for flag in tables.connection if flag.dest in SELECTING])
+    add("-n", "--namespace", help="the namespace in scope (default: the context's)")
+    add("-A", "--all-namespaces", action="store_true", help="every namespace")
+    add("--request-timeout", type=_request_timeout, metavar="DURATION",
+        help="how long one API request may take (connecting, the answer's headers and body), retries "
+             "included, and the kubeconfig's exec credential plugin too (default 30s, where kubectl "
+             f"has no limit; at most {MAX_REQUEST_TIMEOUT:g}s; 0: no limit)")
+    add_connection_flags(add, [flag for flag in tables.connection if flag.dest not in SELECTING])
+    add("-o", "--output", choices=[form.name for form in tables.formats],
+        help=output_help(tables.formats, tables.judging))
+    add("--no-headers", action="store_true", help="tables without headers and summary")
+    add("-f", "--filename", action="append", metavar="PATH",
+        help="read objects from manifests instead of a cluster: a file, a directory, or - (repeatable)")
+    add("--system-namespace", metavar="NAMESPACE",
+        help="the operator's namespace, where the Setting lives (default gpustack-system)")
+    add("--exit-zero", action="store_true", help="exit 0 even with findings that fail the run (see --fail-on)")
+    add("--ignore", action="append", metavar="CODE", help="drop findings with this code (repeatable)")
 
 
 def add_judging_flags(parser: argparse.ArgumentParser) -> None:
@@ -256,14 +290,13 @@ def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
                        help=f"with --contexts/--all-contexts: contexts judged at once (default {DEFAULT_PARALLEL})")
 
 
-def add_connection_flags(flags: argparse._ActionsContainer, suffix: str = "",
-                         connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> None:
+def add_connection_flags(add: Callable[..., argparse.Action], connection: Sequence[ConnectionFlag]) -> None:
     """kubectl's flags saying which cluster and who, from their table (``_connection``), with
     kubectl's meaning: each overrides the same setting of the kubeconfig (see ``_kubeconfig``)."""
     for flag in connection:
         kind: dict[str, Any] = {"action": "store_true"} if flag.value == SWITCH else \
-            {"action": "append", "dest": flag.dest + suffix, "metavar": flag.metavar} if flag.value == REPEATED \
+            {"action": "append", "dest": flag.dest, "metavar": flag.metavar} if flag.value == REPEATED \
             else {"dest": flag.dest, "metavar": flag.metavar}
-        action = flags.add_argument(*flag.names, default=argparse.SUPPRESS, help=flag.help, **kind)
+        action = add(*flag.names, help=flag.help, **kind)
         if flag.completes:
             action.completer = flag.completes  # type: ignore[attr-defined]  # read by _cli.complete
