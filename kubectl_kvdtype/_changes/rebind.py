@@ -33,7 +33,7 @@ from kubectl_kvdtype._changes.setting import (
     require_setting,
     write_setting,
 )
-from kubectl_kvdtype._commands.command import Context
+from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._engines import verdicts as _engines
 from kubectl_kvdtype._judging.judgement import (
     BindingInventory,
@@ -514,19 +514,19 @@ def _manual_steps(plan: Plan, pods: list[dict], new_name: str) -> None:
 # --- escape rebind: permissions, execution, resumption ---------------------------------------------
 
 def last_look(context: Context, plan: Plan, question: str, steps: Optional[list[Step]] = None) -> None:
-    """On a terminal, show the steps and ask [y/N] (--yes skips it). Without a terminal, --apply
-    itself is the consent: scripts pass it already."""
-    env, options = context.env, context.options
-    if options.yes or not env.stdin_isatty:
-        return
-    for index, step in enumerate(plan.steps, 1):
-        if steps is None or step in steps:
-            env.progress(f"  {index}. {step.label()}: {step.detail}")
-    for finding in plan.report.findings:
-        if finding.severity == WARNING:
-            env.warn(f"{finding.code}: {finding.message}")
-    if env.ask(f"{question} [y/N]:").lower() not in ("y", "yes"):
-        raise KvdtypeError("not confirmed; nothing was changed")
+    """On a terminal, show the steps and ask (``confirm``: --yes skips it). Without a terminal,
+    --apply itself is the consent: scripts pass it already."""
+    env = context.env
+
+    def show() -> None:
+        for index, step in enumerate(plan.steps, 1):
+            if steps is None or step in steps:
+                env.progress(f"  {index}. {step.label()}: {step.detail}")
+        for finding in plan.report.findings:
+            if finding.severity == WARNING:
+                env.warn(f"{finding.code}: {finding.message}")
+
+    confirm(context, question, show=show, consented=True)
 
 
 def check_access(source: WritableSource, steps: list[Step]) -> None:

@@ -15,7 +15,7 @@ import yaml
 
 from kubectl_kvdtype._changes.journal import JOURNAL, Journal
 from kubectl_kvdtype._changes.setting import OFF, blockers_of
-from kubectl_kvdtype._commands.command import Context
+from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report, consumers_of, read_setting
 from kubectl_kvdtype._kits.codes import RESTORE_BREAKS, WARNING
 from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
@@ -139,14 +139,14 @@ def _judge_breaks(context: Context, report: Report, bindings: list[dict], saved:
 
 def _last_look(context: Context, report: Report) -> None:
     """Ask on a terminal only when a restored Binding breaks its consumers (--yes skips it)."""
-    env = context.env
     breaks = [f for f in report.findings if f.code == RESTORE_BREAKS]
-    if not breaks or context.options.yes or not env.stdin_isatty:
-        return
-    for finding in breaks:
-        env.warn(finding.message)
-    if env.ask("Restore anyway? [y/N]:").lower() not in ("y", "yes"):
-        raise KvdtypeError("not confirmed; nothing was changed")
+
+    def show() -> None:
+        for finding in breaks:
+            context.env.warn(finding.message)
+
+    if breaks:  # without a terminal, --apply is the consent (``confirm``)
+        confirm(context, "Restore anyway?", show=show, consented=True)
 
 
 def _create_all(context: Context, missing: list[tuple[Kind, dict, dict]], dry_run: bool) -> None:

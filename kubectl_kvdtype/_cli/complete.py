@@ -24,7 +24,6 @@ kubernetes client unless a cluster name is being completed. A layer of the comma
 from __future__ import annotations
 
 import argparse
-import os
 import threading
 from typing import Optional, Sequence
 
@@ -32,9 +31,10 @@ from kubectl_kvdtype._cli.registry import build_parser, judging
 from kubectl_kvdtype._commands.command import Context
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.env import Environment
+from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._output.render import FORMATS, Format
 from kubectl_kvdtype._sources import model as _model
-from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, SWITCH, ConnectionFlag
+from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, SWITCH, ConnectionFlag, kubeconfig_names
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, Kind
 
 #: cobra's ShellCompDirective values, as kubectl's own completion reads them.
@@ -204,27 +204,12 @@ _KUBECONFIG_SECTIONS = {"contexts": "contexts", "clusters": "clusters", "users":
 
 
 def _kubeconfig_names(scan: _Scan, env: Environment, section: str) -> list[str]:
-    """Names of contexts, clusters or users in the kubeconfig files, found as kubectl would (no client)."""
-    import yaml
-
-    explicit = scan.value("kubeconfig")
-    if explicit:
-        paths = [explicit]
-    else:
-        listed = [p for p in env.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
-        home = os.path.join(os.path.expanduser(env.environ.get("HOME") or "~"), ".kube", "config")
-        paths = listed or [home]
-    names: list[str] = []
-    for path in paths:
-        try:
-            with open(os.path.expanduser(path), encoding="utf-8") as handle:
-                document = yaml.safe_load(handle)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue
-        for entry in (document or {}).get(section) or [] if isinstance(document, dict) else []:
-            if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"] not in names:
-                names.append(entry["name"])
-    return names
+    """Names of contexts, clusters or users in the kubeconfig files, found as a run finds them
+    (``_connection.kubeconfig_paths``; no client); none when they cannot be read."""
+    try:
+        return kubeconfig_names(scan.value("kubeconfig"), env.environ, section)
+    except KvdtypeError:
+        return []
 
 
 def _timeout(env: Environment) -> float:

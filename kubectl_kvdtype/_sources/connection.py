@@ -5,13 +5,17 @@
 or a repeatable list), whether it is a secret (never echoed) or an HTTP header value, which kubeconfig
 setting it replaces, and what completion offers for it. The parser (``_flags``), ``ConnectionOptions``
 and its overrides (``_kubeconfig``), the redaction of typed secrets and completion (``_cli.complete``)
-derive from it. Light on purpose: ``--help`` reads it, and it imports nothing of the client.
+derive from it. And the one kubeconfig finder (``kubeconfig_paths``), which runs and completion share.
+Light on purpose: ``--help`` and completion read it, and it imports nothing of the client.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Optional, Sequence
+
+from kubectl_kvdtype._kits.status import KvdtypeError
 
 #: ``ConnectionFlag.value``: one string, a switch (no value; kubectl's ``=true``/``=false`` too), or a
 #: string each time it is given (repeatable).
@@ -151,8 +155,6 @@ class ConnectionOptions:
 
     def replaced(self, section: str) -> dict[str, Any]:
         """The kubeconfig ``section``'s settings (``cluster``, ``user``) that flags replace one for one."""
-        import os
-
         settings: dict[str, Any] = {}
         for flag in self.table:
             if flag.replaces is None or flag.replaces[0] != section or flag.field is None:
@@ -163,3 +165,51 @@ class ConnectionOptions:
             if value:
                 settings[flag.replaces[1]] = list(value) if isinstance(value, tuple) else value
         return settings
+
+
+# --- The kubeconfig's files, found as kubectl finds them --------------------------------------
+
+def kubeconfig_paths(explicit: Optional[str], environ: Any) -> list[str]:
+    """--kubeconfig, else the KUBECONFIG list (read now, not at import), else ~/.kube/config."""
+    if explicit:
+        if not os.path.isfile(explicit):
+            raise KvdtypeError(f"the kubeconfig {explicit} does not exist")
+        return [explicit]
+    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed:
+        existing = [os.path.expanduser(p) for p in listed if os.path.isfile(os.path.expanduser(p))]
+        if not existing:
+            raise KvdtypeError(f"none of the files in KUBECONFIG exist ({environ['KUBECONFIG']})")
+        return existing
+    home = os.path.join(os.path.expanduser(environ.get("HOME") or "~"), ".kube", "config")
+    return [home] if os.path.isfile(home) else []
+
+
+def read_kubeconfig(path: str) -> dict:
+    """One kubeconfig file as a mapping (an empty file: empty); anything else is said in one sentence."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = yaml.safe_load(handle)
+    except (OSError, UnicodeDecodeError) as error:
+        raise KvdtypeError(f"cannot read the kubeconfig {path}: {getattr(error, 'strerror', None) or error}") from None
+    except yaml.YAMLError:
+        raise KvdtypeError(f"the kubeconfig {path} is not valid YAML") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise KvdtypeError(f"the kubeconfig {path} is not a kubeconfig (expected a mapping)")
+    return document
+
+
+def kubeconfig_names(explicit: Optional[str], environ: Any, section: str) -> list[str]:
+    """The names of a section's entries (``contexts``, ``clusters``, ``users``) in the kubeconfig's
+    files, in file order, each once (the first file to name one wins, as kubectl merges them)."""
+    names: dict[str, None] = {}
+    for path in kubeconfig_paths(explicit, environ):
+        entries = read_kubeconfig(path).get(section)
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                names.setdefault(entry["name"])
+    return list(names)

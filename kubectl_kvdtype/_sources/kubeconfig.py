@@ -8,7 +8,6 @@ import os
 from typing import Any, Iterator, Optional
 
 import urllib3
-import yaml
 
 from kubectl_kvdtype._kits.secrets import breaks_header, without_password
 from kubectl_kvdtype._kits.status import (
@@ -17,7 +16,7 @@ from kubectl_kvdtype._kits.status import (
 )
 from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources.client import ConfigException, Configuration, KubeConfigLoader, load_incluster_config
-from kubectl_kvdtype._sources.connection import ConnectionOptions
+from kubectl_kvdtype._sources.connection import ConnectionOptions, kubeconfig_names, kubeconfig_paths, read_kubeconfig
 from kubectl_kvdtype._sources.credentials import _exec_bounded, _first_line
 
 _IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -40,10 +39,10 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
     # Nor does it honour Retry-After itself (it would sleep for whatever the server asks): the
     # plugin's retries do, within what is left of the request timeout.
     configuration.retries = urllib3.Retry(total=1, read=0, respect_retry_after_header=False)
-    paths = _kubeconfig_paths(options.kubeconfig, environ)
+    paths = kubeconfig_paths(options.kubeconfig, environ)
     if not paths and not options.server:
         return _in_cluster(configuration, options, environ)
-    documents = [(path, _read_kubeconfig(path)) for path in paths]
+    documents = [(path, read_kubeconfig(path)) for path in paths]
     context_name = options.context or next(
         (d.get("current-context") for _, d in documents if d.get("current-context")), None)
     entry: dict = {}
@@ -259,50 +258,13 @@ def _listed(value: Any) -> list:
     return value if isinstance(value, list) else []
 
 
-def _kubeconfig_paths(explicit: Optional[str], environ: dict) -> list[str]:
-    """--kubeconfig, else the KUBECONFIG list (read now, not at import), else ~/.kube/config."""
-    if explicit:
-        if not os.path.isfile(explicit):
-            raise KvdtypeError(f"the kubeconfig {explicit} does not exist")
-        return [explicit]
-    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
-    if listed:
-        existing = [os.path.expanduser(p) for p in listed if os.path.isfile(os.path.expanduser(p))]
-        if not existing:
-            raise KvdtypeError(f"none of the files in KUBECONFIG exist ({environ['KUBECONFIG']})")
-        return existing
-    home = os.path.join(os.path.expanduser(environ.get("HOME") or "~"), ".kube", "config")
-    return [home] if os.path.isfile(home) else []
-
-
 def context_names(explicit: Optional[str], environ: dict) -> list[str]:
     """Every context of the kubeconfig (--kubeconfig, else KUBECONFIG, else ~/.kube/config), in
     file order, each once (the first file to name one wins, as kubectl merges them)."""
-    paths = _kubeconfig_paths(explicit, environ)
-    if not paths:
+    if not kubeconfig_paths(explicit, environ):
         raise KvdtypeError("no kubeconfig found (~/.kube/config, KUBECONFIG, --kubeconfig): a fleet run needs "
                            "the contexts of one")
-    names: dict[str, None] = {}
-    for path in paths:
-        for entry in _listed(_read_kubeconfig(path).get("contexts")):
-            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-                names.setdefault(entry["name"])
-    return list(names)
-
-
-def _read_kubeconfig(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            document = yaml.safe_load(handle)
-    except (OSError, UnicodeDecodeError) as error:
-        raise KvdtypeError(f"cannot read the kubeconfig {path}: {getattr(error, 'strerror', None) or error}") from None
-    except yaml.YAMLError:
-        raise KvdtypeError(f"the kubeconfig {path} is not valid YAML") from None
-    if document is None:
-        return {}
-    if not isinstance(document, dict):
-        raise KvdtypeError(f"the kubeconfig {path} is not a kubeconfig (expected a mapping)")
-    return document
+    return kubeconfig_names(explicit, environ, "contexts")
 
 
 def _in_cluster(configuration: Configuration, options: ConnectionOptions,
