@@ -23,7 +23,7 @@ import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kubectl_kvdtype._changes.journal import JOURNAL, Journal, backup_name, fix_directory
 from kubectl_kvdtype._commands.command import Context, confirm
@@ -33,6 +33,9 @@ from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
 from kubectl_kvdtype._kits.status import ApiError, Interrupted, KvdtypeError, UsageError, interrupted_status
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.kinds import DEPLOYMENT, POD, SETTING, WORKLOADS, Kind
+
+if TYPE_CHECKING:
+    from kubectl_kvdtype._judging.flagged import FlagInventory
 
 #: The journal's ``operation`` for a fix (a rebind's journal has none).
 OPERATION = "find-flags-fix"
@@ -132,7 +135,8 @@ class _Part:
     label: str  # "spec.roles[0].extraArgs" for humans
 
 
-def plan(context: Context, inventory, found: Report, setting_on: Optional[bool], setting_said: str) -> list[Target]:
+def plan(context: Context, inventory: FlagInventory, found: Report, setting_on: Optional[bool],
+         setting_said: str) -> list[Target]:
     """One Target per object to patch or fix by hand, from ``find-flags``' report items."""
     targets: dict[tuple[str, str, str], Target] = {}
     dtypes = {(_model.namespace_of(b), _model.name_of(b)): _model.binding_dtype(b) for b in inventory.bindings}
@@ -409,7 +413,7 @@ def _settle(target: Target, context: Context) -> None:
 
 # --- The command ----------------------------------------------------------------------------------
 
-def fix(context: Context, inventory, found: Report) -> Report:
+def fix(context: Context, inventory: FlagInventory, found: Report) -> Report:
     """Plan by default; --apply writes (after asking on a terminal); --dry-run=server sends with dryRun=All."""
     options = context.options
     writing = options.apply or options.dry_run == "server"
