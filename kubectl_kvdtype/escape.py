@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 from typing import Optional
 
-from kubectl_kvdtype._changes.rebind import REPLACE, SIDE_BY_SIDE, rebind
+from kubectl_kvdtype._changes.rebind import REPLACE, SIDE_BY_SIDE, RebindOptions, rebind
 from kubectl_kvdtype._changes.restore import restore
 from kubectl_kvdtype._changes.setting import (
     OFF,
@@ -105,7 +105,7 @@ class EscapeCommand(Command):
         if context.options.suffix is not None and context.options.strategy != SIDE_BY_SIDE:
             raise UsageError("--suffix names the copies that --strategy side-by-side creates: "
                              "add --strategy side-by-side, or drop --suffix")
-        return rebind(context)
+        return rebind(context, RebindOptions.of(context.options))
 
 
 def _status_flags(parser: argparse.ArgumentParser) -> None:

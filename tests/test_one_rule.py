@@ -90,3 +90,36 @@ def test_completion_finds_the_kubeconfig_files_a_run_finds(tmp_path):
     assert kubeconfig_names(None, {"KUBECONFIG": f"{first}{os.pathsep}{second}"}, "contexts") == ["one", "two",
                                                                                                  "three"]
     assert kubeconfig_names(str(first), {"KUBECONFIG": str(second)}, "users") == ["alice"]
+
+
+#: Where argparse may be imported: the command line, what subcommands are built on, the subcommand
+#: modules (the package root), and the engines, which rebuild the engines' own parsers with it.
+_ARGPARSE_ALLOWED = ("_cli/", "_commands/", "_engines/")
+
+
+def test_argparse_stays_in_the_command_line_layers():
+    import ast
+
+    importing = []
+    for path in _modules():
+        name = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        if "argparse" in modules and "/" in name and not name.startswith(_ARGPARSE_ALLOWED):
+            importing.append(name)
+    assert importing == []
+
+
+def test_typed_options_refuse_a_name_the_command_line_does_not_have():
+    from kubectl_kvdtype._changes.rebind import RebindOptions
+    from kubectl_kvdtype._commands.command import Command
+    from kubectl_kvdtype.verify import VerifyOptions
+
+    assert not hasattr(Command, "option")  # no default for a misspelt name
+    for typed in (RebindOptions, VerifyOptions):
+        with pytest.raises(AttributeError):
+            typed.of(argparse.Namespace())
+    options = VerifyOptions.of(argparse.Namespace(deployment="d", wait=None, argv=["verify"], poll_interval=None))
+    with pytest.raises(AttributeError):
+        options.deployment = "other"  # type: ignore[misc]  # frozen

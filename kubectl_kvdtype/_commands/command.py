@@ -125,10 +125,6 @@ class Command:
     def run(self, context: Context) -> Report:
         raise NotImplementedError
 
-    @staticmethod
-    def option(context: Context, name: str, default: Any = None) -> Any:
-        return getattr(context.options, name, default)
-
 
 def confirm(context: Context, question: str, *, show: Optional[Callable[[], None]] = None,
             consented: bool = False) -> None:
