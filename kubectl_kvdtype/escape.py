@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 from typing import Optional
 
+from kubectl_kvdtype._changes.journal import RestoreOptions
 from kubectl_kvdtype._changes.rebind import REPLACE, SIDE_BY_SIDE, RebindOptions, rebind
 from kubectl_kvdtype._changes.restore import restore
 from kubectl_kvdtype._changes.setting import (
@@ -101,7 +102,7 @@ class EscapeCommand(Command):
         if action in ("off", "on"):
             return switch(context, OFF if action == "off" else ON)
         if action == "restore":
-            return restore(context)
+            return restore(context, RestoreOptions.of(context.options))
         if context.options.suffix is not None and context.options.strategy != SIDE_BY_SIDE:
             raise UsageError("--suffix names the copies that --strategy side-by-side creates: "
                              "add --strategy side-by-side, or drop --suffix")

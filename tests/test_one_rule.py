@@ -112,14 +112,22 @@ def test_argparse_stays_in_the_command_line_layers():
 
 
 def test_typed_options_refuse_a_name_the_command_line_does_not_have():
+    from kubectl_kvdtype._changes.fix import FixOptions
+    from kubectl_kvdtype._changes.journal import RestoreOptions
     from kubectl_kvdtype._changes.rebind import RebindOptions
     from kubectl_kvdtype._commands.command import Command
     from kubectl_kvdtype.verify import VerifyOptions
 
     assert not hasattr(Command, "option")  # no default for a misspelt name
-    for typed in (RebindOptions, VerifyOptions):
+    for typed in (RebindOptions, FixOptions, RestoreOptions, VerifyOptions):
         with pytest.raises(AttributeError):
             typed.of(argparse.Namespace())
     options = VerifyOptions.of(argparse.Namespace(deployment="d", wait=None, argv=["verify"], poll_interval=None))
     with pytest.raises(AttributeError):
         options.deployment = "other"  # type: ignore[misc]  # frozen
+
+
+def test_the_write_layers_never_read_the_parsed_command_line():
+    for folder in ("_changes", "_judging", "_sources"):
+        for path in sorted((PACKAGE / folder).glob("*.py")):
+            assert "context.options" not in path.read_text(encoding="utf-8"), path.name

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from kubectl_kvdtype._changes.journal import JOURNAL, Journal
+from kubectl_kvdtype._changes.journal import JOURNAL, Journal, RestoreOptions
 from kubectl_kvdtype._changes.setting import OFF, blockers_of
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report, consumers_of, read_setting
@@ -35,16 +35,16 @@ RESTORE_COLUMNS = [
 ]
 
 
-def restore(context: Context) -> Report:
+def restore(context: Context, options: RestoreOptions) -> Report:
     """Plan by default; --apply creates each missing object; --dry-run=server sends them with dryRun=All."""
-    options, source = context.options, context.source
+    source = context.source
     directory = Path(options.directory)
     from kubectl_kvdtype._changes import fix as _fix  # a find-flags --fix backup is reverted by patches, not re-created
 
     if (directory / JOURNAL).exists():
         Journal.read(directory)  # one that cannot be read is said (exit 3), never restored from half
     if _fix.is_fix_backup(directory):
-        return _fix.restore_fix(context)
+        return _fix.restore_fix(context, options)
     saved = read_backups(directory)
     report = Report(kind="RestorePlan", columns=RESTORE_COLUMNS)
     missing = []
