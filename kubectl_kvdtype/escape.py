@@ -20,7 +20,8 @@ from __future__ import annotations
 import argparse
 from typing import Optional
 
-from kubectl_kvdtype._changes.rebind import REPLACE, SIDE_BY_SIDE, rebind
+from kubectl_kvdtype._changes.journal import RestoreOptions
+from kubectl_kvdtype._changes.rebind import REPLACE, SIDE_BY_SIDE, RebindOptions, rebind
 from kubectl_kvdtype._changes.restore import restore
 from kubectl_kvdtype._changes.setting import (
     OFF,
@@ -33,7 +34,7 @@ from kubectl_kvdtype._changes.setting import (
     write_setting,
 )
 from kubectl_kvdtype._commands.command import Command, Context, confirm
-from kubectl_kvdtype._commands.flags import HelpFormatter, add_global_flags, examples_epilog, parse_duration
+from kubectl_kvdtype._commands.flags import HelpFormatter, examples_epilog, parse_duration
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report
 from kubectl_kvdtype._kits.report import Column, Report
 from kubectl_kvdtype._kits.status import ApiError, KvdtypeError, UsageError
@@ -91,7 +92,6 @@ class EscapeCommand(Command):
             sub = actions.add_parser(name, help=help_text, description=help_text, prog=f"{parser.prog} {name}",
                                      formatter_class=HelpFormatter, epilog=examples_epilog(self.ACTION_EXAMPLES[name]))
             add(sub)
-            add_global_flags(sub, suffix="_after")
 
     def run(self, context: Context) -> Report:
         action = context.options.escape_action
@@ -102,11 +102,11 @@ class EscapeCommand(Command):
         if action in ("off", "on"):
             return switch(context, OFF if action == "off" else ON)
         if action == "restore":
-            return restore(context)
+            return restore(context, RestoreOptions.of(context.options))
         if context.options.suffix is not None and context.options.strategy != SIDE_BY_SIDE:
             raise UsageError("--suffix names the copies that --strategy side-by-side creates: "
                              "add --strategy side-by-side, or drop --suffix")
-        return rebind(context)
+        return rebind(context, RebindOptions.of(context.options))
 
 
 def _status_flags(parser: argparse.ArgumentParser) -> None:

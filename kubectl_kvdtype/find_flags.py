@@ -34,10 +34,11 @@ class FindFlagsCommand(Command):
         add_fix_flags(parser)
 
     def run(self, context: Context) -> Report:
-        _fix.check_options(context)
+        options = _fix.FixOptions.of(context.options)
+        _fix.check_options(context, options)
         inventory = FlagInventory.read(context.source, context.namespace)
         report = build_find_flags_report(inventory)
-        return _fix.fix(context, inventory, report) if context.options.fix else report
+        return _fix.fix(context, inventory, report, options) if options.fix else report
 
 
 def add_fix_flags(parser: argparse.ArgumentParser) -> None:

@@ -113,6 +113,23 @@ def _find_deployment(source: Source, namespace: Optional[str], name: str) -> dic
     return matches[0]
 
 
+@dataclass(frozen=True)
+class VerifyOptions:
+    """verify's own flags, typed, read from the parsed command line at this boundary (a name it
+    does not have is an error, never a default)."""
+
+    deployment: Optional[str]
+    wait: Optional[str]
+    #: The command line as typed: how a value was attached (``--wait=X``) is not in the namespace.
+    argv: tuple[str, ...]
+    poll_interval: Optional[float]
+
+    @classmethod
+    def of(cls, options: argparse.Namespace) -> "VerifyOptions":
+        return cls(deployment=options.deployment, wait=options.wait, argv=tuple(options.argv),
+                   poll_interval=options.poll_interval)
+
+
 class VerifyCommand(Command):
     name = "verify"
     examples = (
@@ -136,14 +153,14 @@ class VerifyCommand(Command):
         parser.add_argument("--poll-interval", type=parse_duration, default=None, help=argparse.SUPPRESS)
 
     def run(self, context: Context) -> Report:
-        name, wait = _name_and_wait(self.option(context, "deployment"), self.option(context, "wait"),
-                                    self.option(context, "argv", []))
+        options = VerifyOptions.of(context.options)
+        name, wait = _name_and_wait(options.deployment, options.wait, list(options.argv))
         _names.check_flag("ModelDeployment name", name, _names.SUBDOMAIN)  # `--wait NAME` gives it back here
         if wait is not None and context.offline:
             raise UsageError("--wait polls a cluster; it cannot be used with -f")
         if wait is None:
             return _poll(context, name)
-        interval = self.option(context, "poll_interval") or _interval(wait)
+        interval = options.poll_interval or _interval(wait)
         return _wait(context, name, wait, interval)
 
 

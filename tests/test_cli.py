@@ -21,7 +21,8 @@ def test_help_says_kubectl_kvdtype_through_kubectl(kube_env):
     assert "check" in result.stdout
     sub = kvdtype(kube_env, "check", "--help")
     assert sub.stdout.startswith("usage: kubectl kvdtype check")
-    assert "--all-namespaces" in sub.stdout and "--filename" in sub.stdout
+    assert "--all-namespaces" in result.stdout and "--filename" in result.stdout  # the global flags, listed once
+    assert "--fail-on" in sub.stdout and "'kubectl kvdtype --help' lists them" in " ".join(sub.stdout.split())
 
 
 def test_version(kube_env):

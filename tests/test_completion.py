@@ -60,17 +60,28 @@ def test_subcommands_come_from_the_registry_through_kubectl(kube_env):
 
 
 def test_every_flag_of_every_subcommand_is_offered(kube_env):
-    _, subparsers, names = _parser_facts()
-    for name in names:
-        expected = {o for a in subparsers[name]._actions if a.help != argparse.SUPPRESS for o in a.option_strings
+    parser, subparsers, names = _parser_facts()
+    global_flags = {o for a in parser._actions if getattr(a, "global_flag", False) for o in a.option_strings
                     if o.startswith("--")}
+    assert {"--namespace", "--output", "--token", "--filename"} <= global_flags
+    for name in names:
+        own = {o for a in subparsers[name]._actions if a.help != argparse.SUPPRESS for o in a.option_strings
+               if o.startswith("--")}
+        expected = own | global_flags  # its own, and the global flags its --help points to
         found, directive = complete(kube_env, name, "--")
         assert set(found) == expected, name
         assert directive == ":4"
 
 
+def _formats(taken_by_judging: bool) -> list[str]:
+    """The -o values a subcommand without --fix takes, from the formats table (``_render.FORMATS``)."""
+    from kubectl_kvdtype._output.render import EVERY, FORMATS, JUDGING
+
+    return [f.name for f in FORMATS if f.takes == EVERY or (taken_by_judging and f.takes == JUDGING)]
+
+
 def test_flag_values(kube_env):
-    assert complete(kube_env, "check", "-o", "") == (["table", "wide", "json", "yaml", "junit", "sarif"], ":4")
+    assert complete(kube_env, "check", "-o", "") == (_formats(True), ":4")
     assert complete(kube_env, "preflight", "-o", "s") == (["sarif"], ":4")
     assert "sarif" not in complete(kube_env, "escape", "status", "-o", "")[0]  # escape has no SARIF form
     assert complete(kube_env, "check", "--output=y") == (["--output=yaml"], ":4")
@@ -98,7 +109,7 @@ def test_junit_and_fail_on_are_offered_with_the_judging_subcommands_only(kube_en
         assert complete(kube_env, name, "--fail-on=w") == (["--fail-on=warning"], ":4"), name
         assert "--fail-on" in complete(kube_env, name, "--f")[0], name
     for words in (["escape", "status"], ["escape", "rebind"], ["completion"]):
-        assert complete(kube_env, *words, "-o", "")[0] == ["table", "wide", "json", "yaml"], words
+        assert complete(kube_env, *words, "-o", "")[0] == _formats(False), words
         assert "--fail-on" not in complete(kube_env, *words, "--")[0], words
 
 

@@ -23,9 +23,9 @@ import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from kubectl_kvdtype._changes.journal import JOURNAL, Journal, backup_name, fix_directory
+from kubectl_kvdtype._changes.journal import JOURNAL, Journal, RestoreOptions, backup_name, fix_directory
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._engines import verdicts as _engines
 from kubectl_kvdtype._kits.codes import FIX_CONFLICT, FIX_MANUAL, FIX_REFUSED, RESTORE_CONFLICT
@@ -33,6 +33,9 @@ from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
 from kubectl_kvdtype._kits.status import ApiError, Interrupted, KvdtypeError, UsageError, interrupted_status
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.kinds import DEPLOYMENT, POD, SETTING, WORKLOADS, Kind
+
+if TYPE_CHECKING:
+    from kubectl_kvdtype._judging.flagged import FlagInventory
 
 #: The journal's ``operation`` for a fix (a rebind's journal has none).
 OPERATION = "find-flags-fix"
@@ -132,7 +135,8 @@ class _Part:
     label: str  # "spec.roles[0].extraArgs" for humans
 
 
-def plan(context: Context, inventory, found: Report, setting_on: Optional[bool], setting_said: str) -> list[Target]:
+def plan(context: Context, inventory: FlagInventory, found: Report, setting_on: Optional[bool],
+         setting_said: str, accept_dtype_change: bool = False) -> list[Target]:
     """One Target per object to patch or fix by hand, from ``find-flags``' report items."""
     targets: dict[tuple[str, str, str], Target] = {}
     dtypes = {(_model.namespace_of(b), _model.name_of(b)): _model.binding_dtype(b) for b in inventory.bindings}
@@ -165,7 +169,7 @@ def plan(context: Context, inventory, found: Report, setting_on: Optional[bool],
             target.fixes.append(where)
     result = list(targets.values())
     for target in result:
-        _settle(target, context)
+        _settle(target, accept_dtype_change)
     return result
 
 
@@ -390,7 +394,7 @@ def setting_state(context: Context) -> tuple[Optional[bool], str]:
     return on, "the Setting is off" if on is False else "the Setting's value in force is unknown"
 
 
-def _settle(target: Target, context: Context) -> None:
+def _settle(target: Target, accept_dtype_change: bool) -> None:
     """The state and detail of a planned target: manual, refused, or planned."""
     if target.state != PLANNED:
         return
@@ -398,7 +402,7 @@ def _settle(target: Target, context: Context) -> None:
         target.state, target.detail = MANUAL, target.manual
         return
     rolls = _ROLLS.get(target.kind.name, "")
-    if target.changes and not getattr(context.options, "accept_dtype_change", False):
+    if target.changes and not accept_dtype_change:
         target.state = REFUSED
         target.detail = ("; ".join(target.changes) + ". Refused: pass --accept-dtype-change to patch it anyway "
                          f"({rolls})")
@@ -409,12 +413,33 @@ def _settle(target: Target, context: Context) -> None:
 
 # --- The command ----------------------------------------------------------------------------------
 
-def fix(context: Context, inventory, found: Report) -> Report:
+@dataclass(frozen=True)
+class FixOptions:
+    """``find-flags --fix``'s flags, typed: what the fix reads, taken by the subcommand from the
+    parsed command line."""
+
+    fix: bool
+    apply: bool
+    yes: bool
+    #: ``none``, ``client`` or ``server``.
+    dry_run: str
+    accept_dtype_change: bool
+    backup_dir: Optional[str]
+    output: str
+
+    @classmethod
+    def of(cls, flags: Any) -> "FixOptions":
+        """From the parsed command line (every attribute named: a missing one is an error)."""
+        return cls(fix=bool(flags.fix), apply=bool(flags.apply), yes=bool(flags.yes), dry_run=flags.dry_run,
+                   accept_dtype_change=bool(flags.accept_dtype_change), backup_dir=flags.backup_dir,
+                   output=flags.output)
+
+
+def fix(context: Context, inventory: FlagInventory, found: Report, options: FixOptions) -> Report:
     """Plan by default; --apply writes (after asking on a terminal); --dry-run=server sends with dryRun=All."""
-    options = context.options
     writing = options.apply or options.dry_run == "server"
     on, said = setting_state(context)
-    targets = plan(context, inventory, found, on, said)
+    targets = plan(context, inventory, found, on, said, options.accept_dtype_change)
     report = Report(kind="FindFlagsFix", columns=COLUMNS, empty_message="Nothing to fix: no role, Pod or Pod "
                     "template passes --kv-cache-dtype itself.")
     ready = [t for t in targets if t.state == PLANNED]
@@ -424,15 +449,14 @@ def fix(context: Context, inventory, found: Report) -> Report:
             _write(context, ready, None, dry_run=True)
         else:
             _confirm(context, ready)
-            directory = _backup(context, ready)
+            directory = _backup(context, ready, options.backup_dir)
             _write(context, ready, directory, dry_run=False)
     _fill(report, targets, found, directory, writing and options.dry_run != "client")
     return report
 
 
-def check_options(context: Context) -> None:
+def check_options(context: Context, options: FixOptions) -> None:
     """Refuse what cannot be done before anything is read."""
-    options = context.options
     if not options.fix:
         given = [flag for flag, on in (("--apply", options.apply), ("--yes", options.yes),
                                        ("--dry-run", options.dry_run != "none"),
@@ -456,8 +480,8 @@ def _confirm(context: Context, ready: list[Target]) -> None:
     confirm(context, f"Patch {len(ready)} object(s)?")
 
 
-def _backup(context: Context, ready: list[Target]) -> Path:
-    directory = Path(context.options.backup_dir) if context.options.backup_dir else fix_directory()
+def _backup(context: Context, ready: list[Target], backup_dir: Optional[str]) -> Path:
+    directory = Path(backup_dir) if backup_dir else fix_directory()
     steps = [_step(t) for t in ready]
     Journal.create(directory, {"operation": OPERATION}, steps, [t.as_read for t in ready])
     context.env.progress(f"saved {len(ready)} object(s) in {directory}/ (kubectl kvdtype escape restore {directory} "
@@ -636,9 +660,9 @@ RESTORE_COLUMNS = [
 ]
 
 
-def restore_fix(context: Context) -> Report:
+def restore_fix(context: Context, options: RestoreOptions) -> Report:
     """Put each patched object's lists back, only where its resourceVersion is the one the fix left."""
-    options, directory = context.options, Path(context.options.directory)
+    directory = Path(options.directory)
     journal = Journal.read(directory)
     report = Report(kind="RestorePlan", columns=RESTORE_COLUMNS)
     ready = []

@@ -14,13 +14,32 @@ import json
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import yaml
 
 from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._sources import model as _model
+
+
+@dataclass(frozen=True)
+class RestoreOptions:
+    """``escape restore``'s flags, typed: what putting back a backup directory reads (a rebind's,
+    ``_restore``, or a find-flags --fix's, ``_fix.restore_fix``), taken by the subcommand from the
+    parsed command line."""
+
+    directory: str
+    apply: bool
+    #: ``none``, ``client`` or ``server``.
+    dry_run: str
+    output: str
+
+    @classmethod
+    def of(cls, flags: Any) -> "RestoreOptions":
+        """From the parsed command line (every attribute named: a missing one is an error)."""
+        return cls(directory=flags.directory, apply=bool(flags.apply), dry_run=flags.dry_run, output=flags.output)
 
 JOURNAL = "journal.json"
 FORMAT = 1

@@ -9,7 +9,6 @@ journal from ``_journal``.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import json
@@ -33,7 +32,7 @@ from kubectl_kvdtype._changes.setting import (
     require_setting,
     write_setting,
 )
-from kubectl_kvdtype._commands.command import Context
+from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._engines import verdicts as _engines
 from kubectl_kvdtype._judging.judgement import (
     BindingInventory,
@@ -160,17 +159,47 @@ class Plan:
 KINDS_BY_NAME = {k.name: k for k in (BINDING, DEPLOYMENT, SETTING)}
 
 
-def rebind(context: Context) -> Report:
+@dataclass(frozen=True)
+class RebindOptions:
+    """``escape rebind``'s flags, typed: what the plan and its execution read, taken from the
+    parsed command line by the subcommand (``escape``), never a namespace."""
+
+    binding: str
+    dtype: str
+    new_name: Optional[str]
+    domain_name: Optional[str]
+    strategy: Optional[str]
+    suffix: Optional[str]
+    keep_old_binding: bool
+    force_unknown_dtype: bool
+    apply: bool
+    #: ``none``, ``client`` or ``server``.
+    dry_run: str
+    backup_dir: Optional[str]
+    output: str
+    all_namespaces: bool
+    ignore: tuple[str, ...]
+
+    @classmethod
+    def of(cls, flags: Any) -> "RebindOptions":
+        """From the parsed command line (every attribute named: a missing one is an error)."""
+        return cls(binding=flags.binding, dtype=flags.dtype, new_name=flags.new_name, domain_name=flags.domain_name,
+                   strategy=flags.strategy, suffix=flags.suffix, keep_old_binding=bool(flags.keep_old_binding),
+                   force_unknown_dtype=bool(flags.force_unknown_dtype), apply=bool(flags.apply),
+                   dry_run=flags.dry_run, backup_dir=flags.backup_dir, output=flags.output,
+                   all_namespaces=bool(flags.all_namespaces), ignore=tuple(flags.ignore))
+
+
+def rebind(context: Context, options: RebindOptions) -> Report:
     """Plan by default; with --apply, back up, journal and execute (or resume a journal)."""
-    options = context.options
     if options.all_namespaces:
         raise UsageError("escape rebind works on one Binding in one namespace: use -n, not -A")
     namespace = context.namespace or "default"
     _validate_names(options)
-    journal = _find_journal(options, namespace) or _journal_in_cluster(context, namespace)
+    journal = _find_journal(options, namespace) or _journal_in_cluster(context, namespace, options.binding)
     if journal is not None:
-        return _resume(context, journal)
-    plan = make_plan(context, namespace)
+        return _resume(context, journal, options)
+    plan = make_plan(context, namespace, options)
     if options.dry_run == "server":
         check_access(context.writable_source, plan.steps)
         execute(context, plan, None, dry_run=True)
@@ -184,7 +213,7 @@ def rebind(context: Context) -> Report:
         with _leased(context, plan, journal, discard=True):
             context.env.progress(f"Saved {len(plan.originals)} object(s) and the journal to {journal.directory}/")
             execute(context, plan, journal)
-    return _plan_report(context, plan, journal)
+    return _plan_report(context, plan, journal, options)
 
 
 @contextmanager
@@ -209,7 +238,7 @@ def is_dns_label(value: str) -> bool:
     return len(value) <= 63 and bool(_DNS_LABEL.match(value))
 
 
-def _validate_names(options: argparse.Namespace) -> None:
+def _validate_names(options: RebindOptions) -> None:
     """The given spellings, before the cluster is read: a usage error (exit 2), nothing written."""
     if not _DTYPE.match(options.dtype):
         raise UsageError(f"--dtype {options.dtype!r} is not a dtype spelling: it starts with a letter or digit and "
@@ -234,9 +263,9 @@ def _validate_derived(names: dict, moved: list[dict]) -> None:
                                f"letters, digits and '-'): pass {fix}; nothing was changed")
 
 
-def make_plan(context: Context, namespace: str) -> Plan:
+def make_plan(context: Context, namespace: str, options: RebindOptions) -> Plan:
     """Read the cluster, refuse what cannot be done safely, and build every step (no write)."""
-    options, source, system = context.options, context.source, context.system_namespace
+    source, system = context.source, context.system_namespace
     binding = source.get(BINDING, namespace, options.binding)
     if binding is None:
         done = finished(Path.cwd(), namespace, options.binding)  # --backup-dir's journal resumes instead
@@ -291,7 +320,7 @@ def _label(base: str, suffix: str) -> str:
     return f"{base}-{suffix}"
 
 
-def _resolve_names(options: argparse.Namespace, binding: dict, dtype: str) -> dict:
+def _resolve_names(options: RebindOptions, binding: dict, dtype: str) -> dict:
     slug = _slug(dtype)
     return {
         "dtype": dtype,
@@ -514,19 +543,19 @@ def _manual_steps(plan: Plan, pods: list[dict], new_name: str) -> None:
 # --- escape rebind: permissions, execution, resumption ---------------------------------------------
 
 def last_look(context: Context, plan: Plan, question: str, steps: Optional[list[Step]] = None) -> None:
-    """On a terminal, show the steps and ask [y/N] (--yes skips it). Without a terminal, --apply
-    itself is the consent: scripts pass it already."""
-    env, options = context.env, context.options
-    if options.yes or not env.stdin_isatty:
-        return
-    for index, step in enumerate(plan.steps, 1):
-        if steps is None or step in steps:
-            env.progress(f"  {index}. {step.label()}: {step.detail}")
-    for finding in plan.report.findings:
-        if finding.severity == WARNING:
-            env.warn(f"{finding.code}: {finding.message}")
-    if env.ask(f"{question} [y/N]:").lower() not in ("y", "yes"):
-        raise KvdtypeError("not confirmed; nothing was changed")
+    """On a terminal, show the steps and ask (``confirm``: --yes skips it). Without a terminal,
+    --apply itself is the consent: scripts pass it already."""
+    env = context.env
+
+    def show() -> None:
+        for index, step in enumerate(plan.steps, 1):
+            if steps is None or step in steps:
+                env.progress(f"  {index}. {step.label()}: {step.detail}")
+        for finding in plan.report.findings:
+            if finding.severity == WARNING:
+                env.warn(f"{finding.code}: {finding.message}")
+
+    confirm(context, question, show=show, consented=True)
 
 
 def check_access(source: WritableSource, steps: list[Step]) -> None:
@@ -824,7 +853,7 @@ def _header(plan: Plan) -> dict:
             "findings": [f.to_dict() for f in plan.report.findings]}
 
 
-def _find_journal(options: argparse.Namespace, namespace: str) -> Optional[Journal]:
+def _find_journal(options: RebindOptions, namespace: str) -> Optional[Journal]:
     """The unfinished journal of this rebind: in --backup-dir, else in the current directory."""
     if options.backup_dir:
         directory = Path(options.backup_dir)
@@ -850,10 +879,10 @@ def _record_location(plan: Plan, directory: Path) -> None:
             step.body["metadata"]["annotations"][JOURNAL_ANNOTATION] = location
 
 
-def _journal_in_cluster(context: Context, namespace: str) -> Optional[Journal]:
+def _journal_in_cluster(context: Context, namespace: str, old: str) -> Optional[Journal]:
     """The cluster's own record of a rebind under way: a Binding rebound from this one while this
     one still exists. Its journal is resumed when readable here; otherwise refuse, naming it."""
-    source, old = context.source, context.options.binding
+    source = context.source
     origin = f"{namespace}/{old}"
     rebound = [b for b in source.list(BINDING, namespace)
                if _model.annotations_of(b).get(REBIND_ANNOTATION) == origin]
@@ -875,7 +904,7 @@ def _journal_in_cluster(context: Context, namespace: str) -> Optional[Journal]:
         "here first); nothing was changed")
 
 
-def _check_same_options(options: argparse.Namespace, journal: Journal) -> None:
+def _check_same_options(options: RebindOptions, journal: Journal) -> None:
     recorded = journal.options
     given = {"dtype": options.dtype, "newName": options.new_name, "domainName": options.domain_name,
              "strategy": options.strategy, "suffix": options.suffix}
@@ -886,9 +915,8 @@ def _check_same_options(options: argparse.Namespace, journal: Journal) -> None:
                              f"or put back what it changed with kubectl kvdtype escape restore {journal.directory}")
 
 
-def _resume(context: Context, journal: Journal) -> Report:
+def _resume(context: Context, journal: Journal, options: RebindOptions) -> Report:
     """Rebuild the plan from the journal (the cluster has already changed) and carry on."""
-    options = context.options
     _check_same_options(options, journal)
     data = journal.data
     plan = Plan(data["namespace"], data["binding"], journal.options, [Step.from_journal(s) for s in journal.steps],
@@ -899,7 +927,7 @@ def _resume(context: Context, journal: Journal) -> Report:
         plan.report.add(finding["code"], ObjectRef(obj["kind"], obj["namespace"], obj["name"]),
                         finding["message"], **extra)
     if journal.finished:
-        return _plan_report(context, plan, journal)
+        return _plan_report(context, plan, journal, options)
     remaining = [s for s in plan.steps if s.id not in journal.done]
     if options.apply and options.dry_run == "none":
         next_step = len(plan.steps) - len(remaining) + 1
@@ -911,7 +939,7 @@ def _resume(context: Context, journal: Journal) -> Report:
         with _leased(context, plan, journal):
             _accept_changes(context, plan, journal)
             execute(context, plan, journal)
-    return _plan_report(context, plan, journal)
+    return _plan_report(context, plan, journal, options)
 
 
 def _accept_changes(context: Context, plan: Plan, journal: Journal) -> None:
@@ -975,8 +1003,7 @@ REBIND_COLUMNS = [
 ]
 
 
-def _plan_report(context: Context, plan: Plan, journal: Optional[Journal]) -> Report:
-    options = context.options
+def _plan_report(context: Context, plan: Plan, journal: Optional[Journal], options: RebindOptions) -> Report:
     report = plan.report
     report.columns = REBIND_COLUMNS
     if plan.blockers:
@@ -987,7 +1014,7 @@ def _plan_report(context: Context, plan: Plan, journal: Optional[Journal]) -> Re
                    blockedBy=plan.blockers)
     report.manifests = plan.manifests
     if options.output in ("yaml", "json"):  # a GitOps pipe still hears every warning, one line each
-        ignored = set(getattr(options, "ignore", []) or [])
+        ignored = set(options.ignore)
         report.warnings += [f"{f.code}: {f.message}" for f in report.findings
                             if f.severity == WARNING and f.code not in ignored]
     outcomes = journal.done if journal is not None else report.summary.get("outcomes", {})
@@ -1010,7 +1037,7 @@ def _plan_report(context: Context, plan: Plan, journal: Optional[Journal]) -> Re
     return report
 
 
-def _mode(options: argparse.Namespace, journal: Optional[Journal]) -> str:
+def _mode(options: RebindOptions, journal: Optional[Journal]) -> str:
     if options.dry_run != "none":
         return f"dry-run-{options.dry_run}"
     if journal is not None and journal.finished:

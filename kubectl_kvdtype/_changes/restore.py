@@ -13,9 +13,9 @@ from pathlib import Path
 
 import yaml
 
-from kubectl_kvdtype._changes.journal import JOURNAL, Journal
+from kubectl_kvdtype._changes.journal import JOURNAL, Journal, RestoreOptions
 from kubectl_kvdtype._changes.setting import OFF, blockers_of
-from kubectl_kvdtype._commands.command import Context
+from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report, consumers_of, read_setting
 from kubectl_kvdtype._kits.codes import RESTORE_BREAKS, WARNING
 from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
@@ -35,16 +35,16 @@ RESTORE_COLUMNS = [
 ]
 
 
-def restore(context: Context) -> Report:
+def restore(context: Context, options: RestoreOptions) -> Report:
     """Plan by default; --apply creates each missing object; --dry-run=server sends them with dryRun=All."""
-    options, source = context.options, context.source
+    source = context.source
     directory = Path(options.directory)
     from kubectl_kvdtype._changes import fix as _fix  # a find-flags --fix backup is reverted by patches, not re-created
 
     if (directory / JOURNAL).exists():
         Journal.read(directory)  # one that cannot be read is said (exit 3), never restored from half
     if _fix.is_fix_backup(directory):
-        return _fix.restore_fix(context)
+        return _fix.restore_fix(context, options)
     saved = read_backups(directory)
     report = Report(kind="RestorePlan", columns=RESTORE_COLUMNS)
     missing = []
@@ -139,14 +139,14 @@ def _judge_breaks(context: Context, report: Report, bindings: list[dict], saved:
 
 def _last_look(context: Context, report: Report) -> None:
     """Ask on a terminal only when a restored Binding breaks its consumers (--yes skips it)."""
-    env = context.env
     breaks = [f for f in report.findings if f.code == RESTORE_BREAKS]
-    if not breaks or context.options.yes or not env.stdin_isatty:
-        return
-    for finding in breaks:
-        env.warn(finding.message)
-    if env.ask("Restore anyway? [y/N]:").lower() not in ("y", "yes"):
-        raise KvdtypeError("not confirmed; nothing was changed")
+
+    def show() -> None:
+        for finding in breaks:
+            context.env.warn(finding.message)
+
+    if breaks:  # without a terminal, --apply is the consent (``confirm``)
+        confirm(context, "Restore anyway?", show=show, consented=True)
 
 
 def _create_all(context: Context, missing: list[tuple[Kind, dict, dict]], dry_run: bool) -> None:

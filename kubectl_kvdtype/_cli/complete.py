@@ -24,7 +24,6 @@ kubernetes client unless a cluster name is being completed. A layer of the comma
 from __future__ import annotations
 
 import argparse
-import os
 import threading
 from typing import Optional, Sequence
 
@@ -32,7 +31,10 @@ from kubectl_kvdtype._cli.registry import build_parser, judging
 from kubectl_kvdtype._commands.command import Context
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.env import Environment
+from kubectl_kvdtype._kits.status import KvdtypeError
+from kubectl_kvdtype._output.render import FORMATS, Format
 from kubectl_kvdtype._sources import model as _model
+from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, SWITCH, ConnectionFlag, kubeconfig_names
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, Kind
 
 #: cobra's ShellCompDirective values, as kubectl's own completion reads them.
@@ -46,13 +48,15 @@ NAMESPACE = Kind("Namespace", "", ("v1",), "namespaces", namespaced=False)
 
 # --- The engine -------------------------------------------------------------------------------
 
-def complete(args: Sequence[str], env: Optional[Environment] = None) -> int:
-    """Print the candidates for the last of ``args`` (the word being typed) and the directive."""
+def complete(args: Sequence[str], env: Optional[Environment] = None, formats: Sequence[Format] = FORMATS,
+             connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> int:
+    """Print the candidates for the last of ``args`` (the word being typed) and the directive
+    (``formats``: the table ``-o`` values come from; ``connection``: the connection flags' table)."""
     env = env or Environment()
     args = list(args) or [""]
     words, current = args[:-1], args[-1]
     try:
-        candidates, directive = _candidates(words, current, env)
+        candidates, directive = _candidates(words, current, env, formats, connection)
     except Exception:  # completion must never print a traceback into the user's prompt
         candidates, directive = [], DIRECTIVE_NO_FILES
     lines = [f"{value}\t{' '.join(text.split())}" if text else value for value, text in candidates]
@@ -65,8 +69,11 @@ class _Scan:
     """What the words typed so far say: the (nested) subcommand, positionals, flag values, and
     whether the last word is a flag still waiting for its value."""
 
-    def __init__(self, parser: argparse.ArgumentParser, words: Sequence[str]) -> None:
+    def __init__(self, parser: argparse.ArgumentParser, words: Sequence[str], formats: Sequence[Format],
+                 connection: Sequence[ConnectionFlag]) -> None:
         self.root = parser
+        self.formats = formats
+        self.connection = connection
         self.parser = parser  # the innermost (sub)parser named so far
         self.commands: list[str] = []
         self.positionals: list[str] = []  # of the innermost parser
@@ -111,8 +118,9 @@ class _Scan:
         return None
 
 
-def _candidates(words: Sequence[str], current: str, env: Environment) -> tuple[list[tuple[str, str]], int]:
-    scan = _Scan(build_parser(), words)
+def _candidates(words: Sequence[str], current: str, env: Environment, formats: Sequence[Format],
+                connection: Sequence[ConnectionFlag]) -> tuple[list[tuple[str, str]], int]:
+    scan = _Scan(build_parser(formats=formats, connection=connection), words, formats, connection)
     if scan.pending is not None:
         return _values(scan.pending, current, scan, env, prefix="")
     if current.startswith("-") and "=" in current:
@@ -122,7 +130,7 @@ def _candidates(words: Sequence[str], current: str, env: Environment) -> tuple[l
             return [], DIRECTIVE_NO_FILES
         return _values(action, partial, scan, env, prefix=name + "=")
     if current.startswith("-"):
-        return _flags(scan.parser, current), DIRECTIVE_NO_FILES
+        return _flags(scan.parser, scan.root, current), DIRECTIVE_NO_FILES
     subcommands = _subcommands(scan.parser)
     if subcommands and not scan.positionals:
         return [(name, _help_of(scan.parser, name)) for name in subcommands if name.startswith(current)], \
@@ -133,10 +141,14 @@ def _candidates(words: Sequence[str], current: str, env: Environment) -> tuple[l
     return [], DIRECTIVE_NO_FILES
 
 
-def _flags(parser: argparse.ArgumentParser, current: str) -> list[tuple[str, str]]:
-    """Every spelling of every flag of the parser in use that starts with what is typed."""
-    return [(option, action.help or "") for action in parser._actions if action.help != argparse.SUPPRESS
-            for option in action.option_strings if option.startswith(current)]
+def _flags(parser: argparse.ArgumentParser, root: argparse.ArgumentParser, current: str) -> list[tuple[str, str]]:
+    """Every spelling of every flag of the parser in use that starts with what is typed: its own,
+    then the global flags (hidden from a subcommand's help, listed with the top-level parser's)."""
+    shown = [a for a in parser._actions if a.help != argparse.SUPPRESS]
+    if parser is not root:
+        shown += [a for a in root._actions if getattr(a, "global_flag", False)]
+    return [(option, action.help or "") for action in shown for option in action.option_strings
+            if option.startswith(current)]
 
 
 def _values(action: argparse.Action, partial: str, scan: _Scan, env: Environment,
@@ -147,13 +159,12 @@ def _values(action: argparse.Action, partial: str, scan: _Scan, env: Environment
         before, comma, partial = partial.rpartition(",")
         prefix += before + comma
         typed = set(before.split(","))
-    if action.choices and not isinstance(getattr(action, "completer", None), str):
+    if action.dest == "output":  # the formats the subcommand typed takes, with the flags typed so far
+        command = scan.commands[0] if scan.commands else None
+        names = [form.name for form in scan.formats
+                 if form.taken_by(command, judging(), lambda dest: dest in scan.flags)]
+    elif action.choices and not isinstance(getattr(action, "completer", None), str):
         names = [str(choice) for choice in action.choices]
-        if action.dest == "output" and scan.commands[:1] != ["find-flags"]:
-            names.remove("patch")  # -o patch goes with find-flags --fix only
-        if action.dest == "output" and scan.commands[:1] and scan.commands[0] not in judging():
-            names.remove("junit")  # -o junit and -o sarif go with the judging subcommands only
-            names.remove("sarif")
     elif what == "files":
         return [], DIRECTIVE_DEFAULT
     elif what in _KUBECONFIG_SECTIONS:
@@ -193,27 +204,12 @@ _KUBECONFIG_SECTIONS = {"contexts": "contexts", "clusters": "clusters", "users":
 
 
 def _kubeconfig_names(scan: _Scan, env: Environment, section: str) -> list[str]:
-    """Names of contexts, clusters or users in the kubeconfig files, found as kubectl would (no client)."""
-    import yaml
-
-    explicit = scan.value("kubeconfig")
-    if explicit:
-        paths = [explicit]
-    else:
-        listed = [p for p in env.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
-        home = os.path.join(os.path.expanduser(env.environ.get("HOME") or "~"), ".kube", "config")
-        paths = listed or [home]
-    names: list[str] = []
-    for path in paths:
-        try:
-            with open(os.path.expanduser(path), encoding="utf-8") as handle:
-                document = yaml.safe_load(handle)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue
-        for entry in (document or {}).get(section) or [] if isinstance(document, dict) else []:
-            if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"] not in names:
-                names.append(entry["name"])
-    return names
+    """Names of contexts, clusters or users in the kubeconfig files, found as a run finds them
+    (``_connection.kubeconfig_paths``; no client); none when they cannot be read."""
+    try:
+        return kubeconfig_names(scan.value("kubeconfig"), env.environ, section)
+    except KvdtypeError:
+        return []
 
 
 def _timeout(env: Environment) -> float:
@@ -240,19 +236,22 @@ def _from_cluster(what: str, scan: _Scan, env: Environment) -> list[str]:
     return sorted(set(result)) if not worker.is_alive() else []
 
 
-#: The flags with a value that say which cluster and who (the ``dest`` of each).
-_CONNECTION_VALUES = ("kubeconfig", "context", "namespace", "cluster", "user", "server", "token",
-                      "certificate_authority", "client_certificate", "client_key", "tls_server_name",
-                      "as_user", "as_uid", "username", "password")
+def _typed(flag: ConnectionFlag, scan: _Scan) -> object:
+    """A connection flag's value as typed so far (the last one given; a list's from before and after
+    the subcommand)."""
+    if flag.value == SWITCH:
+        return flag.dest in scan.flags
+    if flag.value == REPEATED:
+        return [v for v in (scan.value(flag.dest),) if v]
+    return scan.value(flag.dest)
 
 
 def _cluster_names(what: str, scan: _Scan, env: Environment, timeout: float) -> list[str]:
-    """The names, read through the same ``Context`` (and so the same ClusterSource) a command gets."""
+    """The names, read through the same ``Context`` (and so the same ClusterSource) a command gets,
+    with every connection flag (``_connection.CONNECTION_FLAGS``) typed so far."""
     options = argparse.Namespace(
         filename=[], request_timeout=timeout or None, all_namespaces="all_namespaces" in scan.flags,
-        insecure_skip_tls_verify="insecure_skip_tls_verify" in scan.flags,
-        as_group=[g for g in (scan.value("as_group"), scan.value("as_group_after")) if g],
-        **{name: scan.value(name) for name in _CONNECTION_VALUES},
+        namespace=scan.value("namespace"), **{flag.dest: _typed(flag, scan) for flag in scan.connection},
     )
     context = Context(options, env)
     source = context.source  # imports the client; a kubeconfig error ends here

@@ -17,15 +17,16 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 from kubectl_kvdtype._cli import fleet as _fleet
 from kubectl_kvdtype._cli.registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
 from kubectl_kvdtype._commands.command import Context
-from kubectl_kvdtype._commands.flags import APPENDED, DEFAULTS, check_header_flags, normalize_booleans, secrets_in
+from kubectl_kvdtype._commands.flags import check_header_flags, normalize_booleans, secrets_in
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits import progress as _progress
 from kubectl_kvdtype._kits.display import shown
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.secrets import redact
 from kubectl_kvdtype._kits.status import SIGNAL_STATUS, ExitStatus, KvdtypeError, Signalled, UsageError
-from kubectl_kvdtype._output.render import render, render_fleet
+from kubectl_kvdtype._output.render import FORMATS, Format, format_named, render, render_fleet
 from kubectl_kvdtype._sources import names as _names
+from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag
 
 if TYPE_CHECKING:
     from kubectl_kvdtype._kits.report import Finding, Place, Report
@@ -33,41 +34,37 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "PROG", "VERSION", "build_parser", "main", "parse", "run"]
 
 
-def parse(argv: Sequence[str]) -> argparse.Namespace:
-    parser = build_parser(lazy=True)  # imports only the subcommand named
-    options, unknown = parser.parse_known_args(normalize_booleans(argv))
+def parse(argv: Sequence[str], formats: Sequence[Format] = FORMATS,
+          connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> argparse.Namespace:
+    """The options of one run (``formats``: the table ``-o`` takes its values from; ``connection``:
+    the connection flags' table)."""
+    parser = build_parser(lazy=True, formats=formats, connection=connection)  # imports only the subcommand named
+    options, unknown = parser.parse_known_args(normalize_booleans(argv, connection))
     options.argv = list(argv)  # how a value was attached (verify's --wait=X) is not in the Namespace
     if not getattr(options, "command", None):
         raise UsageError(f"name a subcommand: {', '.join(c.name for c in COMMANDS)} (see '{PROG} --help')")
     if unknown:  # argparse would blame the top-level parser; the subcommand's --help lists its flags
         raise UsageError(_with_help_hint(f"unrecognized arguments: {' '.join(unknown)}", options))
-    for name in APPENDED:
-        merged = list(getattr(options, name, [])) + list(getattr(options, name + "_after", []))
-        setattr(options, name, merged)
-    for name, default in DEFAULTS.items():
-        if not hasattr(options, name):
-            setattr(options, name, default)
     try:
-        _validate(options)
+        _validate(options, formats, connection)
     except UsageError as error:
         raise UsageError(_with_help_hint(error.message, options)) from None
     return options
 
 
-def _validate(options: argparse.Namespace) -> None:
+def _validate(options: argparse.Namespace, formats: Sequence[Format] = FORMATS,
+              connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> None:
     known = _codes.known()
     unknown = [code for code in options.ignore if code not in known]
     if unknown:
         raise UsageError(f"--ignore {unknown[0]}: no such finding code (known: {', '.join(known)})")
-    if options.output == "patch" and not getattr(options, "fix", False):
-        raise UsageError("-o patch prints the JSON patches that find-flags --fix plans: use it with find-flags --fix")
-    if options.output in ("junit", "sarif") and options.command not in judging():
-        raise UsageError(f"-o {options.output} reports what a judging subcommand judged: use it with "
-                         f"{', '.join(judging())}")
+    form = format_named(options.output, formats)
+    if not form.taken_by(options.command, judging(), lambda dest: bool(getattr(options, dest, False))):
+        raise UsageError(f"-o {form.name} {form.why}: use it with {form.users(judging())}")
     if options.all_namespaces and options.namespace:
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
     _validate_names(options)
-    check_header_flags(options)
+    check_header_flags(options, connection)
     if _fleet.requested(options):
         _fleet.validate(options)
 

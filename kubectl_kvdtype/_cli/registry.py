@@ -15,9 +15,20 @@ from typing import Any, Optional, Sequence
 
 from kubectl_kvdtype import __version__
 from kubectl_kvdtype._commands.command import Command
-from kubectl_kvdtype._commands.flags import HelpFormatter, Parser, add_global_flags, add_judging_flags, examples_epilog
+from kubectl_kvdtype._commands.flags import (
+    HelpFormatter,
+    Parser,
+    Subcommands,
+    Tables,
+    add_global_flags,
+    add_judging_flags,
+    examples_epilog,
+    global_pointer,
+)
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.status import exit_codes_epilog
+from kubectl_kvdtype._output.render import FORMATS, Format
+from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag
 
 PROG = "kubectl kvdtype"
 VERSION = f"kubectl-kvdtype v{__version__}"
@@ -75,11 +86,13 @@ EXAMPLES = (
 )
 
 
-def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
+def build_parser(lazy: bool = False, formats: Sequence[Format] = FORMATS,
+                 connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> argparse.ArgumentParser:
     """The whole command line (also read by argparse-manpage for the man page).
 
     ``lazy``: a subcommand's module is imported, and its flags added, only when argparse meets its
-    name; ``--help`` and ``--version`` then import none.
+    name; ``--help`` and ``--version`` then import none. ``formats``: the table ``-o`` offers;
+    ``connection``: the connection flags' table.
     """
     parser = Parser(
         prog=PROG, usage=f"{PROG} [global flags] <subcommand> [flags]",
@@ -89,10 +102,12 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
         epilog=exit_codes_epilog() + f" {DEBUG_VARIABLE}=1 prints the traceback of an internal error.",
     )
     parser.add_argument("--version", action="version", version=VERSION)
-    add_global_flags(parser)
+    tables = Tables(tuple(formats), judging(), tuple(connection))
+    add_global_flags(parser, tables)
     subparsers = parser.add_subparsers(dest="command", metavar="<subcommand>", title="subcommands",
                                        action=_LazySubcommands)
     assert isinstance(subparsers, _LazySubcommands)  # what action= above makes it
+    subparsers.tables = tables
     for info in COMMANDS:
         sub = subparsers.add_parser(info.name, help=info.help, prog=f"{PROG} {info.name}", description=info.help,
                                     formatter_class=HelpFormatter)
@@ -100,11 +115,11 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
         if lazy:
             subparsers.pending[info.name] = info
         else:
-            _complete_subparser(sub, info)
+            _complete_subparser(sub, info, tables)
     return parser
 
 
-def _complete_subparser(sub: argparse.ArgumentParser, info: CommandInfo) -> None:
+def _complete_subparser(sub: argparse.ArgumentParser, info: CommandInfo, tables: Tables) -> None:
     command = info.load()
     sub.description = command.description or info.help
     if command.examples:  # two or three examples end every subcommand's --help
@@ -112,23 +127,35 @@ def _complete_subparser(sub: argparse.ArgumentParser, info: CommandInfo) -> None
     command.add_arguments(sub)
     if info.judges:
         add_judging_flags(sub)
-    add_global_flags(sub, suffix="_after")
+    for each in _parsers_under(sub):  # its own actions' parsers too (escape's)
+        add_global_flags(each, tables, hidden=True, pointer=global_pointer(PROG))
     sub.set_defaults(handler=command)
 
 
-class _LazySubcommands(argparse._SubParsersAction):
+def _parsers_under(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parser and every subcommand parser below it."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                found += _parsers_under(child)
+    return found
+
+
+class _LazySubcommands(Subcommands):
     """The subcommands' action: fills in a registered subcommand's parser when it is chosen."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.pending: dict[str, CommandInfo] = {}
+        self.tables = Tables()
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: Optional[str] = None) -> None:
         name = values[0] if isinstance(values, Sequence) and values else None
         info = self.pending.pop(name, None) if isinstance(name, str) else None
         if info is not None:
-            _complete_subparser(self._name_parser_map[info.name], info)
+            _complete_subparser(self._name_parser_map[info.name], info, self.tables)
         super().__call__(parser, namespace, values, option_string)
 
 

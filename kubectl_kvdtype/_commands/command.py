@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.env import Environment
@@ -125,20 +125,25 @@ class Command:
     def run(self, context: Context) -> Report:
         raise NotImplementedError
 
-    @staticmethod
-    def option(context: Context, name: str, default: Any = None) -> Any:
-        return getattr(context.options, name, default)
 
-
-def confirm(context: Context, question: str) -> None:
-    """Ask on stderr, read stdin; without a terminal, refuse unless --yes (exit 2): the one way this
-    tool asks before a write (escape off/on, find-flags --fix)."""
+def confirm(context: Context, question: str, *, show: Optional[Callable[[], None]] = None,
+            consented: bool = False) -> None:
+    """The one rule before every write this tool asks about (escape off/on, find-flags --fix,
+    escape rebind --apply, escape restore --apply): ``--yes`` goes on without asking. On a terminal,
+    ``show`` says what is about to be written, then ``question [y/N]`` is asked on stderr, and any
+    answer but y/yes changes nothing (exit 1). Without a terminal nothing can be asked: the run goes
+    on only when its command line ``consented`` already (``--apply``, which scripts pass), else it is
+    refused (exit 2)."""
     env = context.env
     if getattr(context.options, "yes", False):
         return
     if not env.stdin_isatty:
+        if consented:
+            return
         raise UsageError("refusing to write without confirmation: stdin is not a terminal, so pass --yes "
                          "to confirm (nothing was changed)")
+    if show is not None:
+        show()
     answer = env.ask(f"{question} [y/N]:").lower()
     if answer not in ("y", "yes"):
         raise KvdtypeError("not confirmed; nothing was changed")

@@ -3,42 +3,55 @@
 kubectl parses none of its flags for a plugin: everything typed after ``kubectl kvdtype`` reaches the
 plugin verbatim (and kubectl refuses flags typed before the plugin's name). So the plugin parses
 kubectl's own (``--kubeconfig``, ``--context``, ``-n``, ``-A``, ``--server``, ``--token``...) and
-accepts each of them before or after the subcommand: they are defined on every parser with
-suppressed defaults, and ``DEFAULTS`` fills what was not given.
+accepts each of them before or after the subcommand. ``add_global_flags`` defines them once: the
+top-level parser lists them with their defaults, every subcommand's parser reads them too, hidden
+from its ``--help`` (which points to the top-level one), and ``Subcommands`` is the rule that joins
+the two: a later value wins, repeatable flags add up.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from typing import Any, NoReturn, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype._kits.report import ERROR, FAIL_ON
 from kubectl_kvdtype._kits.secrets import breaks_header
 from kubectl_kvdtype._kits.status import UsageError
-from kubectl_kvdtype._output.render import OUTPUTS
+from kubectl_kvdtype._output.render import EVERY, FORMATS, JUDGING, Format
+from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, SELECTING, SWITCH, ConnectionFlag
 
 #: Seconds one API request may take, retries included, unless --request-timeout says otherwise.
 DEFAULT_REQUEST_TIMEOUT = 30.0
 #: The longest --request-timeout accepted (0, no limit, aside): a typo (30h for 30s) is refused.
 MAX_REQUEST_TIMEOUT = 3600.0
 
-#: Global flags' defaults, applied after parsing so a flag given after the subcommand is not
-#: overwritten by the subcommand parser's default (the flags are defined on both parsers).
-DEFAULTS: dict[str, Any] = {
-    "kubeconfig": None, "context": None, "namespace": None, "all_namespaces": False,
-    "request_timeout": DEFAULT_REQUEST_TIMEOUT, "as_user": None, "output": "table", "no_headers": False,
-    "filename": [], "system_namespace": "gpustack-system", "exit_zero": False, "ignore": [],
-    "cluster": None, "user": None, "server": None, "token": None, "certificate_authority": None,
-    "client_certificate": None, "client_key": None, "insecure_skip_tls_verify": False,
-    "tls_server_name": None, "as_group": [], "as_uid": None, "username": None, "password": None,
-    "cache_dir": None,
+#: The global flags other than the connection flags, and their defaults (``defaults``).
+_OTHER_DEFAULTS: dict[str, Any] = {
+    "namespace": None, "all_namespaces": False, "request_timeout": DEFAULT_REQUEST_TIMEOUT,
+    "output": FORMATS[0].name, "no_headers": False, "filename": [], "system_namespace": "gpustack-system",
+    "exit_zero": False, "ignore": [],
 }
-APPENDED = ("filename", "ignore", "as_group")
-#: Flags whose values are secrets: never echoed (``redact``).
-SECRET_FLAGS = ("--token", "--password")
+
+
+def defaults(connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> dict[str, Any]:
+    """The global flags' defaults (the top-level parser's; a subcommand's parser has none, so that
+    a flag given before the subcommand's name keeps its value)."""
+    return {**{flag.dest: flag.default for flag in connection}, **_OTHER_DEFAULTS}
+
+
+DEFAULTS = defaults()
+
+
+def secret_flags(connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> tuple[str, ...]:
+    """Flags whose values are secrets: never echoed (``redact``)."""
+    return tuple(name for flag in connection if flag.secret for name in flag.names if name.startswith("--"))
+
+
+SECRET_FLAGS = secret_flags()
 #: kubectl's boolean flags also take ``=true``/``=false``; argparse's store_true takes no value.
-_BOOLEANS = ("--insecure-skip-tls-verify", "--all-namespaces", "--no-headers", "--exit-zero")
+_BOOLEANS = ("--all-namespaces", "--no-headers", "--exit-zero")
 _TRUE = ("true", "1", "t", "yes")
 _FALSE = ("false", "0", "f", "no")
 
@@ -74,13 +87,14 @@ def _request_timeout(text: str) -> Optional[float]:
     return seconds or None  # kubectl: "0" means no timeout
 
 
-def normalize_booleans(argv: Sequence[str]) -> list[str]:
+def normalize_booleans(argv: Sequence[str], connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> list[str]:
     """``--insecure-skip-tls-verify=true`` as kubectl (pflag) reads it: the bare flag, and ``=false``
     as not given (kubectl's override of a false value changes nothing in the kubeconfig either)."""
+    booleans = _BOOLEANS + tuple(flag.flag for flag in connection if flag.value == SWITCH)
     words: list[str] = []
     for word in argv:
         name, equals, value = word.partition("=")
-        if equals and name in _BOOLEANS and value.lower() in _TRUE + _FALSE:
+        if equals and name in booleans and value.lower() in _TRUE + _FALSE:
             if value.lower() in _TRUE:
                 words.append(name)
             continue
@@ -88,26 +102,24 @@ def normalize_booleans(argv: Sequence[str]) -> list[str]:
     return words
 
 
-def secrets_in(argv: Sequence[str]) -> list[str]:
-    """The values given to ``--token``/``--password`` (``--token=T``, ``--token T``, and the
-    abbreviations argparse accepts or calls ambiguous), to keep out of messages."""
+def secrets_in(argv: Sequence[str], connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> list[str]:
+    """The values given to the secret flags, ``--token``/``--password`` (``--token=T``, ``--token T``,
+    and the abbreviations argparse accepts or calls ambiguous), to keep out of messages."""
+    secrets = secret_flags(connection)
     found = []
     for index, word in enumerate(argv):
         name, equals, value = word.partition("=")
-        if len(name) > 2 and name.startswith("--") and any(flag.startswith(name) for flag in SECRET_FLAGS):
+        if len(name) > 2 and name.startswith("--") and any(flag.startswith(name) for flag in secrets):
             value = value if equals else (argv[index + 1] if index + 1 < len(argv) else "")
             if value:
                 found.append(value)
     return found
 
 
-#: The flags whose values become HTTP header values (``Authorization``, ``Impersonate-*``).
-HEADER_FLAGS = (("token", "--token"), ("as_user", "--as"), ("as_group", "--as-group"), ("as_uid", "--as-uid"))
-
-
-def check_header_flags(options: Any) -> None:
-    """A header flag's value with a line break is a usage error that never echoes the value."""
-    for attribute, flag in HEADER_FLAGS:
+def check_header_flags(options: Any, connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> None:
+    """A value of a flag that becomes an HTTP header value (``Authorization``, ``Impersonate-*``)
+    with a line break is a usage error that never echoes the value."""
+    for attribute, flag in ((row.dest, row.flag) for row in connection if row.header):
         value = getattr(options, attribute, None)
         values = value if isinstance(value, list) else [value]
         if any(breaks_header(v) for v in values):
@@ -136,38 +148,106 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one sentence and exit status 2 via UsageError."""
+    """An ArgumentParser whose usage errors are one sentence and exit status 2 via UsageError, and
+    whose subcommands add up the global flags given before and after their names (``Subcommands``)."""
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        kwargs.setdefault("action", Subcommands)
+        return super().add_subparsers(**kwargs)
 
-def add_global_flags(parser: argparse.ArgumentParser, suffix: str = "") -> None:
-    """The kubectl flags; ``suffix`` keeps the subcommand's appended lists apart to merge them."""
-    flags = parser.add_argument_group("global flags (also accepted before the subcommand)")
-    s = argparse.SUPPRESS
-    flags.add_argument("--kubeconfig", default=s, metavar="PATH", help="path to the kubeconfig file")
-    flags.add_argument("--context", default=s, help="the kubeconfig context to use")
-    flags.add_argument("-n", "--namespace", default=s, help="the namespace in scope (default: the context's)")
-    flags.add_argument("-A", "--all-namespaces", action="store_true", default=s, help="every namespace")
-    flags.add_argument("--request-timeout", type=_request_timeout, default=s, metavar="DURATION",
-                       help="how long one API request may take (connecting, the answer's headers and body), retries "
-                            "included, and the kubeconfig's exec credential plugin too (default 30s, where kubectl "
-                            f"has no limit; at most {MAX_REQUEST_TIMEOUT:g}s; 0: no limit)")
-    add_connection_flags(flags, suffix)
-    flags.add_argument("-o", "--output", choices=OUTPUTS, default=s,
-                       help="table (default), wide, json, yaml, junit (JUnit XML for CI test reports), sarif "
-                            "(SARIF 2.1.0; with -f, file and line), or patch (find-flags --fix: the JSON patches); "
-                            "junit and sarif with check, find-flags, verify, preflight")
-    flags.add_argument("--no-headers", action="store_true", default=s, help="tables without headers and summary")
-    flags.add_argument("-f", "--filename", action="append", dest="filename" + suffix, default=s, metavar="PATH",
-                       help="read objects from manifests instead of a cluster: a file, a directory, or - (repeatable)")
-    flags.add_argument("--system-namespace", default=s, metavar="NAMESPACE",
-                       help="the operator's namespace, where the Setting lives (default gpustack-system)")
-    flags.add_argument("--exit-zero", action="store_true", default=s,
-                       help="exit 0 even with findings that fail the run (see --fail-on)")
-    flags.add_argument("--ignore", action="append", dest="ignore" + suffix, default=s, metavar="CODE",
-                       help="drop findings with this code (repeatable)")
+
+class Subcommands(argparse._SubParsersAction):
+    """The one rule for where global flags go: before or after any subcommand's name, a later value
+    winning and the repeatable ones adding up (``-f a check -f b``: both). argparse parses a
+    subcommand's words into a fresh namespace and copies it over, so a repeatable flag given after
+    the name would replace the values given before it: they are put back in front here."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:
+        repeated = {a.dest for a in parser._actions if getattr(a, "global_flag", False)
+                    and isinstance(a, argparse._AppendAction)}
+        before = {dest: getattr(namespace, dest) for dest in repeated if hasattr(namespace, dest)}
+        super().__call__(parser, namespace, values, option_string)
+        for dest, items in before.items():
+            after = getattr(namespace, dest)
+            if after is not items:
+                setattr(namespace, dest, list(items) + list(after))
+
+
+def output_help(formats: Sequence[Format], judging: Sequence[str]) -> str:
+    """``-o``'s help, from the formats table: each format (the first the default), a format of one
+    subcommand with its users, then which formats go with the judging subcommands only."""
+    described = []
+    for index, form in enumerate(formats):
+        notes = ["default"] if index == 0 else []
+        if form.takes not in (EVERY, JUDGING):
+            notes.append(f"{form.users(judging)}: {form.help}" if form.help else form.users(judging))
+        elif form.help:
+            notes.append(form.help)
+        described.append(form.name + "".join(f" ({note})" for note in notes))
+    text = ", ".join(described[:-1]) + (", or " if len(described) > 1 else "") + described[-1]
+    judged = [form.name for form in formats if form.takes == JUDGING]
+    if judged:
+        text += f"; {' and '.join(judged)} with {', '.join(judging)}"
+    return text
+
+
+@dataclass(frozen=True)
+class Tables:
+    """What the global flags are built from: the ``-o`` formats, the subcommands that judge objects
+    (the registry's), and the connection flags."""
+
+    formats: tuple[Format, ...] = FORMATS
+    judging: tuple[str, ...] = ()
+    connection: tuple[ConnectionFlag, ...] = CONNECTION_FLAGS
+
+
+#: The heading of the global flags in the top-level ``--help``.
+GLOBAL_HEADING = "global flags (every subcommand takes them, before or after its name)"
+
+
+def global_pointer(prog: str) -> str:
+    """What a subcommand's ``--help`` says of the global flags, instead of listing them again."""
+    return (f"-n, -A, -o, -f, --context, --kubeconfig, --server, --token, --as and the other global flags, "
+            f"before or after the subcommand: '{prog} --help' lists them")
+
+
+def add_global_flags(parser: argparse.ArgumentParser, tables: Tables = Tables(), hidden: bool = False,
+                     pointer: str = "") -> None:
+    """The global flags, defined here once: on the top-level parser with their defaults and help
+    (``hidden`` False), and on every subcommand's parser hidden from its help and without defaults,
+    so that a flag given after the subcommand's name is still read and one given before it is not
+    overwritten (``Subcommands``); ``pointer`` is what that subcommand's help says instead."""
+    flags = parser.add_argument_group("global flags" if hidden else GLOBAL_HEADING, pointer or None)
+    initial = defaults(tables.connection)
+
+    def add(*names: str, help: str, **kwargs: Any) -> argparse.Action:
+        dest = kwargs.get("dest") or next(n for n in names if n.startswith("--"))[2:].replace("-", "_")
+        default = argparse.SUPPRESS if hidden else initial[dest]
+        action = flags.add_argument(*names, default=default, help=argparse.SUPPRESS if hidden else help, **kwargs)
+        action.global_flag = True  # type: ignore[attr-defined]  # read by Subcommands and _cli.complete
+        return action
+
+    add_connection_flags(add, [flag for flag in tables.connection if flag.dest in SELECTING])
+    add("-n", "--namespace", help="the namespace in scope (default: the context's)")
+    add("-A", "--all-namespaces", action="store_true", help="every namespace")
+    add("--request-timeout", type=_request_timeout, metavar="DURATION",
+        help="how long one API request may take (connecting, the answer's headers and body), retries "
+             "included, and the kubeconfig's exec credential plugin too (default 30s, where kubectl "
+             f"has no limit; at most {MAX_REQUEST_TIMEOUT:g}s; 0: no limit)")
+    add_connection_flags(add, [flag for flag in tables.connection if flag.dest not in SELECTING])
+    add("-o", "--output", choices=[form.name for form in tables.formats],
+        help=output_help(tables.formats, tables.judging))
+    add("--no-headers", action="store_true", help="tables without headers and summary")
+    add("-f", "--filename", action="append", metavar="PATH",
+        help="read objects from manifests instead of a cluster: a file, a directory, or - (repeatable)")
+    add("--system-namespace", metavar="NAMESPACE",
+        help="the operator's namespace, where the Setting lives (default gpustack-system)")
+    add("--exit-zero", action="store_true", help="exit 0 even with findings that fail the run (see --fail-on)")
+    add("--ignore", action="append", metavar="CODE", help="drop findings with this code (repeatable)")
 
 
 def add_judging_flags(parser: argparse.ArgumentParser) -> None:
@@ -210,32 +290,13 @@ def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
                        help=f"with --contexts/--all-contexts: contexts judged at once (default {DEFAULT_PARALLEL})")
 
 
-def add_connection_flags(flags: argparse._ActionsContainer, suffix: str = "") -> None:
-    """kubectl's flags saying which cluster and who, with kubectl's meaning: each overrides the
-    same setting of the kubeconfig (see ``_cluster``)."""
-    s = argparse.SUPPRESS
-    cluster = flags.add_argument("--cluster", default=s,
-                                 help="the kubeconfig cluster to use (instead of the context's)")
-    cluster.completer = "clusters"  # type: ignore[attr-defined]  # read by completion.py
-    user = flags.add_argument("--user", default=s, help="the kubeconfig user to use (instead of the context's)")
-    user.completer = "users"  # type: ignore[attr-defined]
-    flags.add_argument("-s", "--server", default=s, metavar="URL", help="the address of the API server")
-    flags.add_argument("--token", default=s, metavar="TOKEN",
-                       help="bearer token for the API server (never shown in any output)")
-    flags.add_argument("--certificate-authority", default=s, metavar="PATH",
-                       help="a CA certificate file to verify the API server with")
-    flags.add_argument("--client-certificate", default=s, metavar="PATH", help="client certificate file for TLS")
-    flags.add_argument("--client-key", default=s, metavar="PATH", help="client key file for TLS")
-    flags.add_argument("--insecure-skip-tls-verify", action="store_true", default=s,
-                       help="do not verify the API server's certificate (insecure)")
-    flags.add_argument("--tls-server-name", default=s, metavar="NAME",
-                       help="server name for the API server's certificate and SNI (default: the server's host)")
-    flags.add_argument("--as", dest="as_user", default=s, metavar="USER", help="impersonate this user")
-    flags.add_argument("--as-group", action="append", dest="as_group" + suffix, default=s, metavar="GROUP",
-                       help="impersonate this group (repeatable; needs --as)")
-    flags.add_argument("--as-uid", default=s, metavar="UID", help="impersonate this UID (needs --as)")
-    flags.add_argument("--username", default=s, metavar="USER", help="username for basic authentication")
-    flags.add_argument("--password", default=s, metavar="PASSWORD",
-                       help="password for basic authentication (never shown in any output)")
-    flags.add_argument("--cache-dir", default=s, metavar="DIR",
-                       help="accepted for kubectl compatibility; unused: the plugin keeps no cache")
+def add_connection_flags(add: Callable[..., argparse.Action], connection: Sequence[ConnectionFlag]) -> None:
+    """kubectl's flags saying which cluster and who, from their table (``_connection``), with
+    kubectl's meaning: each overrides the same setting of the kubeconfig (see ``_kubeconfig``)."""
+    for flag in connection:
+        kind: dict[str, Any] = {"action": "store_true"} if flag.value == SWITCH else \
+            {"action": "append", "dest": flag.dest, "metavar": flag.metavar} if flag.value == REPEATED \
+            else {"dest": flag.dest, "metavar": flag.metavar}
+        action = add(*flag.names, help=flag.help, **kind)
+        if flag.completes:
+            action.completer = flag.completes  # type: ignore[attr-defined]  # read by _cli.complete

@@ -30,7 +30,7 @@ import json
 import pkgutil
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, NoReturn, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype._engines import records as _engines  # records and judgement only: _engines stands on this module
 
@@ -297,17 +297,19 @@ class _Parser(argparse.ArgumentParser):
 class _Switch(argparse.Action):
     """Any option that takes no value (store_true, store_const, count, enable/disable pairs)."""
 
-    def __init__(self, option_strings, dest, **kwargs):
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, **kwargs)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:
         setattr(namespace, self.dest, True)
 
 
 class _Exit(_Switch):
     """-h/--help, --version: the engine prints and exits 0 without starting."""
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:
         parser.exit()
 
 
@@ -321,7 +323,7 @@ class _Choices:
     def __contains__(self, value: object) -> bool:
         return isinstance(value, str) and self._accepts(value)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._recorded)
 
 
@@ -343,7 +345,7 @@ def _build(table: dict, accepts: Optional[Callable[[str], bool]], required: bool
     return parser
 
 
-def _add(container, entry: dict, accepts: Optional[Callable[[str], bool]], required: bool) -> None:
+def _add(container: Any, entry: dict, accepts: Optional[Callable[[str], bool]], required: bool) -> None:
     options, kind, nargs = entry["options"], entry["action"], entry.get("nargs")
     kwargs: dict = {"dest": entry["dest"]} if options else {}
     if entry.get("required") and required:
@@ -370,7 +372,7 @@ def _add(container, entry: dict, accepts: Optional[Callable[[str], bool]], requi
 
 @functools.lru_cache(maxsize=256)
 def _parser(engine: str, table: str, version_text: str, validity: Optional[Validity], required: bool = True,
-            entry: str = ""):
+            entry: str = "") -> tuple[_Parser, _Parser]:
     """(parser the argv starts at, engine parser) for one engine version's entry point; memoized.
 
     ``required`` False drops the options the engine requires (SGLang's ``--model-path``): when
@@ -524,7 +526,7 @@ def _merge(original: dict, update: dict) -> None:
             original[key] = value
 
 
-def _human_readable_int(text: str):
+def _human_readable_int(text: str) -> Any:
     """vLLM 0.29+: ``80g`` in a dotted key's value is a number; anything else stays text."""
     value = text.strip()
     match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)
@@ -920,7 +922,7 @@ class _Shell:
         self.used: list[str] = []  # unknown variables the current command's words read
         self.assigned_only = False  # whether the last command run was assignments only (status 0)
 
-    def run(self, words: list[str], engine: str):
+    def run(self, words: list[str], engine: str) -> Any:
         """Run one simple command: None, or what it makes of the engine when it starts it."""
         count = next((i for i, w in enumerate(words) if not _ASSIGNMENT.match(w)), len(words))
         rest = words[count:]

@@ -1,11 +1,17 @@
 """The one place that turns a ``Report`` into text: tables, wide tables, JSON and YAML (and, through
-``_junit`` and ``_sarif``, JUnit XML and SARIF)."""
+``_junit`` and ``_sarif``, JUnit XML and SARIF).
+
+``FORMATS`` is the one table of the output formats: each row's name, writers, which subcommands
+take it and its help. The ``-o`` help and choices (``_flags``), the check of which subcommand takes
+which format (``_cli.main``), completion (``_cli.complete``) and the man page derive from it.
+"""
 
 from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from kubectl_kvdtype._kits.display import shown
 from kubectl_kvdtype._kits.report import Column, FleetReport, Report
@@ -13,7 +19,58 @@ from kubectl_kvdtype._kits.report import Column, FleetReport, Report
 if TYPE_CHECKING:
     from kubectl_kvdtype._kits.report import Locate
 
-OUTPUTS = ("table", "wide", "json", "yaml", "junit", "sarif", "patch")
+
+@dataclass(frozen=True)
+class Rendering:
+    """How a report is written beyond its format: what every writer may read."""
+
+    no_headers: bool = False
+    all_namespaces: bool = True
+    color: bool = False
+    #: The subcommand that made the report (JUnit's testsuite, SARIF's rules).
+    command: str = ""
+    #: ``-o sarif`` with ``-f``: where each finding's object is in the files (None: no file lines).
+    locate: Optional["Locate"] = None
+
+
+#: ``Format.takes``: every subcommand, or the subcommands that judge objects (``_registry.judging``).
+EVERY = "every"
+JUDGING = "judging"
+
+
+@dataclass(frozen=True)
+class Format:
+    """One ``-o`` format."""
+
+    name: str
+    #: What ``-o`` help says of it after its name (empty: the name alone says it).
+    help: str
+    #: The report as text.
+    writer: Callable[[Report, Rendering], str]
+    #: A fleet run (``--contexts``) as one document; None: a fleet run never takes it.
+    fleet_writer: Optional[Callable[[FleetReport, Rendering], str]] = None
+    #: ``EVERY``, ``JUDGING`` or one subcommand's name.
+    takes: str = EVERY
+    #: A flag of that subcommand (its dest, and as typed) without which the format is refused.
+    needs: Optional[tuple[str, str]] = None
+    #: The usage error's reason when refused (after ``-o NAME``).
+    why: str = ""
+
+    def taken_by(self, command: Optional[str], judging: Sequence[str], given: Callable[[str], bool]) -> bool:
+        """Whether ``command`` (None: not named yet) takes this format, ``given`` saying which flags were."""
+        if self.takes == JUDGING and command is not None and command not in judging:
+            return False
+        if self.takes not in (EVERY, JUDGING) and command != self.takes:
+            return False
+        return self.needs is None or given(self.needs[0])
+
+    def users(self, judging: Sequence[str]) -> str:
+        """Who takes it, as a usage error and ``-o`` help say it: ``check, find-flags`` or ``find-flags --fix``."""
+        if self.takes == EVERY:
+            return "every subcommand"
+        names = ", ".join(judging) if self.takes == JUDGING else self.takes
+        return f"{names} {self.needs[1]}" if self.needs else names
+
 
 _RESET = "\033[0m"
 _COLOURS = {
@@ -29,56 +86,102 @@ _WORD_COLOURS = {
 
 
 def render(report: Report, output: str, *, no_headers: bool = False, all_namespaces: bool = True,
-           color: bool = False, command: str = "", locate: Optional["Locate"] = None) -> str:
-    """The report as the text printed on stdout (the result, and only the result).
+           color: bool = False, command: str = "", locate: Optional["Locate"] = None,
+           formats: Optional[Sequence[Format]] = None) -> str:
+    """The report as the text printed on stdout (the result, and only the result), by ``output``'s
+    writer in ``formats`` (default ``FORMATS``).
 
     ``command`` names the subcommand that made it (JUnit's testsuite, SARIF's rules); ``locate``, for
     ``-o sarif``, says where each finding's object is in the ``-f`` files (``_positions``; None: no file lines).
     """
     if report.text is not None:
         return report.text
-    if output == "json":
-        return to_json(report.to_dict())
-    if output == "junit":
-        from kubectl_kvdtype._output.junit import to_junit  # only this output pays for ElementTree
-
-        return to_junit(report, command)
-    if output == "sarif":
-        from kubectl_kvdtype._output.sarif import to_sarif  # only this output pays for it
-
-        return to_sarif(report, command, locate)
-    if output == "patch":  # find-flags --fix: the JSON patches, one per object, for GitOps or kubectl patch
-        return json.dumps(report.patches or [], indent=2) + "\n"
-    if output == "yaml":
-        import yaml  # only this output pays for it
-
-        if report.manifests:
-            return yaml.safe_dump_all(report.manifests, sort_keys=False, default_flow_style=False)
-        return yaml.dump(report.to_dict(), Dumper=_plain_dumper(yaml), sort_keys=False, default_flow_style=False)
-    return _render_tables(report, wide=output == "wide", no_headers=no_headers,
-                          all_namespaces=all_namespaces, color=color)
+    rendering = Rendering(no_headers=no_headers, all_namespaces=all_namespaces, color=color, command=command,
+                          locate=locate)
+    return format_named(output, formats).writer(report, rendering)
 
 
 def render_fleet(fleet: FleetReport, output: str, *, no_headers: bool = False, all_namespaces: bool = True,
-                 color: bool = False) -> str:
+                 color: bool = False, formats: Optional[Sequence[Format]] = None) -> str:
     """A fleet run (``FleetReport``) as the text printed on stdout: one document for json, yaml,
     junit and sarif; tables with a CONTEXT column first, a line per context, then the fleet's."""
-    if output == "json":
-        return _fleet_json(fleet)
-    if output == "yaml":
-        import yaml
+    writer = format_named(output, formats).fleet_writer
+    if writer is None:
+        raise ValueError(f"-o {output} has no form for a fleet run")
+    return writer(fleet, Rendering(no_headers=no_headers, all_namespaces=all_namespaces, color=color))
 
-        return yaml.dump(fleet.to_dict(), Dumper=_plain_dumper(yaml), sort_keys=False, default_flow_style=False)
-    if output == "junit":
-        from kubectl_kvdtype._output.junit import fleet_to_junit
 
-        return fleet_to_junit(fleet)
-    if output == "sarif":
-        from kubectl_kvdtype._output.sarif import fleet_to_sarif
+def format_named(name: str, formats: Optional[Sequence[Format]] = None) -> Format:
+    """The row of ``formats`` (default ``FORMATS``) called ``name``."""
+    return next(f for f in (FORMATS if formats is None else formats) if f.name == name)
 
-        return fleet_to_sarif(fleet)
-    return _fleet_tables(fleet, wide=output == "wide", no_headers=no_headers, all_namespaces=all_namespaces,
-                         color=color)
+
+def _tables(report: Report, how: Rendering, wide: bool = False) -> str:
+    return _render_tables(report, wide=wide, no_headers=how.no_headers, all_namespaces=how.all_namespaces,
+                          color=how.color)
+
+
+def _fleet_tables_of(fleet: FleetReport, how: Rendering, wide: bool = False) -> str:
+    return _fleet_tables(fleet, wide=wide, no_headers=how.no_headers, all_namespaces=how.all_namespaces,
+                         color=how.color)
+
+
+def _yaml(report: Report, _how: Rendering) -> str:
+    import yaml  # only this output pays for it
+
+    if report.manifests:
+        return yaml.safe_dump_all(report.manifests, sort_keys=False, default_flow_style=False)
+    return yaml.dump(report.to_dict(), Dumper=_plain_dumper(yaml), sort_keys=False, default_flow_style=False)
+
+
+def _fleet_yaml(fleet: FleetReport, _how: Rendering) -> str:
+    import yaml
+
+    return yaml.dump(fleet.to_dict(), Dumper=_plain_dumper(yaml), sort_keys=False, default_flow_style=False)
+
+
+def _junit(report: Report, how: Rendering) -> str:
+    from kubectl_kvdtype._output.junit import to_junit  # only this output pays for ElementTree
+
+    return to_junit(report, how.command)
+
+
+def _fleet_junit(fleet: FleetReport, _how: Rendering) -> str:
+    from kubectl_kvdtype._output.junit import fleet_to_junit
+
+    return fleet_to_junit(fleet)
+
+
+def _sarif(report: Report, how: Rendering) -> str:
+    from kubectl_kvdtype._output.sarif import to_sarif  # only this output pays for it
+
+    return to_sarif(report, how.command, how.locate)
+
+
+def _fleet_sarif(fleet: FleetReport, _how: Rendering) -> str:
+    from kubectl_kvdtype._output.sarif import fleet_to_sarif
+
+    return fleet_to_sarif(fleet)
+
+
+def _patches(report: Report, _how: Rendering) -> str:
+    """find-flags --fix: the JSON patches, one per object, for GitOps or kubectl patch."""
+    return json.dumps(report.patches or [], indent=2) + "\n"
+
+
+#: Every ``-o`` format, in the order ``-o`` help and completion list them; the first is the default.
+FORMATS: tuple[Format, ...] = (
+    Format("table", "", _tables, _fleet_tables_of),
+    Format("wide", "", lambda r, how: _tables(r, how, wide=True), lambda f, how: _fleet_tables_of(f, how, wide=True)),
+    Format("json", "", lambda r, _how: to_json(r.to_dict()), lambda f, _how: _fleet_json(f)),
+    Format("yaml", "", _yaml, _fleet_yaml),
+    Format("junit", "JUnit XML for CI test reports", _junit, _fleet_junit, takes=JUDGING,
+           why="reports what a judging subcommand judged"),
+    Format("sarif", "SARIF 2.1.0; with -f, file and line", _sarif, _fleet_sarif, takes=JUDGING,
+           why="reports what a judging subcommand judged"),
+    Format("patch", "the JSON patches", _patches, takes="find-flags", needs=("fix", "--fix"),
+           why="prints the JSON patches that find-flags --fix plans"),
+)
 
 
 def _fleet_json(fleet: FleetReport) -> str:

@@ -1,14 +1,13 @@
-"""The connection flags, and the kubeconfig resolved like kubectl: files merged, the flags'
-overrides applied, in-cluster configuration, what is refused before any request."""
+"""The kubeconfig resolved like kubectl: files merged, the connection flags' overrides applied
+(the flags and ``ConnectionOptions`` are ``_connection``'s), in-cluster configuration, what is
+refused before any request."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
 import urllib3
-import yaml
 
 from kubectl_kvdtype._kits.secrets import breaks_header, without_password
 from kubectl_kvdtype._kits.status import (
@@ -17,56 +16,10 @@ from kubectl_kvdtype._kits.status import (
 )
 from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources.client import ConfigException, Configuration, KubeConfigLoader, load_incluster_config
+from kubectl_kvdtype._sources.connection import ConnectionOptions, kubeconfig_names, kubeconfig_paths, read_kubeconfig
 from kubectl_kvdtype._sources.credentials import _exec_bounded, _first_line
 
 _IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-
-@dataclass(frozen=True)
-class ConnectionOptions:
-    """The kubectl-style flags that say which cluster and who; each overrides the kubeconfig's
-    setting the way kubectl's does (``_override_cluster``, ``_override_user``)."""
-
-    kubeconfig: Optional[str] = None
-    context: Optional[str] = None
-    request_timeout: Optional[float] = None
-    impersonate: Optional[str] = None
-    cluster: Optional[str] = None
-    user: Optional[str] = None
-    server: Optional[str] = None
-    token: Optional[str] = field(default=None, repr=False)
-    certificate_authority: Optional[str] = None
-    client_certificate: Optional[str] = None
-    client_key: Optional[str] = None
-    insecure_skip_tls_verify: bool = False
-    tls_server_name: Optional[str] = None
-    impersonate_groups: tuple[str, ...] = ()
-    impersonate_uid: Optional[str] = None
-    username: Optional[str] = None
-    password: Optional[str] = field(default=None, repr=False)
-
-    @classmethod
-    def from_flags(cls, flags: Any) -> "ConnectionOptions":
-        """From the parsed command line (a flag missing from ``flags`` counts as not given)."""
-        def get(name: str) -> Any:
-            return getattr(flags, name, None)
-
-        return cls(kubeconfig=get("kubeconfig"), context=get("context"), request_timeout=get("request_timeout"),
-                   impersonate=get("as_user"), cluster=get("cluster"), user=get("user"), server=get("server"),
-                   token=get("token"), certificate_authority=get("certificate_authority"),
-                   client_certificate=get("client_certificate"), client_key=get("client_key"),
-                   insecure_skip_tls_verify=bool(get("insecure_skip_tls_verify")),
-                   tls_server_name=get("tls_server_name"), impersonate_groups=tuple(get("as_group") or ()),
-                   impersonate_uid=get("as_uid"), username=get("username"), password=get("password"))
-
-    @property
-    def overrides(self) -> bool:
-        """Whether any flag overrides the kubeconfig (then a refusal is a usage error)."""
-        return any((self.cluster, self.user, self.server, self.token, self.certificate_authority,
-                    self.client_certificate, self.client_key, self.insecure_skip_tls_verify,
-                    self.tls_server_name, self.impersonate, self.impersonate_groups, self.impersonate_uid,
-                    self.username, self.password))
 
 
 
@@ -86,10 +39,10 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
     # Nor does it honour Retry-After itself (it would sleep for whatever the server asks): the
     # plugin's retries do, within what is left of the request timeout.
     configuration.retries = urllib3.Retry(total=1, read=0, respect_retry_after_header=False)
-    paths = _kubeconfig_paths(options.kubeconfig, environ)
+    paths = kubeconfig_paths(options.kubeconfig, environ)
     if not paths and not options.server:
         return _in_cluster(configuration, options, environ)
-    documents = [(path, _read_kubeconfig(path)) for path in paths]
+    documents = [(path, read_kubeconfig(path)) for path in paths]
     context_name = options.context or next(
         (d.get("current-context") for _, d in documents if d.get("current-context")), None)
     entry: dict = {}
@@ -204,6 +157,7 @@ def _override_cluster(cluster: dict, options: ConnectionOptions) -> dict:
     """kubectl's rules: --certificate-authority or --insecure-skip-tls-verify replaces all three of
     the kubeconfig's CA file, CA data and skip setting; --server also drops its tls-server-name."""
     cluster = dict(cluster)
+    cluster.update(options.replaced("cluster"))  # each flag with ``replaces`` in the table, one for one
     if options.server:
         cluster["server"] = options.server
     if options.insecure_skip_tls_verify or options.certificate_authority:
@@ -223,11 +177,7 @@ def _override_user(user: dict, options: ConnectionOptions) -> dict:
     """Each flag replaces the same setting. A token or basic auth from a flag also sets aside the
     user's exec plugin and auth provider: kubectl sends the flag's credentials, never theirs."""
     user = dict(user)
-    replaced = {"token": options.token, "client-certificate": _absolute(options.client_certificate),
-                "client-key": _absolute(options.client_key), "username": options.username,
-                "password": options.password, "as": options.impersonate, "as-uid": options.impersonate_uid,
-                "as-groups": list(options.impersonate_groups) or None}
-    user.update({key: value for key, value in replaced.items() if value})
+    user.update(options.replaced("user"))  # each flag with ``replaces`` in the table, one for one
     if options.token:
         user.pop("tokenFile", None)
     if options.token or options.username or options.password:
@@ -308,50 +258,13 @@ def _listed(value: Any) -> list:
     return value if isinstance(value, list) else []
 
 
-def _kubeconfig_paths(explicit: Optional[str], environ: dict) -> list[str]:
-    """--kubeconfig, else the KUBECONFIG list (read now, not at import), else ~/.kube/config."""
-    if explicit:
-        if not os.path.isfile(explicit):
-            raise KvdtypeError(f"the kubeconfig {explicit} does not exist")
-        return [explicit]
-    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
-    if listed:
-        existing = [os.path.expanduser(p) for p in listed if os.path.isfile(os.path.expanduser(p))]
-        if not existing:
-            raise KvdtypeError(f"none of the files in KUBECONFIG exist ({environ['KUBECONFIG']})")
-        return existing
-    home = os.path.join(os.path.expanduser(environ.get("HOME") or "~"), ".kube", "config")
-    return [home] if os.path.isfile(home) else []
-
-
 def context_names(explicit: Optional[str], environ: dict) -> list[str]:
     """Every context of the kubeconfig (--kubeconfig, else KUBECONFIG, else ~/.kube/config), in
     file order, each once (the first file to name one wins, as kubectl merges them)."""
-    paths = _kubeconfig_paths(explicit, environ)
-    if not paths:
+    if not kubeconfig_paths(explicit, environ):
         raise KvdtypeError("no kubeconfig found (~/.kube/config, KUBECONFIG, --kubeconfig): a fleet run needs "
                            "the contexts of one")
-    names: dict[str, None] = {}
-    for path in paths:
-        for entry in _listed(_read_kubeconfig(path).get("contexts")):
-            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-                names.setdefault(entry["name"])
-    return list(names)
-
-
-def _read_kubeconfig(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            document = yaml.safe_load(handle)
-    except (OSError, UnicodeDecodeError) as error:
-        raise KvdtypeError(f"cannot read the kubeconfig {path}: {getattr(error, 'strerror', None) or error}") from None
-    except yaml.YAMLError:
-        raise KvdtypeError(f"the kubeconfig {path} is not valid YAML") from None
-    if document is None:
-        return {}
-    if not isinstance(document, dict):
-        raise KvdtypeError(f"the kubeconfig {path} is not a kubeconfig (expected a mapping)")
-    return document
+    return kubeconfig_names(explicit, environ, "contexts")
 
 
 def _in_cluster(configuration: Configuration, options: ConnectionOptions,

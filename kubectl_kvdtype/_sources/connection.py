@@ -1,0 +1,215 @@
+"""The connection flags: one table of kubectl's flags that say which cluster and who, and the
+``ConnectionOptions`` a run reads them into.
+
+``CONNECTION_FLAGS`` is the one statement of each flag: its spellings, its value (a string, a switch,
+or a repeatable list), whether it is a secret (never echoed) or an HTTP header value, which kubeconfig
+setting it replaces, and what completion offers for it. The parser (``_flags``), ``ConnectionOptions``
+and its overrides (``_kubeconfig``), the redaction of typed secrets and completion (``_cli.complete``)
+derive from it. And the one kubeconfig finder (``kubeconfig_paths``), which runs and completion share.
+Light on purpose: ``--help`` and completion read it, and it imports nothing of the client.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Optional, Sequence
+
+from kubectl_kvdtype._kits.status import KvdtypeError
+
+#: ``ConnectionFlag.value``: one string, a switch (no value; kubectl's ``=true``/``=false`` too), or a
+#: string each time it is given (repeatable).
+VALUE = "value"
+SWITCH = "switch"
+REPEATED = "repeated"
+
+
+@dataclass(frozen=True)
+class ConnectionFlag:
+    """One connection flag."""
+
+    #: Its spellings, the long one last (``("-s", "--server")``).
+    names: tuple[str, ...]
+    #: Where the parsed command line keeps it (argparse's ``dest``).
+    dest: str
+    help: str
+    metavar: Optional[str] = None
+    value: str = VALUE
+    #: Never shown in any output: redacted from messages, kept out of reprs.
+    secret: bool = False
+    #: Its value becomes an HTTP header value (``Authorization``, ``Impersonate-*``): a line break is refused.
+    header: bool = False
+    #: The field of ``ConnectionOptions`` it fills (default: ``dest``); None: read by no run.
+    option: Optional[str] = ""
+    #: The kubeconfig setting it replaces, as ``("cluster" | "user", key)``; None: it selects, or
+    #: its rule is written out in ``_kubeconfig`` (``--server``, the CA and TLS flags).
+    replaces: Optional[tuple[str, str]] = None
+    #: A path: made absolute against the working directory before it replaces the kubeconfig's.
+    path: bool = False
+    #: What completion offers (``_cli.complete``: ``clusters``, ``users``, ``contexts``, ``files``); None: nothing.
+    completes: Optional[str] = None
+
+    @property
+    def flag(self) -> str:
+        """The long spelling, as messages name it."""
+        return self.names[-1]
+
+    @property
+    def field(self) -> Optional[str]:
+        return self.dest if self.option == "" else self.option
+
+    @property
+    def default(self) -> Any:
+        return [] if self.value == REPEATED else False if self.value == SWITCH else None
+
+
+#: Every connection flag, in the order ``--help`` lists them.
+CONNECTION_FLAGS: tuple[ConnectionFlag, ...] = (
+    ConnectionFlag(("--kubeconfig",), "kubeconfig", "path to the kubeconfig file", metavar="PATH", completes="files"),
+    ConnectionFlag(("--context",), "context", "the kubeconfig context to use", completes="contexts"),
+    ConnectionFlag(("--cluster",), "cluster", "the kubeconfig cluster to use (instead of the context's)",
+                   completes="clusters"),
+    ConnectionFlag(("--user",), "user", "the kubeconfig user to use (instead of the context's)", completes="users"),
+    ConnectionFlag(("-s", "--server"), "server", "the address of the API server", metavar="URL"),
+    ConnectionFlag(("--token",), "token", "bearer token for the API server (never shown in any output)",
+                   metavar="TOKEN", secret=True, header=True, replaces=("user", "token")),
+    ConnectionFlag(("--certificate-authority",), "certificate_authority",
+                   "a CA certificate file to verify the API server with", metavar="PATH", completes="files"),
+    ConnectionFlag(("--client-certificate",), "client_certificate", "client certificate file for TLS",
+                   metavar="PATH", replaces=("user", "client-certificate"), path=True, completes="files"),
+    ConnectionFlag(("--client-key",), "client_key", "client key file for TLS", metavar="PATH",
+                   replaces=("user", "client-key"), path=True, completes="files"),
+    ConnectionFlag(("--insecure-skip-tls-verify",), "insecure_skip_tls_verify",
+                   "do not verify the API server's certificate (insecure)", value=SWITCH),
+    ConnectionFlag(("--tls-server-name",), "tls_server_name",
+                   "server name for the API server's certificate and SNI (default: the server's host)",
+                   metavar="NAME"),
+    ConnectionFlag(("--as",), "as_user", "impersonate this user", metavar="USER", header=True,
+                   option="impersonate", replaces=("user", "as")),
+    ConnectionFlag(("--as-group",), "as_group", "impersonate this group (repeatable; needs --as)", metavar="GROUP",
+                   value=REPEATED, header=True, option="impersonate_groups", replaces=("user", "as-groups")),
+    ConnectionFlag(("--as-uid",), "as_uid", "impersonate this UID (needs --as)", metavar="UID", header=True,
+                   option="impersonate_uid", replaces=("user", "as-uid")),
+    ConnectionFlag(("--username",), "username", "username for basic authentication", metavar="USER",
+                   replaces=("user", "username")),
+    ConnectionFlag(("--password",), "password", "password for basic authentication (never shown in any output)",
+                   metavar="PASSWORD", secret=True, replaces=("user", "password")),
+    ConnectionFlag(("--cache-dir",), "cache_dir", "accepted for kubectl compatibility; unused: the plugin keeps no "
+                   "cache", metavar="DIR", option=None, completes="files"),
+)
+#: The flags that only choose what to read (which file, which context), not what to override.
+SELECTING = ("kubeconfig", "context")
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """The kubectl-style flags that say which cluster and who; each overrides the kubeconfig's
+    setting the way kubectl's does (``_kubeconfig._override_cluster``, ``_override_user``). One field
+    per row of ``CONNECTION_FLAGS`` (``option``), and the request timeout; a test ties them."""
+
+    kubeconfig: Optional[str] = None
+    context: Optional[str] = None
+    request_timeout: Optional[float] = None
+    impersonate: Optional[str] = None
+    cluster: Optional[str] = None
+    user: Optional[str] = None
+    server: Optional[str] = None
+    token: Optional[str] = field(default=None, repr=False)
+    certificate_authority: Optional[str] = None
+    client_certificate: Optional[str] = None
+    client_key: Optional[str] = None
+    insecure_skip_tls_verify: bool = False
+    tls_server_name: Optional[str] = None
+    impersonate_groups: tuple[str, ...] = ()
+    impersonate_uid: Optional[str] = None
+    username: Optional[str] = None
+    password: Optional[str] = field(default=None, repr=False)
+    #: The table the options were read by.
+    table: tuple[ConnectionFlag, ...] = field(default=CONNECTION_FLAGS, repr=False, compare=False)
+
+    @classmethod
+    def from_flags(cls, flags: Any, table: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> "ConnectionOptions":
+        """From the parsed command line (a flag missing from ``flags`` counts as not given)."""
+        return cls.from_values(lambda dest: getattr(flags, dest, None), getattr(flags, "request_timeout", None), table)
+
+    @classmethod
+    def from_values(cls, value: Callable[[str], Any], request_timeout: Optional[float],
+                    table: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> "ConnectionOptions":
+        """From each flag's value (``value(dest)``; None: not given), by the table; two flags filling
+        one field (a second spelling) give it the first value given."""
+        known = {f.name for f in fields(cls)}
+        given: dict[str, Any] = {}
+        for flag in table:
+            if flag.field is None or flag.field not in known:
+                continue
+            raw = value(flag.dest)
+            typed = tuple(raw or ()) if flag.value == REPEATED else bool(raw) if flag.value == SWITCH else raw
+            given[flag.field] = given.get(flag.field) or typed
+        return cls(request_timeout=request_timeout, table=tuple(table), **given)
+
+    @property
+    def overrides(self) -> bool:
+        """Whether any flag overrides the kubeconfig (then a refusal is a usage error)."""
+        return any(getattr(self, flag.field, None) for flag in self.table
+                   if flag.field is not None and flag.dest not in SELECTING)
+
+    def replaced(self, section: str) -> dict[str, Any]:
+        """The kubeconfig ``section``'s settings (``cluster``, ``user``) that flags replace one for one."""
+        settings: dict[str, Any] = {}
+        for flag in self.table:
+            if flag.replaces is None or flag.replaces[0] != section or flag.field is None:
+                continue
+            value = getattr(self, flag.field, None)
+            if flag.path and value:
+                value = os.path.abspath(os.path.expanduser(value))
+            if value:
+                settings[flag.replaces[1]] = list(value) if isinstance(value, tuple) else value
+        return settings
+
+
+# --- The kubeconfig's files, found as kubectl finds them --------------------------------------
+
+def kubeconfig_paths(explicit: Optional[str], environ: Any) -> list[str]:
+    """--kubeconfig, else the KUBECONFIG list (read now, not at import), else ~/.kube/config."""
+    if explicit:
+        if not os.path.isfile(explicit):
+            raise KvdtypeError(f"the kubeconfig {explicit} does not exist")
+        return [explicit]
+    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed:
+        existing = [os.path.expanduser(p) for p in listed if os.path.isfile(os.path.expanduser(p))]
+        if not existing:
+            raise KvdtypeError(f"none of the files in KUBECONFIG exist ({environ['KUBECONFIG']})")
+        return existing
+    home = os.path.join(os.path.expanduser(environ.get("HOME") or "~"), ".kube", "config")
+    return [home] if os.path.isfile(home) else []
+
+
+def read_kubeconfig(path: str) -> dict:
+    """One kubeconfig file as a mapping (an empty file: empty); anything else is said in one sentence."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = yaml.safe_load(handle)
+    except (OSError, UnicodeDecodeError) as error:
+        raise KvdtypeError(f"cannot read the kubeconfig {path}: {getattr(error, 'strerror', None) or error}") from None
+    except yaml.YAMLError:
+        raise KvdtypeError(f"the kubeconfig {path} is not valid YAML") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise KvdtypeError(f"the kubeconfig {path} is not a kubeconfig (expected a mapping)")
+    return document
+
+
+def kubeconfig_names(explicit: Optional[str], environ: Any, section: str) -> list[str]:
+    """The names of a section's entries (``contexts``, ``clusters``, ``users``) in the kubeconfig's
+    files, in file order, each once (the first file to name one wins, as kubectl merges them)."""
+    names: dict[str, None] = {}
+    for path in kubeconfig_paths(explicit, environ):
+        entries = read_kubeconfig(path).get(section)
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                names.setdefault(entry["name"])
+    return list(names)

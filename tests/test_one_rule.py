@@ -1,0 +1,133 @@
+"""One confirmation rule for every [y/N] before a write, and one kubeconfig finder (issue 26)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from _support import ROOT
+from kubectl_kvdtype._commands.command import Context, confirm
+from kubectl_kvdtype._kits.env import Environment
+from kubectl_kvdtype._kits.status import ExitStatus, KvdtypeError, UsageError
+
+pytestmark = pytest.mark.version_sensitive  # completion (test_tiers.py)
+
+PACKAGE = ROOT / "kubectl_kvdtype"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _context(yes: bool, terminal: bool, answer: str = "") -> Context:
+    stdin = _Terminal(answer + "\n") if terminal else io.StringIO(answer + "\n")
+    return Context(options=argparse.Namespace(yes=yes), env=Environment(stdin=stdin, stdout=io.StringIO(),
+                                                                        stderr=io.StringIO(), environ={}))
+
+
+@pytest.mark.parametrize("consented", [False, True])
+def test_the_confirmation_rule(consented):
+    shown: list[str] = []
+    confirm(_context(yes=True, terminal=True), "Write?", show=lambda: shown.append("x"), consented=consented)
+    assert shown == []  # --yes: neither shown nor asked
+    for answer in ("y", "YES"):
+        context = _context(yes=False, terminal=True, answer=answer)
+        confirm(context, "Write?", show=lambda: shown.append("x"), consented=consented)
+        assert context.env.stderr.getvalue().endswith("Write? [y/N]: ")
+    assert shown == ["x", "x"]  # shown before each question
+    for answer in ("", "n", "yep"):
+        with pytest.raises(KvdtypeError, match="not confirmed; nothing was changed") as refused:
+            confirm(_context(yes=False, terminal=True, answer=answer), "Write?", consented=consented)
+        assert refused.value.status != ExitStatus.USAGE
+    unattended = _context(yes=False, terminal=False, answer="y")
+    if consented:  # --apply on the command line is the consent a script gives
+        confirm(unattended, "Write?", consented=True)
+        assert unattended.env.stderr.getvalue() == ""
+    else:
+        with pytest.raises(UsageError, match="stdin is not a terminal, so pass --yes"):
+            confirm(unattended, "Write?")
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_question_before_a_write_is_asked_by_the_one_rule():
+    asking = [p.relative_to(PACKAGE).as_posix() for p in _modules() if re.search(r"\.ask\(", p.read_text())]
+    assert asking == ["_commands/command.py"]
+    for name in ("_changes/rebind.py", "_changes/restore.py", "_changes/fix.py", "escape.py"):
+        assert re.search(r"\bconfirm\(", (PACKAGE / name).read_text()), name
+
+
+def test_one_kubeconfig_finder():
+    reading = [p.relative_to(PACKAGE).as_posix() for p in _modules() if '"KUBECONFIG"' in p.read_text()]
+    assert reading == ["_sources/connection.py"]
+
+
+def test_completion_finds_the_kubeconfig_files_a_run_finds(tmp_path):
+    from kubectl_kvdtype._cli.complete import complete
+    from kubectl_kvdtype._sources.connection import kubeconfig_names, kubeconfig_paths
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.write_text("contexts:\n- name: one\n- name: two\nusers:\n- name: alice\n")
+    second.write_text("contexts:\n- name: two\n- name: three\n")
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    (home / ".kube" / "config").write_text("contexts:\n- name: at-home\n")
+    for environ in ({"KUBECONFIG": os.pathsep.join([str(first), str(tmp_path / "missing"), str(second)])},
+                    {"HOME": str(home)}, {"HOME": str(tmp_path)}):
+        out = io.StringIO()
+        complete(["--context", ""], Environment(stdout=out, stderr=io.StringIO(), environ=environ))
+        found = [line for line in out.getvalue().splitlines()[:-1]]
+        expected = kubeconfig_names(None, environ, "contexts") if kubeconfig_paths(None, environ) else []
+        assert found == expected, environ
+    assert kubeconfig_names(None, {"KUBECONFIG": f"{first}{os.pathsep}{second}"}, "contexts") == ["one", "two",
+                                                                                                 "three"]
+    assert kubeconfig_names(str(first), {"KUBECONFIG": str(second)}, "users") == ["alice"]
+
+
+#: Where argparse may be imported: the command line, what subcommands are built on, the subcommand
+#: modules (the package root), and the engines, which rebuild the engines' own parsers with it.
+_ARGPARSE_ALLOWED = ("_cli/", "_commands/", "_engines/")
+
+
+def test_argparse_stays_in_the_command_line_layers():
+    import ast
+
+    importing = []
+    for path in _modules():
+        name = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        if "argparse" in modules and "/" in name and not name.startswith(_ARGPARSE_ALLOWED):
+            importing.append(name)
+    assert importing == []
+
+
+def test_typed_options_refuse_a_name_the_command_line_does_not_have():
+    from kubectl_kvdtype._changes.fix import FixOptions
+    from kubectl_kvdtype._changes.journal import RestoreOptions
+    from kubectl_kvdtype._changes.rebind import RebindOptions
+    from kubectl_kvdtype._commands.command import Command
+    from kubectl_kvdtype.verify import VerifyOptions
+
+    assert not hasattr(Command, "option")  # no default for a misspelt name
+    for typed in (RebindOptions, FixOptions, RestoreOptions, VerifyOptions):
+        with pytest.raises(AttributeError):
+            typed.of(argparse.Namespace())
+    options = VerifyOptions.of(argparse.Namespace(deployment="d", wait=None, argv=["verify"], poll_interval=None))
+    with pytest.raises(AttributeError):
+        options.deployment = "other"  # type: ignore[misc]  # frozen
+
+
+def test_the_write_layers_never_read_the_parsed_command_line():
+    for folder in ("_changes", "_judging", "_sources"):
+        for path in sorted((PACKAGE / folder).glob("*.py")):
+            assert "context.options" not in path.read_text(encoding="utf-8"), path.name

@@ -1,0 +1,209 @@
+"""The tables the command line derives from (issue 26): each derived list (``-o`` help, choices,
+validation, completion, the man page) is a function of its table, so a row added to a throwaway
+copy of the table shows up in every one of them, with nothing else edited."""
+
+from __future__ import annotations
+
+import argparse
+import io
+
+import pytest
+
+from _support import EXAMPLES
+from kubectl_kvdtype._kits.env import Environment
+from kubectl_kvdtype._kits.status import UsageError
+
+pytestmark = pytest.mark.version_sensitive  # argparse, completion and the man page (test_tiers.py)
+
+
+def _formats_with_csv():
+    from kubectl_kvdtype._output.render import FORMATS, Format
+
+    csv = Format("csv", "comma-separated values", lambda report, _how: "csv\n", lambda fleet, _how: "csv\n")
+    return (*FORMATS, csv)
+
+
+def _completed(*words: str, **tables) -> list[str]:
+    from kubectl_kvdtype._cli.complete import complete
+
+    out = io.StringIO()
+    complete(list(words), Environment(stdout=out, stderr=io.StringIO(), environ={}), **tables)
+    return [line.split("\t")[0] for line in out.getvalue().splitlines()[:-1]]
+
+
+def _output_action(parser: argparse.ArgumentParser) -> argparse.Action:
+    return parser._option_string_actions["--output"]
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices[name]
+
+
+def test_a_format_row_is_offered_by_help_validation_completion_and_the_man_page():
+    from kubectl_kvdtype._cli.main import parse
+    from kubectl_kvdtype._cli.registry import build_parser
+
+    formats = _formats_with_csv()
+    parser = build_parser(formats=formats)
+    assert "csv (comma-separated values)" in " ".join(parser.format_help().split())  # where the global flags are
+    for each in (parser, _subparser(parser, "check"), _subparser(_subparser(parser, "escape"), "status")):
+        assert "csv" in _output_action(each).choices
+    assert parse(["check", "-f", str(EXAMPLES), "-o", "csv"], formats=formats).output == "csv"
+    assert parse(["-o", "csv", "escape", "status", "-f", str(EXAMPLES)], formats=formats).output == "csv"
+    with pytest.raises(UsageError, match="invalid choice: 'csv'"):
+        parse(["check", "-f", str(EXAMPLES), "-o", "csv"])  # the real table has no such row
+    assert "csv" in _completed("check", "-o", "", formats=formats)
+    assert "csv" not in _completed("check", "-o", "")
+    manpage = pytest.importorskip("argparse_manpage.manpage", reason="the `build` extra is not installed")
+    assert "csv (comma\\-separated values)" in " ".join(str(manpage.Manpage(parser)).split())
+
+
+def test_a_format_of_one_subcommand_and_flag_is_offered_and_taken_there_only():
+    from kubectl_kvdtype._cli.main import parse
+    from kubectl_kvdtype._output.render import FORMATS, Format
+
+    only = Format("dot", "a graph", lambda report, _how: "", takes="find-flags", needs=("fix", "--fix"),
+                  why="draws the fix")
+    formats = (*FORMATS, only)
+    assert parse(["find-flags", "--fix", "-f", str(EXAMPLES), "-o", "dot"], formats=formats).output == "dot"
+    for argv in (["find-flags", "-o", "dot"], ["check", "-o", "dot"]):
+        with pytest.raises(UsageError, match="-o dot draws the fix: use it with find-flags --fix"):
+            parse([*argv, "-f", str(EXAMPLES)], formats=formats)
+    assert "dot" in _completed("find-flags", "--fix", "-o", "", formats=formats)
+    assert "dot" not in _completed("find-flags", "-o", "", formats=formats)
+    assert "dot" not in _completed("check", "-o", "", formats=formats)
+
+
+def test_completion_offers_the_formats_each_subcommand_takes():
+    from kubectl_kvdtype._cli.registry import COMMANDS, judging
+    from kubectl_kvdtype._output.render import EVERY, FORMATS, JUDGING
+
+    every = [f.name for f in FORMATS if f.takes == EVERY]
+    judged = [f.name for f in FORMATS if f.takes == JUDGING]
+    for info in COMMANDS:
+        words = ["escape", "status"] if info.name == "escape" else [info.name]
+        expected = every + (judged if info.name in judging() else [])
+        assert _completed(*words, "-o", "") == expected, info.name
+    assert _completed("find-flags", "--fix", "-o", "") == [f.name for f in FORMATS]  # patch with --fix only
+    assert "patch" not in _completed("find-flags", "-o", "")
+
+
+def _connection_with_bearer():
+    from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag
+
+    bearer = ConnectionFlag(("--bearer",), "bearer", "the bearer token again", metavar="TOKEN", secret=True,
+                            header=True, option="token", replaces=("user", "token"), completes="users")
+    return (*CONNECTION_FLAGS, bearer)
+
+
+def test_a_connection_flag_row_is_parsed_overrides_is_redacted_and_completed(tmp_path):
+    from kubectl_kvdtype._cli.main import parse
+    from kubectl_kvdtype._cli.registry import build_parser
+    from kubectl_kvdtype._commands.flags import secrets_in
+    from kubectl_kvdtype._sources.connection import ConnectionOptions
+
+    table = _connection_with_bearer()
+    parser = build_parser(connection=table)
+    assert "--bearer TOKEN" in parser.format_help()
+    for each in (parser, _subparser(parser, "check"), _subparser(_subparser(parser, "escape"), "rebind")):
+        assert "--bearer" in each._option_string_actions
+    options = parse(["check", "-f", str(EXAMPLES), "--bearer", "s3cret"], connection=table)
+    connection = ConnectionOptions.from_flags(options, table)
+    assert connection.token == "s3cret" and connection.overrides
+    assert connection.replaced("user") == {"token": "s3cret"}
+    assert "s3cret" not in repr(connection)
+    with pytest.raises(UsageError, match="unrecognized arguments: --bearer"):
+        parse(["check", "-f", str(EXAMPLES), "--bearer", "s3cret"])  # the real table has no such row
+    assert secrets_in(["check", "--bearer=s3cret", "--bear", "other"], table) == ["s3cret", "other"]
+    assert secrets_in(["check", "--bearer=s3cret"]) == []
+    with pytest.raises(UsageError, match="--bearer holds a line break") as refused:
+        parse(["check", "-f", str(EXAMPLES), "--bearer", "a\nb"], connection=table)
+    assert "a\nb" not in refused.value.message
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text("users:\n- name: alice\n- name: bob\n")
+    assert "--bearer" in _completed("check", "--be", connection=table)
+    assert _completed("--kubeconfig", str(kubeconfig), "check", "--bearer", "a", connection=table) == ["alice"]
+    manpage = pytest.importorskip("argparse_manpage.manpage", reason="the `build` extra is not installed")
+    assert "\\-\\-bearer" in str(manpage.Manpage(parser))
+
+
+def test_connection_options_have_a_field_for_each_row_and_keep_secrets_out_of_repr():
+    from dataclasses import fields
+
+    from kubectl_kvdtype._commands.flags import DEFAULTS, SECRET_FLAGS
+    from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, ConnectionOptions
+
+    declared = {f.name: f for f in fields(ConnectionOptions)}
+    filled = {row.field for row in CONNECTION_FLAGS if row.field is not None}
+    assert set(declared) == filled | {"request_timeout", "table"}
+    assert {name for name, f in declared.items() if not f.repr} - {"table"} == \
+        {row.field for row in CONNECTION_FLAGS if row.secret}
+    assert set(SECRET_FLAGS) == {row.flag for row in CONNECTION_FLAGS if row.secret}
+    from kubectl_kvdtype._cli.registry import build_parser
+
+    repeated = {a.dest for a in build_parser()._actions if getattr(a, "global_flag", False)
+                and isinstance(a, argparse._AppendAction)}
+    assert {row.dest for row in CONNECTION_FLAGS if row.value == REPEATED} <= repeated
+    assert all(DEFAULTS[row.dest] == row.default for row in CONNECTION_FLAGS)
+
+
+#: The argv forms the tests use, global flags before and after the subcommand (and the action).
+_SAME = [
+    (["-n", "team-a", "check"], ["check", "-n", "team-a"]),
+    (["-o", "json", "--context", "fake", "escape", "status"], ["escape", "status", "-o", "json", "--context", "fake"]),
+    (["-o", "json", "escape", "status"], ["escape", "-o", "json", "status"]),
+    (["--as", "u", "--as-group", "a", "--as-group", "b", "check"],
+     ["check", "--as=u", "--as-group", "a", "--as-group=b"]),
+    (["-f", "a", "-f", "b", "verify"], ["-f", "a", "verify", "-f", "b"]),
+    (["--insecure-skip-tls-verify", "preflight"], ["preflight", "--insecure-skip-tls-verify=true"]),
+]
+
+
+@pytest.mark.parametrize(("before", "after"), _SAME, ids=lambda words: " ".join(words))
+def test_global_flags_read_the_same_before_and_after_the_subcommand(before, after):
+    from kubectl_kvdtype._cli.main import parse
+
+    def parsed(argv: list[str]) -> dict:
+        found = vars(parse(argv))
+        return {key: value for key, value in found.items() if key not in ("argv", "handler")}
+
+    assert parsed(before) == parsed(after)
+
+
+def test_repeated_global_flags_add_up_across_every_level():
+    from kubectl_kvdtype._cli.main import parse
+
+    options = parse(["--as", "u", "--as-group", "a", "escape", "--as-group", "b", "rebind", "legacy",
+                     "--dtype", "bfloat16", "--as-group", "c"])
+    assert options.as_group == ["a", "b", "c"]
+    assert parse(["-n", "x", "check", "-n", "y"]).namespace == "y"  # a later value wins
+
+
+def test_a_subcommand_help_lists_its_own_flags_and_points_to_the_global_ones():
+    from kubectl_kvdtype._cli.registry import PROG, build_parser
+    from kubectl_kvdtype._commands.flags import GLOBAL_HEADING
+
+    parser = build_parser()
+    top = parser.format_help()
+    global_helps = [a.help for a in parser._actions if getattr(a, "global_flag", False)]
+    assert GLOBAL_HEADING in top and all(" ".join(h.split()[:4]) in " ".join(top.split()) for h in global_helps)
+    subs = [_subparser(parser, name) for name in ("check", "find-flags", "escape")]
+    subs += [_subparser(subs[-1], "rebind"), _subparser(subs[-1], "status")]
+    for sub in subs:
+        text = " ".join(sub.format_help().split())
+        assert f"'{PROG} --help' lists them" in text, sub.prog
+        assert not any(" ".join(h.split()) in text for h in global_helps), sub.prog  # no global flag's own help
+    assert "--fix" in subs[1].format_help() and "--dtype" in subs[3].format_help()
+
+
+def test_the_man_page_prints_each_global_flag_once():
+    manpage = pytest.importorskip("argparse_manpage.manpage", reason="the `build` extra is not installed")
+    from kubectl_kvdtype._cli.registry import build_parser
+
+    parser = build_parser()
+    page = str(manpage.Manpage(parser))
+    for action in parser._actions:
+        if getattr(action, "global_flag", False):
+            long = next(o for o in action.option_strings if o.startswith("--"))
+            assert page.count("\\fB" + long.replace("-", "\\-") + "\\fR") == 1, long
