@@ -131,12 +131,14 @@ def _judge(engine: str, version: object, dtype: str) -> Judgement:
     if verdict == by_table.verdict:
         return replace(by_table, note=found.note)
     label = f"{engine} {by_table.version}" + (" (reference version)" if by_table.version_is_reference else "")
-    recorded = "its recorded start check" if found.at_start else "its recorded parser"
     if verdict == ACCEPTED:
+        recorded = "its recorded start check" if found.at_start else "its recorded parser"
         return replace(by_table, verdict=ACCEPTED, reason=f"{label} accepts {dtype} ({recorded} lists it)",
                        failure="", note=found.note)
+    refused = "its recorded start check does not list it" if found.at_start \
+        else "its recorded parser's choices do not list it"
     return replace(by_table, verdict=REJECTED, note=found.note,
-                   reason=f"{label} does not accept {dtype} ({recorded} does not list it)", failure=failure)
+                   reason=f"{label} does not accept {dtype} ({refused})", failure=failure)
 
 
 _judge_cached = functools.lru_cache(maxsize=4096)(_judge)
