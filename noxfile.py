@@ -47,9 +47,19 @@ WORKERS = "auto"
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
 
 nox.options.sessions = ["lint", "tests"]
-nox.options.default_venv_backend = "venv"
-# Only the interpreters on this machine: nothing is downloaded at run time.
+# uv makes each session's venv and installs into it: pip took minutes a session to resolve the same
+# extras (docs/development.md, "CI"). nox finds the uv that the `ci` extra put beside it.
+nox.options.default_venv_backend = "uv"
+# Only the interpreters on this machine: nothing is downloaded at run time (nox's own rule, and
+# uv's, for any uv that nox runs).
 nox.options.download_python = "never"
+os.environ["UV_PYTHON_DOWNLOADS"] = "never"
+# Bytecode is kept, as an installed package keeps it: uv compiles what it installs (pip does by
+# default), and the package's own modules are cached on first import. With PYTHONDONTWRITEBYTECODE
+# set, as some machines set it, every plugin process a test starts would compile the package
+# again, which no user's run does.
+os.environ["UV_COMPILE_BYTECODE"] = "1"
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # On CI a supported version that this machine lacks fails the run instead of being skipped.
 nox.options.error_on_missing_interpreters = os.environ.get("CI", "").lower() in ("true", "1", "yes")
 
@@ -91,7 +101,8 @@ def tests(session: nox.Session) -> None:
     extras = "test,build" if session.python == RELEASE_PYTHON else "test"
     selection = [] if session.python in WHOLE_SUITE else ["-m", VERSION_SENSITIVE]
     try:
-        session.install("--disable-pip-version-check", "--quiet", "-e", f".[{extras}]")
+        # pip too: tests/test_manpage.py builds the wheel with it, as a packager would; a uv venv has none.
+        session.install("--quiet", "-e", f".[{extras}]", "pip")
         session.run("python", "-m", "pytest", "-q", "-n", WORKERS, "--dist", "loadgroup", *selection, *session.posargs)
     finally:
         _say_time(session, started)
@@ -106,7 +117,7 @@ def lint(session: nox.Session) -> None:
     pyproject.toml) whichever runs it. Arguments go to ruff (`nox -s lint -- --fix`)."""
     started = time.monotonic()
     try:
-        session.install("--disable-pip-version-check", "--quiet", "-e", ".[test]")
+        session.install("--quiet", "-e", ".[test]")
         session.run("ruff", "check", *session.posargs)
         session.run("mypy")
         session.run("lint-imports")

@@ -9,7 +9,6 @@ the same run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -22,8 +21,6 @@ from hypothesis import strategies as st
 from _support import EXAMPLES, JUDGING, SETTING, SYSTEM, in_process, kvdtype, seed
 from kubectl_kvdtype._kits.report import ERROR, WARNING, ObjectRef, Report
 from kubectl_kvdtype._output.junit import safe, to_junit
-
-pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 
 #: What each subcommand is run on: -A on a cluster; offline, the examples in scope.
 SCOPE = {"check": ["-A"], "find-flags": ["-A"], "verify": ["-A"], "preflight": ["-A"]}
@@ -281,30 +278,6 @@ def test_ignored_findings_never_fail_and_are_counted():
 
 
 # --- Fast tier: --fail-on and -o junit on the command line -----------------------------------------
-
-def _parsers() -> dict[str, argparse.ArgumentParser]:
-    from kubectl_kvdtype._cli.registry import build_parser
-
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return dict(sub.choices)
-
-
-def test_the_four_judging_subcommands_share_one_fail_on_and_the_others_have_none():
-    parsers = _parsers()
-    seen = set()
-    for name, parser in parsers.items():
-        actions = [a for a in parser._actions if "--fail-on" in a.option_strings]
-        if name in JUDGING:
-            (action,) = actions
-            seen.add((tuple(action.option_strings), tuple(action.choices), action.default, action.help))
-        else:
-            assert actions == [], name
-    assert len(seen) == 1
-    ((_, choices, default, text),) = seen
-    assert (choices, default) == (("error", "warning"), "error")
-    assert "default error" in text
-
 
 @pytest.mark.parametrize("command", JUDGING)
 def test_an_invalid_fail_on_is_a_usage_error(command):

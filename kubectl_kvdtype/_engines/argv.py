@@ -287,6 +287,17 @@ class _Stop(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    _formatter: Optional[argparse.HelpFormatter] = None
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse asks for a new formatter at each add_argument, only to check a metavar against
+        # nargs, and each one measures the terminal: a third of building an engine's hundreds of
+        # options. These parsers never print help or usage (error raises), so one formatter,
+        # made once, serves every such check.
+        if self._formatter is None:
+            self._formatter = super()._get_formatter()
+        return self._formatter
+
     def error(self, message: str) -> NoReturn:
         raise _Stop(message, 2)
 
