@@ -34,7 +34,7 @@ from kubectl_kvdtype._changes.setting import (
     wait_for_setting,
     write_setting,
 )
-from kubectl_kvdtype._commands.command import Command, Context, confirm
+from kubectl_kvdtype._commands.command import Command, CommonOptions, Context, confirm
 from kubectl_kvdtype._commands.flags import HelpFormatter, examples_epilog, parse_duration
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report
 from kubectl_kvdtype._kits.report import Column, Report
@@ -103,11 +103,28 @@ class EscapeCommand(Command):
         if action in ("off", "on"):
             return switch(context, SwitchOptions.of(context.options, OFF if action == "off" else ON))
         if action == "restore":
-            return restore(context, RestoreOptions.of(context.options))
+            return restore(context, restore_options(context.options, context.common))
         if context.options.suffix is not None and context.options.strategy != SIDE_BY_SIDE:
             raise UsageError("--suffix names the copies that --strategy side-by-side creates: "
                              "add --strategy side-by-side, or drop --suffix")
-        return rebind(context, RebindOptions.of(context.options))
+        return rebind(context, rebind_options(context.options, context.common))
+
+
+def rebind_options(flags: argparse.Namespace, common: CommonOptions) -> RebindOptions:
+    """``escape rebind``'s typed options, from the parsed command line (every attribute named: a
+    missing one is an error); ``_changes`` never sees the namespace."""
+    return RebindOptions(binding=flags.binding, dtype=flags.dtype, new_name=flags.new_name,
+                         domain_name=flags.domain_name, strategy=flags.strategy, suffix=flags.suffix,
+                         keep_old_binding=bool(flags.keep_old_binding),
+                         force_unknown_dtype=bool(flags.force_unknown_dtype), apply=bool(flags.apply),
+                         dry_run=flags.dry_run, backup_dir=flags.backup_dir, output=common.output,
+                         all_namespaces=common.all_namespaces, ignore=common.ignore)
+
+
+def restore_options(flags: argparse.Namespace, common: CommonOptions) -> RestoreOptions:
+    """``escape restore``'s typed options, from the parsed command line."""
+    return RestoreOptions(directory=flags.directory, apply=bool(flags.apply), dry_run=flags.dry_run,
+                          output=common.output)
 
 
 def _status_flags(parser: argparse.ArgumentParser) -> None:

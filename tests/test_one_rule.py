@@ -112,25 +112,36 @@ def test_argparse_stays_in_the_command_line_layers():
 
 
 def test_typed_options_refuse_a_name_the_command_line_does_not_have():
-    from kubectl_kvdtype._changes.fix import FixOptions
-    from kubectl_kvdtype._changes.journal import RestoreOptions
-    from kubectl_kvdtype._changes.rebind import RebindOptions
-    from kubectl_kvdtype._commands.command import Command
+    from kubectl_kvdtype._commands.command import Command, CommonOptions
+    from kubectl_kvdtype.completion import CompletionOptions
+    from kubectl_kvdtype.escape import SwitchOptions, rebind_options, restore_options
+    from kubectl_kvdtype.find_flags import fix_options
     from kubectl_kvdtype.verify import VerifyOptions
 
     assert not hasattr(Command, "option")  # no default for a misspelt name
-    for typed in (RebindOptions, FixOptions, RestoreOptions, VerifyOptions):
+    common = CommonOptions()
+    builders = (lambda n: rebind_options(n, common), lambda n: fix_options(n, common),
+                lambda n: restore_options(n, common), VerifyOptions.of, lambda n: SwitchOptions.of(n, "on"),
+                CompletionOptions.of)
+    for build in builders:
         with pytest.raises(AttributeError):
-            typed.of(argparse.Namespace())
+            build(argparse.Namespace())
     options = VerifyOptions.of(argparse.Namespace(deployment="d", wait=None, argv=["verify"], poll_interval=None))
     with pytest.raises(AttributeError):
         options.deployment = "other"  # type: ignore[misc]  # frozen
 
 
 def test_the_write_layers_never_read_the_parsed_command_line():
+    from kubectl_kvdtype._changes.fix import FixOptions
+    from kubectl_kvdtype._changes.journal import RestoreOptions
+    from kubectl_kvdtype._changes.rebind import RebindOptions
+    from kubectl_kvdtype._sources.connection import ConnectionOptions
+
     for folder in ("_changes", "_judging", "_sources"):
         for path in sorted((PACKAGE / folder).glob("*.py")):
             assert "context.options" not in path.read_text(encoding="utf-8"), path.name
+    for typed in (RebindOptions, FixOptions, RestoreOptions, ConnectionOptions):  # built by the subcommands
+        assert not hasattr(typed, "of") and not hasattr(typed, "from_flags"), typed
 
 
 #: Where the parsed command line (an ``argparse.Namespace``, ``Context.options``) may be read: the
