@@ -104,10 +104,11 @@ class EscapeCommand(Command):
             return switch(context, SwitchOptions.of(context.options, OFF if action == "off" else ON))
         if action == "restore":
             return restore(context, restore_options(context.options, context.common))
-        if context.options.suffix is not None and context.options.strategy != SIDE_BY_SIDE:
+        options = rebind_options(context.options, context.common)
+        if options.suffix is not None and options.strategy != SIDE_BY_SIDE:
             raise UsageError("--suffix names the copies that --strategy side-by-side creates: "
                              "add --strategy side-by-side, or drop --suffix")
-        return rebind(context, rebind_options(context.options, context.common))
+        return rebind(context, options)
 
 
 def rebind_options(flags: argparse.Namespace, common: CommonOptions) -> RebindOptions:
