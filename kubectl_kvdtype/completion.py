@@ -7,6 +7,7 @@ engine that answers is ``_complete``.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from kubectl_kvdtype._commands.command import Command, Context
 from kubectl_kvdtype._kits.report import Report
@@ -32,7 +33,18 @@ class CompletionCommand(Command):
         parser.add_argument("shell", choices=SHELLS, help="the shell to print the script for")
 
     def run(self, context: Context) -> Report:
-        return Report(kind="Completion", text=SCRIPTS[context.options.shell])
+        return Report(kind="Completion", text=SCRIPTS[CompletionOptions.of(context.options).shell])
+
+
+@dataclass(frozen=True)
+class CompletionOptions:
+    """completion's own flag, typed, read from the parsed command line at this boundary."""
+
+    shell: str
+
+    @classmethod
+    def of(cls, flags: argparse.Namespace) -> "CompletionOptions":
+        return cls(shell=flags.shell)
 
 
 # --- The scripts ---------------------------------------------------------------------------------

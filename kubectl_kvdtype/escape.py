@@ -18,6 +18,7 @@ Nothing here prints a result: every action returns a ``Report``; refusals raise 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import Optional
 
 from kubectl_kvdtype._changes.journal import RestoreOptions
@@ -33,7 +34,7 @@ from kubectl_kvdtype._changes.setting import (
     wait_for_setting,
     write_setting,
 )
-from kubectl_kvdtype._commands.command import Command, Context, confirm
+from kubectl_kvdtype._commands.command import Command, CommonOptions, Context, confirm
 from kubectl_kvdtype._commands.flags import HelpFormatter, examples_epilog, parse_duration
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report
 from kubectl_kvdtype._kits.report import Column, Report
@@ -94,19 +95,37 @@ class EscapeCommand(Command):
             add(sub)
 
     def run(self, context: Context) -> Report:
-        action = context.options.escape_action
+        action: str = context.options.escape_action
         if context.offline and action != "status":
             raise UsageError(f"escape {action} changes a live cluster: -f/--filename cannot be used with it")
         if action == "status":
             return status(context)
         if action in ("off", "on"):
-            return switch(context, OFF if action == "off" else ON)
+            return switch(context, SwitchOptions.of(context.options, OFF if action == "off" else ON))
         if action == "restore":
-            return restore(context, RestoreOptions.of(context.options))
-        if context.options.suffix is not None and context.options.strategy != SIDE_BY_SIDE:
+            return restore(context, restore_options(context.options, context.common))
+        options = rebind_options(context.options, context.common)
+        if options.suffix is not None and options.strategy != SIDE_BY_SIDE:
             raise UsageError("--suffix names the copies that --strategy side-by-side creates: "
                              "add --strategy side-by-side, or drop --suffix")
-        return rebind(context, RebindOptions.of(context.options))
+        return rebind(context, options)
+
+
+def rebind_options(flags: argparse.Namespace, common: CommonOptions) -> RebindOptions:
+    """``escape rebind``'s typed options, from the parsed command line (every attribute named: a
+    missing one is an error); ``_changes`` never sees the namespace."""
+    return RebindOptions(binding=flags.binding, dtype=flags.dtype, new_name=flags.new_name,
+                         domain_name=flags.domain_name, strategy=flags.strategy, suffix=flags.suffix,
+                         keep_old_binding=bool(flags.keep_old_binding),
+                         force_unknown_dtype=bool(flags.force_unknown_dtype), apply=bool(flags.apply),
+                         dry_run=flags.dry_run, backup_dir=flags.backup_dir, output=common.output,
+                         all_namespaces=common.all_namespaces, ignore=common.ignore)
+
+
+def restore_options(flags: argparse.Namespace, common: CommonOptions) -> RestoreOptions:
+    """``escape restore``'s typed options, from the parsed command line."""
+    return RestoreOptions(directory=flags.directory, apply=bool(flags.apply), dry_run=flags.dry_run,
+                          output=common.output)
 
 
 def _status_flags(parser: argparse.ArgumentParser) -> None:
@@ -231,25 +250,41 @@ SWITCH_COLUMNS = [
 ]
 
 
-def switch(context: Context, value: str) -> Report:
+@dataclass(frozen=True)
+class SwitchOptions:
+    """escape off/on's own flags, typed, read from the parsed command line at this boundary (``--yes``
+    is ``CommonOptions``': the one confirmation rule reads it)."""
+
+    #: The value written: ``OFF`` or ``ON``, from the action's name.
+    value: str
+    dry_run: str
+    wait: Optional[float]
+
+    @classmethod
+    def of(cls, flags: argparse.Namespace, value: str) -> "SwitchOptions":
+        return cls(value=value, dry_run=flags.dry_run, wait=flags.wait)
+
+
+def switch(context: Context, options: SwitchOptions) -> Report:
     """Show, ask, write once with the resourceVersion read, read back, optionally wait. With --wait,
     the whole command keeps its deadline (``WaitClock``), whatever the server does."""
-    clock = WaitClock(context.options.wait)
+    value = options.value
+    clock = WaitClock(options.wait)
     with clock.bounding(context.source):
-        setting, report, item = _before(context, value)
+        setting, report, item = _before(context, options)
         if item["before"] == value:
-            return _already(context, report, item, value, clock)
+            return _already(context, options, report, item, clock)
         preview = _preview(context.system_namespace, item["before"], value, item["deployments"],
                            item["replicas"]) + _breaks(context, value, item)
-        if context.options.dry_run != "none":
-            return _dry_run(context, report, item, setting, value, preview)
+        if options.dry_run != "none":
+            return _dry_run(context, options, report, item, setting, preview)
     context.env.progress(preview)
     with clock.paused():
         confirm(context, f"Turn the Setting {'on' if value == ON else 'off'}?")
-    return _write(context, report, item, setting, value, clock)
+    return _write(context, options, report, item, setting, clock)
 
 
-def _before(context: Context, value: str) -> tuple[dict, Report, dict]:
+def _before(context: Context, options: SwitchOptions) -> tuple[dict, Report, dict]:
     """(the Setting, the report, its one row) as read before anything is written."""
     namespace = context.system_namespace
     setting = require_setting(context.source, namespace)
@@ -257,14 +292,16 @@ def _before(context: Context, value: str) -> tuple[dict, Report, dict]:
     report = Report(kind="EscapeSwitch", columns=SWITCH_COLUMNS)
     deployments, replicas = _counts(context, report)
     item = {"namespace": namespace, "name": _model.SETTING_NAME, "before": before, "requested": before,
-            "inForce": in_force, "result": "unchanged", "dryRun": context.options.dry_run,
+            "inForce": in_force, "result": "unchanged", "dryRun": options.dry_run,
             "deployments": deployments, "replicas": replicas}
     report.items.append(item)
     return setting, report, item
 
 
-def _dry_run(context: Context, report: Report, item: dict, setting: dict, value: str, preview: str) -> Report:
-    if context.options.dry_run == "client":
+def _dry_run(context: Context, options: SwitchOptions, report: Report, item: dict, setting: dict,
+             preview: str) -> Report:
+    value = options.value
+    if options.dry_run == "client":
         item.update(requested=value, result="would change (dry run: client, nothing sent)")
         report.headline = f"Dry run, nothing sent. {preview}"
         return _finish(report, item)
@@ -274,15 +311,17 @@ def _dry_run(context: Context, report: Report, item: dict, setting: dict, value:
     return _finish(report, item)
 
 
-def _write(context: Context, report: Report, item: dict, setting: dict, value: str, clock: WaitClock) -> Report:
+def _write(context: Context, options: SwitchOptions, report: Report, item: dict, setting: dict,
+           clock: WaitClock) -> Report:
     """The write, then the Setting read back (with --wait: polled until its value is in force)."""
     source, namespace = context.writable_source, context.system_namespace
     if clock.remaining() <= 0:  # the reads took the whole --wait: a write now could not be waited for
         raise KvdtypeError(f"the --wait time ({clock.seconds:g}s) ran out before the write was sent (the cluster "
                            "answered slowly); nothing was written")
+    value = options.value
     with clock.bounding(source):
         write_setting(source, namespace, setting, value)
-    if context.options.wait:
+    if options.wait:
         setting = wait_for_setting(source, namespace, value, clock)
     else:
         setting = require_setting(source, namespace)
@@ -307,9 +346,10 @@ def _breaks(context: Context, value: str, item: dict) -> str:
             "serving once recreated (kubectl kvdtype check -A; kubectl kvdtype escape rebind fixes them).")
 
 
-def _already(context: Context, report: Report, item: dict, value: str, clock: WaitClock) -> Report:
+def _already(context: Context, options: SwitchOptions, report: Report, item: dict, clock: WaitClock) -> Report:
     """Nothing to write; with --wait, still wait for a pending write to be applied."""
-    if context.options.wait and item["inForce"] != value and context.options.dry_run == "none":
+    value = options.value
+    if options.wait and item["inForce"] != value and options.dry_run == "none":
         item["inForce"] = _model.setting_values(
             wait_for_setting(context.source, context.system_namespace, value, clock))[1]
     pending = item["inForce"] != value

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from kubectl_kvdtype._changes import fix as _fix
-from kubectl_kvdtype._commands.command import Command, Context
+from kubectl_kvdtype._commands.command import Command, CommonOptions, Context
 from kubectl_kvdtype._judging.flagged import FLAG_COLUMNS, FlagInventory, build_find_flags_report  # noqa: F401 - re-exported
 from kubectl_kvdtype._kits.report import Report
 
@@ -34,11 +34,19 @@ class FindFlagsCommand(Command):
         add_fix_flags(parser)
 
     def run(self, context: Context) -> Report:
-        options = _fix.FixOptions.of(context.options)
+        options = fix_options(context.options, context.common)
         _fix.check_options(context, options)
         inventory = FlagInventory.read(context.source, context.namespace)
         report = build_find_flags_report(inventory)
         return _fix.fix(context, inventory, report, options) if options.fix else report
+
+
+def fix_options(flags: argparse.Namespace, common: CommonOptions) -> _fix.FixOptions:
+    """``find-flags --fix``'s typed options, from the parsed command line (every attribute named: a
+    missing one is an error); ``_changes`` never sees the namespace."""
+    return _fix.FixOptions(fix=bool(flags.fix), apply=bool(flags.apply), yes=bool(flags.yes), dry_run=flags.dry_run,
+                           accept_dtype_change=bool(flags.accept_dtype_change), backup_dir=flags.backup_dir,
+                           output=common.output)
 
 
 def add_fix_flags(parser: argparse.ArgumentParser) -> None:

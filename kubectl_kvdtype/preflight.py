@@ -55,9 +55,9 @@ class PreflightCommand(Command):
             flags_inventory.bindings, _judgement.consumers_of(flags_inventory.deployments, flags_inventory.pods),
             flags_inventory.deployments, setting, setting_error)
         report = build_report(check_inventory, flags_inventory, context.system_namespace, offline=context.offline,
-                              ignore=set(context.options.ignore), fail_on=context.options.fail_on,
+                              ignore=set(context.common.ignore), fail_on=context.common.fail_on or ERROR,
                               source_findings=getattr(context.source, "findings", []))
-        named = context.options.context
+        named = context.common.connection.context
         if named:  # the to-do list's commands must reach the cluster judged, not the current context
             for item in report.items:
                 if item["command"]:

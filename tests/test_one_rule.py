@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from _support import ROOT
-from kubectl_kvdtype._commands.command import Context, confirm
+from kubectl_kvdtype._commands.command import CommonOptions, Context, confirm
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.status import ExitStatus, KvdtypeError, UsageError
 
@@ -27,8 +27,8 @@ class _Terminal(io.StringIO):
 
 def _context(yes: bool, terminal: bool, answer: str = "") -> Context:
     stdin = _Terminal(answer + "\n") if terminal else io.StringIO(answer + "\n")
-    return Context(options=argparse.Namespace(yes=yes), env=Environment(stdin=stdin, stdout=io.StringIO(),
-                                                                        stderr=io.StringIO(), environ={}))
+    env = Environment(stdin=stdin, stdout=io.StringIO(), stderr=io.StringIO(), environ={})
+    return Context(options=argparse.Namespace(yes=yes), common=CommonOptions(yes=yes), env=env)
 
 
 @pytest.mark.parametrize("consented", [False, True])
@@ -112,22 +112,74 @@ def test_argparse_stays_in_the_command_line_layers():
 
 
 def test_typed_options_refuse_a_name_the_command_line_does_not_have():
-    from kubectl_kvdtype._changes.fix import FixOptions
-    from kubectl_kvdtype._changes.journal import RestoreOptions
-    from kubectl_kvdtype._changes.rebind import RebindOptions
-    from kubectl_kvdtype._commands.command import Command
+    from kubectl_kvdtype._commands.command import Command, CommonOptions
+    from kubectl_kvdtype.completion import CompletionOptions
+    from kubectl_kvdtype.escape import SwitchOptions, rebind_options, restore_options
+    from kubectl_kvdtype.find_flags import fix_options
     from kubectl_kvdtype.verify import VerifyOptions
 
     assert not hasattr(Command, "option")  # no default for a misspelt name
-    for typed in (RebindOptions, FixOptions, RestoreOptions, VerifyOptions):
+    common = CommonOptions()
+    builders = (lambda n: rebind_options(n, common), lambda n: fix_options(n, common),
+                lambda n: restore_options(n, common), VerifyOptions.of, lambda n: SwitchOptions.of(n, "on"),
+                CompletionOptions.of)
+    for build in builders:
         with pytest.raises(AttributeError):
-            typed.of(argparse.Namespace())
+            build(argparse.Namespace())
     options = VerifyOptions.of(argparse.Namespace(deployment="d", wait=None, argv=["verify"], poll_interval=None))
     with pytest.raises(AttributeError):
         options.deployment = "other"  # type: ignore[misc]  # frozen
 
 
 def test_the_write_layers_never_read_the_parsed_command_line():
+    from kubectl_kvdtype._changes.fix import FixOptions
+    from kubectl_kvdtype._changes.journal import RestoreOptions
+    from kubectl_kvdtype._changes.rebind import RebindOptions
+    from kubectl_kvdtype._sources.connection import ConnectionOptions
+
     for folder in ("_changes", "_judging", "_sources"):
         for path in sorted((PACKAGE / folder).glob("*.py")):
             assert "context.options" not in path.read_text(encoding="utf-8"), path.name
+    for typed in (RebindOptions, FixOptions, RestoreOptions, ConnectionOptions):  # built by the subcommands
+        assert not hasattr(typed, "of") and not hasattr(typed, "from_flags"), typed
+
+
+#: Where the parsed command line (an ``argparse.Namespace``, ``Context.options``) may be read: the
+#: command line, ``Context`` itself, and the subcommand modules (the package root), each into its typed
+#: options at its boundary. The engines rebuild the engines' own parsers, and never read ours.
+_NAMESPACE_ALLOWED = ("_cli/", "_commands/")
+
+
+def test_below_the_subcommands_nothing_reads_the_parsed_command_line():
+    import ast
+
+    reading = []
+    for path in _modules():
+        name = path.relative_to(PACKAGE).as_posix()
+        if "/" not in name or name.startswith(_NAMESPACE_ALLOWED):
+            continue
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        ours = not name.startswith("_engines/")  # the engines' parsers' actions take their own namespaces
+        touches = any(isinstance(node, ast.Attribute) and ((node.attr == "Namespace" and ours) or (
+            node.attr == "options" and isinstance(node.value, ast.Name) and node.value.id == "context"))
+            for node in ast.walk(tree))
+        touches |= any(isinstance(node, ast.ImportFrom) and node.module == "argparse" for node in ast.walk(tree))
+        if touches:
+            reading.append(name)
+    assert reading == []
+
+
+def test_the_shared_flags_are_typed_once_and_refuse_a_missing_global_flag():
+    from kubectl_kvdtype._cli.main import parse
+    from kubectl_kvdtype._commands.command import CommonOptions
+
+    with pytest.raises(AttributeError):
+        CommonOptions.of(argparse.Namespace())
+    common = CommonOptions.of(parse(["check", "-n", "team-a", "--context", "prod", "--ignore", "binding-unused",
+                                     "--fail-on", "warning"]))
+    assert (common.namespace, common.connection.context, common.ignore, common.fail_on) == (
+        "team-a", "prod", ("binding-unused",), "warning")
+    assert not common.yes and CommonOptions.of(parse(["escape", "off", "--yes"])).yes
+    with pytest.raises(AttributeError):
+        common.namespace = "other"  # type: ignore[misc]  # frozen

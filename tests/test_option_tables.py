@@ -100,8 +100,8 @@ def _connection_with_bearer():
 def test_a_connection_flag_row_is_parsed_overrides_is_redacted_and_completed(tmp_path):
     from kubectl_kvdtype._cli.main import parse
     from kubectl_kvdtype._cli.registry import build_parser
+    from kubectl_kvdtype._commands.command import connection_of
     from kubectl_kvdtype._commands.flags import secrets_in
-    from kubectl_kvdtype._sources.connection import ConnectionOptions
 
     table = _connection_with_bearer()
     parser = build_parser(connection=table)
@@ -109,7 +109,7 @@ def test_a_connection_flag_row_is_parsed_overrides_is_redacted_and_completed(tmp
     for each in (parser, _subparser(parser, "check"), _subparser(_subparser(parser, "escape"), "rebind")):
         assert "--bearer" in each._option_string_actions
     options = parse(["check", "-f", str(EXAMPLES), "--bearer", "s3cret"], connection=table)
-    connection = ConnectionOptions.from_flags(options, table)
+    connection = connection_of(options, table)
     assert connection.token == "s3cret" and connection.overrides
     assert connection.replaced("user") == {"token": "s3cret"}
     assert "s3cret" not in repr(connection)

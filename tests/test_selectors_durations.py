@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 from _support import EXAMPLES, in_process
 from fakekube import ApiError, label_matcher
 from kubectl_kvdtype._cli.main import parse
+from kubectl_kvdtype._commands.command import connection_of
 from kubectl_kvdtype._commands.flags import DURATION_FORMS, _request_timeout, parse_duration
 from kubectl_kvdtype._sources.kinds import matches_selector
 
 # Imported with the module: urllib3 opens a socket at import (its IPv6 probe), which the fast tier forbids.
-from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions
+from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions  # noqa: F401
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 
@@ -109,4 +110,4 @@ def test_the_default_timeout_is_30s_and_0_means_none(flags, seconds):
     """What the connection carries, in process: the 30 s default is the point here, and waiting
     it out would cost the suite 30 s (the behaviour is the e2e tests' with short values)."""
     for argv in (["check", *flags], [*flags, "check"]):  # global flags before or after the subcommand
-        assert ConnectionOptions.from_flags(parse(argv)).request_timeout == seconds
+        assert connection_of(parse(argv)).request_timeout == seconds

@@ -427,13 +427,6 @@ class FixOptions:
     backup_dir: Optional[str]
     output: str
 
-    @classmethod
-    def of(cls, flags: Any) -> "FixOptions":
-        """From the parsed command line (every attribute named: a missing one is an error)."""
-        return cls(fix=bool(flags.fix), apply=bool(flags.apply), yes=bool(flags.yes), dry_run=flags.dry_run,
-                   accept_dtype_change=bool(flags.accept_dtype_change), backup_dir=flags.backup_dir,
-                   output=flags.output)
-
 
 def fix(context: Context, inventory: FlagInventory, found: Report, options: FixOptions) -> Report:
     """Plan by default; --apply writes (after asking on a terminal); --dry-run=server sends with dryRun=All."""

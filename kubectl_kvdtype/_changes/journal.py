@@ -16,7 +16,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import yaml
 
@@ -35,11 +35,6 @@ class RestoreOptions:
     #: ``none``, ``client`` or ``server``.
     dry_run: str
     output: str
-
-    @classmethod
-    def of(cls, flags: Any) -> "RestoreOptions":
-        """From the parsed command line (every attribute named: a missing one is an error)."""
-        return cls(directory=flags.directory, apply=bool(flags.apply), dry_run=flags.dry_run, output=flags.output)
 
 JOURNAL = "journal.json"
 FORMAT = 1

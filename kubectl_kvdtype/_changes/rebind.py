@@ -180,15 +180,6 @@ class RebindOptions:
     all_namespaces: bool
     ignore: tuple[str, ...]
 
-    @classmethod
-    def of(cls, flags: Any) -> "RebindOptions":
-        """From the parsed command line (every attribute named: a missing one is an error)."""
-        return cls(binding=flags.binding, dtype=flags.dtype, new_name=flags.new_name, domain_name=flags.domain_name,
-                   strategy=flags.strategy, suffix=flags.suffix, keep_old_binding=bool(flags.keep_old_binding),
-                   force_unknown_dtype=bool(flags.force_unknown_dtype), apply=bool(flags.apply),
-                   dry_run=flags.dry_run, backup_dir=flags.backup_dir, output=flags.output,
-                   all_namespaces=bool(flags.all_namespaces), ignore=tuple(flags.ignore))
-
 
 def rebind(context: Context, options: RebindOptions) -> Report:
     """Plan by default; with --apply, back up, journal and execute (or resume a journal)."""

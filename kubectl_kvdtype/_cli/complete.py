@@ -28,7 +28,7 @@ import threading
 from typing import Optional, Sequence
 
 from kubectl_kvdtype._cli.registry import build_parser, judging
-from kubectl_kvdtype._commands.command import Context
+from kubectl_kvdtype._commands.command import CommonOptions, Context, connection_of
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.status import KvdtypeError
@@ -249,11 +249,11 @@ def _typed(flag: ConnectionFlag, scan: _Scan) -> object:
 def _cluster_names(what: str, scan: _Scan, env: Environment, timeout: float) -> list[str]:
     """The names, read through the same ``Context`` (and so the same ClusterSource) a command gets,
     with every connection flag (``_connection.CONNECTION_FLAGS``) typed so far."""
-    options = argparse.Namespace(
-        filename=[], request_timeout=timeout or None, all_namespaces="all_namespaces" in scan.flags,
-        namespace=scan.value("namespace"), **{flag.dest: _typed(flag, scan) for flag in scan.connection},
-    )
-    context = Context(options, env)
+    options = argparse.Namespace(request_timeout=timeout or None,
+                                 **{flag.dest: _typed(flag, scan) for flag in scan.connection})
+    common = CommonOptions(all_namespaces="all_namespaces" in scan.flags, namespace=scan.value("namespace"),
+                           connection=connection_of(options))
+    context = Context(options, common, env)
     source = context.source  # imports the client; a kubeconfig error ends here
     if what == "namespaces":
         try:

@@ -31,7 +31,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional, TextIO, cast
 
-from kubectl_kvdtype._commands.command import Context
+from kubectl_kvdtype._commands.command import CommonOptions, Context
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.report import FleetMember, FleetReport, Report
 from kubectl_kvdtype._kits.status import ExitStatus, KvdtypeError, UsageError
@@ -154,7 +154,7 @@ def _one(name: str, options: argparse.Namespace, env: Environment, judge: Judge,
     mine = copy.copy(options)
     mine.context = name
     mine.contexts, mine.all_contexts = [], False
-    context = Context(options=mine, env=_context_env(env, name), started=started)
+    context = Context(options=mine, common=CommonOptions.of(mine), env=_context_env(env, name), started=started)
     try:
         report = judge(context)
     except KvdtypeError as error:

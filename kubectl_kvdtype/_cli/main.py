@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from kubectl_kvdtype._cli import fleet as _fleet
 from kubectl_kvdtype._cli.registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
-from kubectl_kvdtype._commands.command import Context
+from kubectl_kvdtype._commands.command import CommonOptions, Context
 from kubectl_kvdtype._commands.flags import check_header_flags, normalize_booleans, secrets_in
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits import progress as _progress
@@ -96,7 +96,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
         _RUN["writes"] = _may_write(options)
         if _fleet.requested(options):
             return _run_fleet(options, env, ticker)
-        context = Context(options=options, env=env)
+        context = Context(options=options, common=CommonOptions.of(options), env=env)
         report = judge(context)
         if ticker:
             ticker.stop()
@@ -143,7 +143,7 @@ def judge(context: Context) -> Report:
     report = context.options.handler.run(context)
     context.annotate(report)
     if report.text is None:
-        report.ignore(set(context.options.ignore))
+        report.ignore(set(context.common.ignore))
     return report
 
 

@@ -1,7 +1,9 @@
 """What every subcommand is: a small class with ``run(context) -> Report`` (pip's pattern).
 
-``Context`` carries the parsed flags, the environment, and the object ``Source``, built on first
-use: the live cluster (which imports the kubernetes client) or, with ``-f``, the manifests.
+``Context`` carries the parsed flags (``options``: each subcommand module builds its own typed
+options from it at its boundary), the shared flags typed once (``CommonOptions``), the environment,
+and the object ``Source``, built on first use: the live cluster (which imports the kubernetes
+client) or, with ``-f``, the manifests.
 """
 
 from __future__ import annotations
@@ -9,20 +11,63 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Optional
+from typing import Any, Callable, ClassVar, Optional, Sequence
 
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.report import Report
 from kubectl_kvdtype._kits.status import KvdtypeError, UsageError
+from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag, ConnectionOptions
 from kubectl_kvdtype._sources.kinds import Source, WritableSource
+
+
+def connection_of(flags: argparse.Namespace, table: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> ConnectionOptions:
+    """The connection flags of the parsed command line, by the table (a flag missing from ``flags``
+    counts as not given: a hand-built namespace, as completion's)."""
+    return ConnectionOptions.from_values(lambda dest: getattr(flags, dest, None),
+                                         getattr(flags, "request_timeout", None), table)
+
+
+@dataclass(frozen=True)
+class CommonOptions:
+    """The flags every subcommand shares, typed, read once from the parsed command line by the
+    command-line layer (``_cli``): what ``Context``, ``confirm`` and the rendering read, so that no
+    module below the subcommands reads the namespace (black's ``Mode``)."""
+
+    command: str = ""
+    #: -f/--filename: empty reads the live cluster.
+    filename: tuple[str, ...] = ()
+    namespace: Optional[str] = None
+    all_namespaces: bool = False
+    system_namespace: str = ""
+    output: str = "table"
+    no_headers: bool = False
+    exit_zero: bool = False
+    ignore: tuple[str, ...] = ()
+    #: --fail-on, a flag of the judging subcommands only: None where the subcommand has none.
+    fail_on: Optional[str] = None
+    #: --yes, a flag of every subcommand that writes: False where it has none.
+    yes: bool = False
+    connection: ConnectionOptions = field(default_factory=ConnectionOptions)
+
+    @classmethod
+    def of(cls, flags: argparse.Namespace) -> "CommonOptions":
+        """From the parsed command line: a global flag it lacks is an error, never a default."""
+        return cls(command=flags.command, filename=tuple(flags.filename or ()), namespace=flags.namespace,
+                   all_namespaces=bool(flags.all_namespaces), system_namespace=flags.system_namespace,
+                   output=flags.output, no_headers=bool(flags.no_headers), exit_zero=bool(flags.exit_zero),
+                   ignore=tuple(flags.ignore or ()), fail_on=getattr(flags, "fail_on", None),
+                   yes=bool(getattr(flags, "yes", False)), connection=connection_of(flags))
 
 
 @dataclass
 class Context:
     """Everything a subcommand may use; it prints nothing and exits nowhere."""
 
+    #: The parsed command line, read only by the subcommand modules, each into its own typed options.
     options: argparse.Namespace
+    #: The shared flags, typed (``CommonOptions.of(options)``, built by the command-line layer).
+    common: CommonOptions
     env: Environment = field(default_factory=Environment)
     #: When the run began (``time.monotonic()``): a ``--wait`` is counted from it, so that every
     #: context of a fleet run shares one deadline, however late it starts.
@@ -33,7 +78,7 @@ class Context:
 
     @property
     def offline(self) -> bool:
-        return bool(self.options.filename)
+        return bool(self.common.filename)
 
     @property
     def source(self) -> Source:
@@ -54,23 +99,22 @@ class Context:
         if self.offline:
             from kubectl_kvdtype._sources.manifests import ManifestSource
 
-            return ManifestSource.from_paths(self.options.filename, self.env.stdin, self.env.environ)
+            return ManifestSource.from_paths(list(self.common.filename), self.env.stdin, self.env.environ)
         from kubectl_kvdtype._sources.cluster import ClusterSource  # imports the client
-        from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions
 
-        self._writable = ClusterSource(ConnectionOptions.from_flags(self.options), environ=dict(self.env.environ))
+        self._writable = ClusterSource(self.common.connection, environ=dict(self.env.environ))
         return self._writable
 
     @property
     def namespace(self) -> Optional[str]:
         """The namespace in scope; None means all namespaces (-A, or a whole dump offline)."""
-        if self.options.all_namespaces:
+        if self.common.all_namespaces:
             return None
-        return self.options.namespace or self.source.default_namespace()
+        return self.common.namespace or self.source.default_namespace()
 
     @property
     def system_namespace(self) -> str:
-        return self.options.system_namespace
+        return self.common.system_namespace
 
     @property
     def scope(self) -> str:
@@ -78,10 +122,10 @@ class Context:
         "in dump.yaml" (kubectl: "No resources found in default namespace.")."""
         namespace = self.namespace
         if self.offline:
-            files = ", ".join("standard input" if f == "-" else f for f in self.options.filename)
+            files = ", ".join("standard input" if f == "-" else f for f in self.common.filename)
             where = f"in {files}" + (f", namespace {namespace}" if namespace else "")
             empty = getattr(self._source, "empty_lists", [])
-            if empty and len(empty) == len(self.options.filename):
+            if empty and len(empty) == len(self.common.filename):
                 return f"{where} (a List with no items)"
             return where + (f" ({', '.join(empty)}: a List with no items)" if empty else "")
         return f"in namespace {namespace}" if namespace else "in any namespace"
@@ -90,7 +134,8 @@ class Context:
         """What every report gains from the run: the severity that fails it (``--fail-on``), the
         source's own findings (an object read twice from manifests), and the scope named in an
         empty result."""
-        report.fail_on = getattr(self.options, "fail_on", report.fail_on)
+        if self.common.fail_on is not None:
+            report.fail_on = self.common.fail_on
         if report.text is not None or self._source is None:
             return  # a text result, or nothing was read
         report.findings[:0] = getattr(self._source, "findings", [])
@@ -135,7 +180,7 @@ def confirm(context: Context, question: str, *, show: Optional[Callable[[], None
     on only when its command line ``consented`` already (``--apply``, which scripts pass), else it is
     refused (exit 2)."""
     env = context.env
-    if getattr(context.options, "yes", False):
+    if context.common.yes:
         return
     if not env.stdin_isatty:
         if consented:

@@ -128,11 +128,6 @@ class ConnectionOptions:
     table: tuple[ConnectionFlag, ...] = field(default=CONNECTION_FLAGS, repr=False, compare=False)
 
     @classmethod
-    def from_flags(cls, flags: Any, table: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> "ConnectionOptions":
-        """From the parsed command line (a flag missing from ``flags`` counts as not given)."""
-        return cls.from_values(lambda dest: getattr(flags, dest, None), getattr(flags, "request_timeout", None), table)
-
-    @classmethod
     def from_values(cls, value: Callable[[str], Any], request_timeout: Optional[float],
                     table: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> "ConnectionOptions":
         """From each flag's value (``value(dest)``; None: not given), by the table; two flags filling
