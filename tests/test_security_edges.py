@@ -171,8 +171,9 @@ def test_a_line_break_in_a_header_flag_is_a_usage_error_that_never_echoes_it(clu
 
 
 @pytest.mark.parametrize("setting", ["token", "as", "as-groups"])
-def test_a_line_break_in_a_kubeconfig_header_value_is_exit_3_never_echoed(fake, kube_env, tmp_path, setting):
-    value = "S3CRET\nX-Injected: yes"
+@pytest.mark.parametrize("brk", ["\nX-Injected: yes", "\u0100"], ids=["line-break", "beyond-latin-1"])
+def test_a_line_break_in_a_kubeconfig_header_value_is_exit_3_never_echoed(fake, kube_env, tmp_path, setting, brk):
+    value = f"S3CRET{brk}"  # a character beyond Latin-1 cannot be encoded into a header at all
     user = {"token": fake.token, **({"as": "alice"} if setting != "as" else {}),
             setting: [value] if setting == "as-groups" else value}
     env = {**kube_env, "KUBECONFIG": _kubeconfig(fake, tmp_path / "kc", user)}

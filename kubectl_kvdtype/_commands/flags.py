@@ -123,8 +123,8 @@ def check_header_flags(options: Any, connection: Sequence[ConnectionFlag] = CONN
         value = getattr(options, attribute, None)
         values = value if isinstance(value, list) else [value]
         if any(breaks_header(v) for v in values):
-            raise UsageError(f"{flag} holds a line break (CR or LF) or a NUL, which no HTTP header may carry "
-                             "(the value is not shown)")
+            raise UsageError(f"{flag} holds a line break (CR or LF), a NUL or a character beyond Latin-1, "
+                             "which no HTTP header may carry (the value is not shown)")
 
 
 EXAMPLES_HEADING = "examples:"

@@ -32,5 +32,6 @@ def without_password(url: str) -> str:
 
 def breaks_header(value: object) -> bool:
     """Whether a value cannot be sent as an HTTP header value: a CR, LF or NUL would end the
-    header (or the request) early, so it is refused, as kubectl refuses it."""
-    return isinstance(value, str) and any(c in value for c in "\r\n\0")
+    header (or the request) early, so it is refused, as kubectl refuses it; a character beyond
+    Latin-1 cannot be encoded into a header at all (the HTTP client would fail mid-request)."""
+    return isinstance(value, str) and (any(c in value for c in "\r\n\0") or any(ord(c) > 0xFF for c in value))

@@ -292,7 +292,8 @@ class ClusterSource:
         value = settings.get("value") if settings else None
         if breaks_header(value):  # an exec plugin's or auth provider's token: never echoed
             raise KvdtypeError("the credential the kubeconfig user's exec plugin or auth provider returned holds a "
-                               "line break (CR or LF) or a NUL, which no HTTP header may carry (it is not shown)")
+                               "line break (CR or LF), a NUL or a character beyond Latin-1, which no HTTP header may "
+                               "carry (it is not shown)")
         return {"Authorization": value} if value else {}
 
     def _send(self, method: str, url: str, headers: HTTPHeaderDict, body: Any, clock: "_Clock") -> Any:

@@ -107,8 +107,9 @@ def _refuse_line_breaks(user: dict, user_name: str) -> None:
     the setting, never the value (exit 3)."""
     for key in _HEADER_SETTINGS:
         if any(breaks_header(text) for text in _strings(user.get(key))):
-            raise KvdtypeError(f'the {key} of the kubeconfig user "{user_name}" holds a line break (CR or LF) or a '
-                               "NUL, which no HTTP header may carry (the value is not shown)")
+            raise KvdtypeError(f'the {key} of the kubeconfig user "{user_name}" holds a line break (CR or LF), a '
+                               "NUL or a character beyond Latin-1, which no HTTP header may carry (the value is not "
+                               "shown)")
 
 
 def _strings(value: Any) -> Iterator[str]:
