@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype._kits.report import ERROR, FAIL_ON
-from kubectl_kvdtype._kits.secrets import breaks_header
+from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header
 from kubectl_kvdtype._kits.status import UsageError
 from kubectl_kvdtype._output.render import EVERY, FORMATS, JUDGING, Format
 from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, SELECTING, SWITCH, ConnectionFlag
@@ -123,8 +123,7 @@ def check_header_flags(options: Any, connection: Sequence[ConnectionFlag] = CONN
         value = getattr(options, attribute, None)
         values = value if isinstance(value, list) else [value]
         if any(breaks_header(v) for v in values):
-            raise UsageError(f"{flag} holds a line break (CR or LF), a NUL or a character beyond Latin-1, "
-                             "which no HTTP header may carry (the value is not shown)")
+            raise UsageError(f"{flag} holds {HEADER_REFUSAL} (the value is not shown)")
 
 
 EXAMPLES_HEADING = "examples:"

@@ -30,6 +30,11 @@ def without_password(url: str) -> str:
     return _CREDENTIAL_TEXT[1][0].sub(_CREDENTIAL_TEXT[1][1], url)
 
 
+#: What a refused header value holds, said once for every place that refuses one (a flag, a
+#: kubeconfig setting, a plugin's token); the value itself is never shown.
+HEADER_REFUSAL = "a line break (CR or LF), a NUL or a character beyond Latin-1, which no HTTP header may carry"
+
+
 def breaks_header(value: object) -> bool:
     """Whether a value cannot be sent as an HTTP header value: a CR, LF or NUL would end the
     header (or the request) early, so it is refused, as kubectl refuses it; a character beyond

@@ -25,7 +25,7 @@ from kubectl_kvdtype import __version__
 from kubectl_kvdtype._kits import progress as _progress
 from kubectl_kvdtype._kits.env import limit
 from kubectl_kvdtype._kits.report import Finding
-from kubectl_kvdtype._kits.secrets import breaks_header, without_password
+from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header, without_password
 from kubectl_kvdtype._kits.status import (
     ApiError,
     ClusterError,
@@ -291,9 +291,8 @@ class ClusterSource:
                 raise
         value = settings.get("value") if settings else None
         if breaks_header(value):  # an exec plugin's or auth provider's token: never echoed
-            raise KvdtypeError("the credential the kubeconfig user's exec plugin or auth provider returned holds a "
-                               "line break (CR or LF), a NUL or a character beyond Latin-1, which no HTTP header may "
-                               "carry (it is not shown)")
+            raise KvdtypeError("the credential the kubeconfig user's exec plugin or auth provider returned holds "
+                               f"{HEADER_REFUSAL} (it is not shown)")
         return {"Authorization": value} if value else {}
 
     def _send(self, method: str, url: str, headers: HTTPHeaderDict, body: Any, clock: "_Clock") -> Any:

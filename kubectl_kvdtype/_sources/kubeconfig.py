@@ -9,7 +9,7 @@ from typing import Any, Iterator, Optional
 
 import urllib3
 
-from kubectl_kvdtype._kits.secrets import breaks_header, without_password
+from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header, without_password
 from kubectl_kvdtype._kits.status import (
     KvdtypeError,
     UsageError,
@@ -103,13 +103,12 @@ _HEADER_SETTINGS = ("token", "as", "as-uid", "as-groups", "as-user-extra")
 
 
 def _refuse_line_breaks(user: dict, user_name: str) -> None:
-    """A kubeconfig credential or impersonation value with a CR, LF or NUL: one sentence naming
+    """A kubeconfig credential or impersonation value no header can carry: one sentence naming
     the setting, never the value (exit 3)."""
     for key in _HEADER_SETTINGS:
         if any(breaks_header(text) for text in _strings(user.get(key))):
-            raise KvdtypeError(f'the {key} of the kubeconfig user "{user_name}" holds a line break (CR or LF), a '
-                               "NUL or a character beyond Latin-1, which no HTTP header may carry (the value is not "
-                               "shown)")
+            raise KvdtypeError(f'the {key} of the kubeconfig user "{user_name}" holds {HEADER_REFUSAL} '
+                               "(the value is not shown)")
 
 
 def _strings(value: Any) -> Iterator[str]:
