@@ -299,20 +299,22 @@ def test_a_403_from_admission_half_way_is_journaled_and_resumable(cluster, fake,
 
 
 def test_ctrl_c_in_flight_then_resume(cluster, fake, kube_env, tmp_path):
-    """Ctrl-C while a create is in flight: the server still creates it; the resumed run sees it is done."""
-    fake.delay(1.5, method="POST", path=r"/modeldeployments$", times=1)
+    """Ctrl-C while a create is in flight: the server still creates it; the resumed run sees it is done.
+
+    The create is held unanswered until the run has ended (not delayed for a while): however
+    slowly this machine schedules the test, the signal lands mid-request."""
+    held = fake.hold("POST", r"/modeldeployments$")
     process = subprocess.Popen([kubectl_path(), "kvdtype", "escape", "rebind", *REBIND, "--apply"], env=cluster,
                                cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while not any(r.method == "POST" and r.path.endswith("/modeldeployments") for r in fake.requests):
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    held.wait_arrived()
     process.send_signal(signal.SIGINT)  # kubectl execs the plugin: this pid is the plugin
     _, stderr = process.communicate(timeout=30)
-    assert process.returncode == 130
+    assert process.returncode == 130, stderr
     assert "step 4 of 8 (create ModelDeployment team-a/qwen-legacy) failed: interrupted" in stderr
+    assert fake.get("modeldeployments", "team-a", "qwen-legacy") is None  # still held: not yet created
+    held.release()  # the server finishes the request its client left
     deadline = time.monotonic() + 10
-    while fake.get("modeldeployments", "team-a", "qwen-legacy") is None:  # the server finishes the request
+    while fake.get("modeldeployments", "team-a", "qwen-legacy") is None:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     second = kvdtype(cluster, tmp_path, *REBIND, "--apply", "-o", "json")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import threading
-import time
 
 import pytest
 import yaml
@@ -202,15 +201,14 @@ def test_forbidden_write_is_one_sentence_and_changes_nothing(cluster, fake):
 
 def test_concurrent_change_is_a_clear_conflict_not_a_blind_overwrite(cluster, fake):
     """Someone else writes the Setting between our read and our write: 409, nothing overwritten."""
-    fake.delay(1.5, method="PATCH", path=f"/settings/{SETTING}$")
+    held = fake.hold("PATCH", f"/settings/{SETTING}$")  # answered once the other write is in
 
     def meddle() -> None:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if any(r.method == "PATCH" for r in fake.requests):
-                fake.update("settings", SYSTEM, SETTING, {"metadata": {"annotations": {"by": "someone-else"}}})
-                return
-            time.sleep(0.02)
+        try:
+            held.wait_arrived()
+            fake.update("settings", SYSTEM, SETTING, {"metadata": {"annotations": {"by": "someone-else"}}})
+        finally:
+            held.release()
 
     thread = threading.Thread(target=meddle)
     thread.start()
