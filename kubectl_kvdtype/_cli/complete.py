@@ -30,6 +30,7 @@ from typing import Optional, Sequence
 from kubectl_kvdtype._cli.registry import build_parser, judging
 from kubectl_kvdtype._commands.command import CommonOptions, Context, connection_of
 from kubectl_kvdtype._kits import codes as _codes
+from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._output.render import FORMATS, Format
@@ -231,7 +232,7 @@ def _from_cluster(what: str, scan: _Scan, env: Environment) -> list[str]:
             pass
 
     worker = threading.Thread(target=fetch, name="completion", daemon=True)
-    worker.start()
+    threads.start(worker)
     worker.join(timeout)
     return sorted(set(result)) if not worker.is_alive() else []
 

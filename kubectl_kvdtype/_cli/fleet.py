@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional, TextIO, cast
 
 from kubectl_kvdtype._commands.command import CommonOptions, Context
+from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.report import FleetMember, FleetReport, Report
 from kubectl_kvdtype._kits.status import ExitStatus, KvdtypeError, UsageError
@@ -138,7 +139,7 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
     with _sigterm_interrupts():
         try:
             for worker in workers:
-                worker.start()
+                threads.start(worker)
             with finished:
                 while any(m is None for m in members):
                     finished.wait(0.2)  # a short wait, so Ctrl-C and SIGTERM are seen promptly

@@ -14,6 +14,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, Mapping, Optional, TextIO
 
+from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.display import shown
 
 #: Seconds of silence before the first progress line.
@@ -130,7 +131,7 @@ class Ticker:
         status("")
         _ticker = self
         self._thread = threading.Thread(target=self._run, name="kvdtype-progress", daemon=True)
-        self._thread.start()
+        threads.start(self._thread)
         return self
 
     def _run(self) -> None:

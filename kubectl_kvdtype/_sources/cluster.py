@@ -23,6 +23,7 @@ from urllib3 import HTTPHeaderDict
 
 from kubectl_kvdtype import __version__
 from kubectl_kvdtype._kits import progress as _progress
+from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.env import limit
 from kubectl_kvdtype._kits.report import Finding
 from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header, without_password
@@ -61,7 +62,7 @@ class ClusterSource:
     """A ``WritableSource`` over a live API server: the reads, and the few writes ``escape`` and
     ``find-flags --fix`` need. (In the class body ``list`` is the method: ``builtins.list`` the type.)"""
 
-    #: LISTs of different kinds may run side by side (``_sources.list_many``): each waits on the
+    #: LISTs of different kinds may run side by side (``kinds.list_many``): each waits on the
     #: network and the server most of its time, and the HTTP pool is thread-safe.
     parallel = True
 
@@ -405,7 +406,7 @@ class _Clock:
         timer = threading.Timer(left, self._cut_connection)
         timer.daemon = True
         _IN_FLIGHT.clock = self
-        timer.start()
+        threads.start(timer)
         try:
             yield
         finally:

@@ -13,6 +13,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable, ContextManager, Optional, Protocol, Sequence, Union
 
+from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.status import KvdtypeError
 
 WORKER_GROUP = "worker.gpustack.ai"
@@ -139,8 +140,15 @@ def list_many(source: Source, queries: Sequence[Query]) -> list[Union[list[dict]
         return [one(query) for query in queries]
     from concurrent.futures import ThreadPoolExecutor  # only live runs pay for it
 
-    with ThreadPoolExecutor(max_workers=min(len(queries), 4)) as pool:
-        return list(pool.map(one, queries))
+    pool = ThreadPoolExecutor(max_workers=min(len(queries), 4))
+    try:
+        with threads.signals_left_to_main():  # the pool starts its threads as the queries go in
+            futures = [pool.submit(one, query) for query in queries]
+        return [future.result() for future in futures]
+    finally:
+        # Not `with`, whose exit waits for every thread: on Ctrl-C that is a silent server's answer.
+        # Done, the threads are idle and end at once.
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def unwrap(results: Sequence[Union[list[dict], KvdtypeError]]) -> list[list[dict]]:

@@ -1,0 +1,126 @@
+"""Signals reach the main thread, wherever the plugin is waiting.
+
+Python acts on a signal in the main thread only; the kernel gives a signal sent to a process to any
+thread that does not block it. A Ctrl-C given to a request's timer thread or a parallel LIST's
+worker used to wait for the server's answer (a 3.11 run of test_escape_rebind's Ctrl-C test waited
+out the 30 s request timeout). So every thread the plugin starts blocks the signals it acts on.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from _support import EXAMPLES, ROOT, documents, seed
+from conftest import kubectl_path
+from kubectl_kvdtype._kits import threads
+from kubectl_kvdtype._kits.status import SIGNAL_STATUS
+
+#: How signals reach threads, and what a pool does on Ctrl-C, are the interpreter's own (test_tiers.py).
+pytestmark = pytest.mark.version_sensitive
+
+PACKAGE = ROOT / "kubectl_kvdtype"
+HANDLED = {getattr(signal, name) for name in threads.HANDLED_SIGNALS}
+
+
+def _blocked_in_new_thread(start) -> set[signal.Signals]:
+    """The signal mask of a thread started by ``start``, read inside it."""
+    seen: list[set[signal.Signals]] = []
+    thread = threading.Thread(target=lambda: seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+    start(thread)
+    thread.join()
+    return seen[0]
+
+
+def test_the_handled_signals_are_ctrl_c_and_those_that_end_a_run_as_it_does():
+    assert threads.HANDLED_SIGNALS == ("SIGINT", *SIGNAL_STATUS)
+
+
+def test_a_thread_the_plugin_starts_blocks_the_handled_signals_and_the_main_thread_keeps_its_mask():
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert not HANDLED & before  # as the plugin's main thread starts
+    assert HANDLED <= _blocked_in_new_thread(threads.start)
+    assert not HANDLED & _blocked_in_new_thread(threading.Thread.start)  # what it would be otherwise
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+
+
+def test_a_signal_that_arrives_while_a_thread_is_started_reaches_the_main_thread_after():
+    got: list[int] = []
+    previous = signal.signal(signal.SIGHUP, lambda number, _frame: got.append(number))
+    try:
+        with threads.signals_left_to_main():
+            # To this thread: one sent to the process could go to another thread here (pytest-xdist's).
+            signal.pthread_kill(threading.get_ident(), signal.SIGHUP)
+            assert got == []  # held while the mask is on
+        assert got == [signal.SIGHUP]
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def _offenders(path: Path) -> list[str]:
+    """In a module that makes a Thread or Timer, any ``x.start()``; anywhere, a pool's work
+    submitted outside ``signals_left_to_main``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    makes_threads = any(ast.unparse(call.func).split(".")[-1] in ("Thread", "Timer") for call in calls)
+    masked = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.With)
+              and any("signals_left_to_main" in ast.unparse(item.context_expr) for item in node.items)
+              for inner in ast.walk(node)}
+    found = []
+    for call in calls:
+        if not isinstance(call.func, ast.Attribute):
+            continue
+        if makes_threads and call.func.attr == "start" and not call.args:
+            found.append(f"{path.relative_to(ROOT)}:{call.lineno}: {ast.unparse(call)}")
+        if call.func.attr in ("submit", "map") and ast.unparse(call.func.value) == "pool" and id(call) not in masked:
+            found.append(f"{path.relative_to(ROOT)}:{call.lineno}: {ast.unparse(call)}")
+    return found
+
+
+def test_every_thread_in_the_package_is_started_with_the_signals_left_to_the_main_thread():
+    """Threads start through ``_kits.threads``; a pool's threads start as work is submitted to it."""
+    assert [o for path in PACKAGE.rglob("*.py") if path.name != "threads.py" for o in _offenders(path)] == []
+
+
+# --- through kubectl, mid-request -------------------------------------------------------------------
+
+def _blocked(pid: int, tid: int) -> set[int]:
+    """The signals /proc says thread ``tid`` of ``pid`` blocks."""
+    for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+        if line.startswith("SigBlk:"):
+            mask = int(line.split()[1], 16)
+            return {number for number in range(1, 65) if mask >> (number - 1) & 1}
+    raise AssertionError("no SigBlk line")
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads the threads' signal masks from /proc")
+def test_ctrl_c_mid_list_ends_a_read_at_once_and_only_the_main_thread_takes_signals(fake, kube_env):
+    """check -A lists its kinds in parallel: held mid-LIST, each worker and each request's timer
+    blocks the signals, and Ctrl-C ends the run without waiting for the held answer."""
+    seed(fake, documents(EXAMPLES))
+    held = fake.hold("GET", r"/pods$")
+    process = subprocess.Popen([kubectl_path(), "kvdtype", "check", "-A"], env=kube_env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        held.wait_arrived()
+        helpers = [int(tid) for tid in os.listdir(f"/proc/{process.pid}/task") if int(tid) != process.pid]
+        assert helpers, "a parallel LIST runs in threads"
+        assert not {int(s) for s in HANDLED} & _blocked(process.pid, process.pid)
+        assert {tid: {int(s) for s in HANDLED} - _blocked(process.pid, tid) for tid in helpers} == \
+            {tid: set() for tid in helpers}
+        process.send_signal(signal.SIGINT)  # kubectl execs the plugin: this pid is the plugin
+        _, stderr = process.communicate(timeout=20)  # the held answer would come in 60 s
+    finally:
+        held.release()
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    assert stderr.strip() == "error: interrupted"
