@@ -47,3 +47,30 @@ def test_readme_states_no_suite_counts_nor_timings():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert not re.search(r"\b\d[\d,]* (tests|in-process tests)\b", readme)
     assert not re.search(r"\b(ran|took) in \d|\b\d+ (s|minutes) (wall|of CPU)", readme)
+
+
+#: Backticked names in the docs that begin with an underscore and are not the package's modules:
+#: PyInstaller's one-folder directory, the tests' helpers, argparse's internals the docs discuss.
+NOT_OURS = {"_internal", "_support", "_actions", "_option_string_actions"}
+
+
+def _docs() -> dict[str, str]:
+    return {path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8")
+            for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+
+
+def test_the_docs_name_only_package_files_and_modules_that_exist():
+    """A module moved (as the layers moved them into subpackages) leaves no doc pointing at its old place."""
+    names = {p.stem for p in PACKAGE.rglob("*.py")} | {p.name for p in PACKAGE.rglob("*") if p.is_dir()}
+    gone = []
+    for doc, text in _docs().items():
+        gone += [f"{doc}: {path}" for path in re.findall(r"kubectl_kvdtype/[\w/.]*\w", text)
+                 if not (ROOT / path).exists()]
+        gone += [f"{doc}: {name}" for name in re.findall(r"`(_[a-z]\w*)", text) if name not in names | NOT_OURS]
+    assert gone == []
+
+
+def test_every_layer_says_what_it_is():
+    assert {package: (PACKAGE / package / "__init__.py").read_text(encoding="utf-8").count("TODO")
+            for package in _modules()} == {package: 0 for package in _modules()}
+    assert all(len((PACKAGE / package / "__init__.py").read_text(encoding="utf-8")) > 80 for package in _modules())

@@ -1,1 +1,4 @@
-"""TODO"""
+"""What is known about the engines (vLLM, SGLang): their records and spellings by version, their
+parsers rebuilt from the recorded option tables in data/, and the one verdict on what an engine
+does with an argv. Above _kits only.
+"""
