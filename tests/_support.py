@@ -81,3 +81,22 @@ def assert_one_clean_line(stderr: str) -> None:
     assert len(lines) == 1, stderr
     assert lines[0].startswith("error: "), stderr
     assert "Traceback" not in stderr and "Exception" not in stderr, stderr
+
+
+def signal_state(pid: int) -> str:
+    """What /proc says of a process's signals, thread by thread (ignored, blocked, pending): for
+    the message of a test whose signal went unanswered, so that the failure says why."""
+    fields = ("Name", "State", "SigIgn", "SigBlk", "SigPnd", "ShdPnd")
+    threads = []
+    try:
+        tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+    except OSError as error:
+        return f"no /proc/{pid}/task: {error}"
+    for tid in tids:
+        try:
+            lines = Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines()
+        except OSError:
+            continue
+        values = dict(line.split(":\t", 1) for line in lines if line.split(":", 1)[0] in fields)
+        threads.append(f"{tid} " + " ".join(f"{k}={values.get(k, '?').strip()}" for k in fields))
+    return "; ".join(threads)

@@ -12,7 +12,7 @@ from typing import Optional
 import pytest
 import yaml
 
-from _support import EXAMPLES, SETTING, SYSTEM, WRITES, assert_one_clean_line, documents, in_process, seed
+from _support import EXAMPLES, SETTING, SYSTEM, WRITES, assert_one_clean_line, documents, in_process, seed, signal_state
 from conftest import kubectl_path
 from fakekube import FakeKube
 
@@ -308,7 +308,13 @@ def test_ctrl_c_in_flight_then_resume(cluster, fake, kube_env, tmp_path):
                                cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     held.wait_arrived()
     process.send_signal(signal.SIGINT)  # kubectl execs the plugin: this pid is the plugin
-    _, stderr = process.communicate(timeout=30)
+    try:
+        _, stderr = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        state_then = signal_state(process.pid)
+        held.release()
+        process.kill()
+        pytest.fail(f"Ctrl-C went unanswered; the plugin's signals: {state_then}")
     assert process.returncode == 130, stderr
     assert "step 4 of 8 (create ModelDeployment team-a/qwen-legacy) failed: interrupted" in stderr
     assert fake.get("modeldeployments", "team-a", "qwen-legacy") is None  # still held: not yet created

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from _support import EXAMPLES, ROOT, documents, seed
+from _support import EXAMPLES, ROOT, documents, seed, signal_state
 from conftest import kubectl_path
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.status import SIGNAL_STATUS
@@ -90,13 +91,18 @@ def test_every_thread_in_the_package_is_started_with_the_signals_left_to_the_mai
 
 # --- through kubectl, mid-request -------------------------------------------------------------------
 
-def _blocked(pid: int, tid: int) -> set[int]:
-    """The signals /proc says thread ``tid`` of ``pid`` blocks."""
-    for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
-        if line.startswith("SigBlk:"):
-            mask = int(line.split()[1], 16)
-            return {number for number in range(1, 65) if mask >> (number - 1) & 1}
-    raise AssertionError("no SigBlk line")
+def _masks(pid: int) -> dict[int, set[int]]:
+    """Per thread of ``pid``, the signals /proc says it blocks (a thread that ends meanwhile, as a
+    request's timer does, is left out)."""
+    masks = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        mask = int(re.search(r"^SigBlk:\s*([0-9a-f]+)$", status, re.M).group(1), 16)
+        masks[int(tid)] = {number for number in range(1, 65) if mask >> (number - 1) & 1}
+    return masks
 
 
 @pytest.mark.e2e
@@ -110,13 +116,16 @@ def test_ctrl_c_mid_list_ends_a_read_at_once_and_only_the_main_thread_takes_sign
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         held.wait_arrived()
-        helpers = [int(tid) for tid in os.listdir(f"/proc/{process.pid}/task") if int(tid) != process.pid]
-        assert helpers, "a parallel LIST runs in threads"
-        assert not {int(s) for s in HANDLED} & _blocked(process.pid, process.pid)
-        assert {tid: {int(s) for s in HANDLED} - _blocked(process.pid, tid) for tid in helpers} == \
-            {tid: set() for tid in helpers}
+        masks = _masks(process.pid)
+        handled = {int(s) for s in HANDLED}
+        assert not handled & masks.pop(process.pid)  # the main thread takes them
+        assert masks, "a parallel LIST runs in threads"
+        assert {tid: handled - blocked for tid, blocked in masks.items()} == {tid: set() for tid in masks}
         process.send_signal(signal.SIGINT)  # kubectl execs the plugin: this pid is the plugin
-        _, stderr = process.communicate(timeout=20)  # the held answer would come in 60 s
+        try:
+            _, stderr = process.communicate(timeout=20)  # the held answer would come in 60 s
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"Ctrl-C went unanswered; the plugin's signals: {signal_state(process.pid)}")
     finally:
         held.release()
         if process.poll() is None:
