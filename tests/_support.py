@@ -100,3 +100,21 @@ def signal_state(pid: int) -> str:
         values = dict(line.split(":\t", 1) for line in lines if line.split(":", 1)[0] in fields)
         threads.append(f"{tid} " + " ".join(f"{k}={values.get(k, '?').strip()}" for k in fields))
     return "; ".join(threads)
+
+
+def with_ctrl_c(argv: Sequence[str]) -> list[str]:
+    """``argv`` started with SIGINT at its default action, as from a terminal, whatever this test
+    process has (coreutils' env execs it: the pid stays the one to signal).
+
+    A process started with SIGINT ignored keeps it ignored across exec, through kubectl (Go keeps
+    an inherited SIG_IGN for SIGINT) to the plugin (so does Python). A 3.10 CI run once started
+    kubectl that way from this suite's worker, and the plugin rightly ignored the Ctrl-C."""
+    return ["env", "--default-signal=INT", *argv]
+
+
+def ignores(pid: int, number: int) -> bool:
+    """Whether /proc says process ``pid`` ignores signal ``number``."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (number - 1) & 1)
+    raise AssertionError(f"no SigIgn line for {pid}")

@@ -12,7 +12,19 @@ from typing import Optional
 import pytest
 import yaml
 
-from _support import EXAMPLES, SETTING, SYSTEM, WRITES, assert_one_clean_line, documents, in_process, seed, signal_state
+from _support import (
+    EXAMPLES,
+    SETTING,
+    SYSTEM,
+    WRITES,
+    assert_one_clean_line,
+    documents,
+    ignores,
+    in_process,
+    seed,
+    signal_state,
+    with_ctrl_c,
+)
 from conftest import kubectl_path
 from fakekube import FakeKube
 
@@ -304,10 +316,11 @@ def test_ctrl_c_in_flight_then_resume(cluster, fake, kube_env, tmp_path):
     The create is held unanswered until the run has ended (not delayed for a while): however
     slowly this machine schedules the test, the signal lands mid-request."""
     held = fake.hold("POST", r"/modeldeployments$")
-    process = subprocess.Popen([kubectl_path(), "kvdtype", "escape", "rebind", *REBIND, "--apply"], env=cluster,
-                               cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(with_ctrl_c([kubectl_path(), "kvdtype", "escape", "rebind", *REBIND, "--apply"]),
+                               env=cluster, cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     held.wait_arrived()
-    process.send_signal(signal.SIGINT)  # kubectl execs the plugin: this pid is the plugin
+    assert not ignores(process.pid, signal.SIGINT), signal_state(process.pid)
+    process.send_signal(signal.SIGINT)  # env and kubectl exec: this pid is the plugin
     try:
         _, stderr = process.communicate(timeout=30)
     except subprocess.TimeoutExpired:

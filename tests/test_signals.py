@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from _support import EXAMPLES, ROOT, documents, seed, signal_state
+from _support import EXAMPLES, ROOT, documents, ignores, seed, signal_state, with_ctrl_c
 from conftest import kubectl_path
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.status import SIGNAL_STATUS
@@ -112,7 +112,7 @@ def test_ctrl_c_mid_list_ends_a_read_at_once_and_only_the_main_thread_takes_sign
     blocks the signals, and Ctrl-C ends the run without waiting for the held answer."""
     seed(fake, documents(EXAMPLES))
     held = fake.hold("GET", r"/pods$")
-    process = subprocess.Popen([kubectl_path(), "kvdtype", "check", "-A"], env=kube_env, text=True,
+    process = subprocess.Popen(with_ctrl_c([kubectl_path(), "kvdtype", "check", "-A"]), env=kube_env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         held.wait_arrived()
@@ -121,7 +121,8 @@ def test_ctrl_c_mid_list_ends_a_read_at_once_and_only_the_main_thread_takes_sign
         assert not handled & masks.pop(process.pid)  # the main thread takes them
         assert masks, "a parallel LIST runs in threads"
         assert {tid: handled - blocked for tid, blocked in masks.items()} == {tid: set() for tid in masks}
-        process.send_signal(signal.SIGINT)  # kubectl execs the plugin: this pid is the plugin
+        assert not ignores(process.pid, signal.SIGINT), signal_state(process.pid)
+        process.send_signal(signal.SIGINT)  # env and kubectl exec: this pid is the plugin
         try:
             _, stderr = process.communicate(timeout=20)  # the held answer would come in 60 s
         except subprocess.TimeoutExpired:
