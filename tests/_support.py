@@ -83,6 +83,20 @@ def assert_one_clean_line(stderr: str) -> None:
     assert "Traceback" not in stderr and "Exception" not in stderr, stderr
 
 
+def proc_status(pid: int, tid: Optional[int] = None) -> dict[str, str]:
+    """The fields of /proc's status file for process ``pid`` (or its thread ``tid``): the one
+    reader the signal tests share."""
+    where = f"/proc/{pid}/task/{tid}/status" if tid is not None else f"/proc/{pid}/status"
+    return {key: value.strip() for key, _, value in
+            (line.partition(":") for line in Path(where).read_text().splitlines())}
+
+
+def signal_mask(field: str) -> set[int]:
+    """The signal numbers a SigIgn/SigBlk/SigPnd field's hex mask holds."""
+    mask = int(field, 16)
+    return {number for number in range(1, 65) if mask >> (number - 1) & 1}
+
+
 def signal_state(pid: int) -> str:
     """What /proc says of a process's signals, thread by thread (ignored, blocked, pending): for
     the message of a test whose signal went unanswered, so that the failure says why."""
@@ -94,13 +108,11 @@ def signal_state(pid: int) -> str:
         return f"no /proc/{pid}/task: {error}"
     for tid in tids:
         try:
-            lines = Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines()
+            values = proc_status(pid, int(tid))
         except OSError:
             continue
-        values = dict(line.split(":\t", 1) for line in lines if line.split(":", 1)[0] in fields)
-        threads.append(f"{tid} " + " ".join(f"{k}={values.get(k, '?').strip()}" for k in fields))
+        threads.append(f"{tid} " + " ".join(f"{k}={values.get(k, '?')}" for k in fields))
     return "; ".join(threads)
-
 
 def with_ctrl_c(argv: Sequence[str]) -> list[str]:
     """``argv`` started with SIGINT at its default action, as from a terminal, whatever this test
@@ -114,7 +126,4 @@ def with_ctrl_c(argv: Sequence[str]) -> list[str]:
 
 def ignores(pid: int, number: int) -> bool:
     """Whether /proc says process ``pid`` ignores signal ``number``."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("SigIgn:"):
-            return bool(int(line.split()[1], 16) >> (number - 1) & 1)
-    raise AssertionError(f"no SigIgn line for {pid}")
+    return number in signal_mask(proc_status(pid)["SigIgn"])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 import signal
 import subprocess
 import threading
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from _support import EXAMPLES, ROOT, documents, ignores, seed, signal_state, with_ctrl_c
+from _support import EXAMPLES, ROOT, documents, ignores, proc_status, seed, signal_mask, signal_state, with_ctrl_c
 from conftest import kubectl_path
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.status import SIGNAL_STATUS
@@ -95,13 +94,11 @@ def _masks(pid: int) -> dict[int, set[int]]:
     """Per thread of ``pid``, the signals /proc says it blocks (a thread that ends meanwhile, as a
     request's timer does, is left out)."""
     masks = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
+    for tid in map(int, os.listdir(f"/proc/{pid}/task")):
         try:
-            status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+            masks[tid] = signal_mask(proc_status(pid, tid)["SigBlk"])
         except (FileNotFoundError, ProcessLookupError):
             continue
-        mask = int(re.search(r"^SigBlk:\s*([0-9a-f]+)$", status, re.M).group(1), 16)
-        masks[int(tid)] = {number for number in range(1, 65) if mask >> (number - 1) & 1}
     return masks
 
 

@@ -66,7 +66,7 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
     refusals = _refusals(cluster_name, cluster, user_name, user)
     if refusals:
         raise (UsageError if options.overrides else KvdtypeError)("; ".join(refusals))
-    _refuse_line_breaks(user, user_name)
+    _refuse_unsendable_headers(user, user_name)
     config = {"clusters": [{"name": "c", "cluster": cluster}], "users": [{"name": "u", "user": user}],
               "contexts": [{"name": "kvdtype", "context": {"cluster": "c", "user": "u"}}]}
     what = f'context "{context_name}"' if context_name else f"the server {without_password(str(cluster.get('server')))}"
@@ -102,7 +102,7 @@ def _read_token_file(user: dict) -> dict:
 _HEADER_SETTINGS = ("token", "as", "as-uid", "as-groups", "as-user-extra")
 
 
-def _refuse_line_breaks(user: dict, user_name: str) -> None:
+def _refuse_unsendable_headers(user: dict, user_name: str) -> None:
     """A kubeconfig credential or impersonation value no header can carry: one sentence naming
     the setting, never the value (exit 3)."""
     for key in _HEADER_SETTINGS:
