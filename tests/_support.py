@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-import yaml
-
+from _controlplane import documents  # noqa: F401  (the test modules import it from here)
 from conftest import kubectl_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,19 +22,6 @@ SETTING = "model-deployment-kv-cache-dtype-owned"
 SYSTEM = "gpustack-system"
 #: The HTTP methods that change a cluster (a request log filtered by these is what was written).
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
-
-
-def documents(path: Path) -> list[dict]:
-    """Objects in a YAML file or directory, ``kind: List`` unrolled (independent of the plugin)."""
-    files = sorted(path.rglob("*.y*ml")) if path.is_dir() else [path]
-    found: list[dict] = []
-    for file in files:
-        for document in yaml.safe_load_all(file.read_text()):
-            if isinstance(document, dict) and document.get("kind") == "List":
-                found.extend(document["items"])
-            elif isinstance(document, dict):
-                found.append(document)
-    return found
 
 
 def seed(fake, objects: Iterable[dict]) -> None:

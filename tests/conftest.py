@@ -1,10 +1,15 @@
-"""Shared pytest fixtures: a fake API server, an environment for subprocesses, real kubectl.
+"""Shared pytest fixtures: a fake API server, a real control plane, an environment for subprocesses,
+real kubectl.
 
 Two tiers.  A test is end-to-end (marker ``e2e``) when it uses one of ``E2E_FIXTURES`` (they start
 the fake API server or run the real kubectl) or is marked ``e2e`` in its module.  Everything else is
 the fast tier, ``pytest -m "not e2e"``: in-process only.  That is enforced, not hoped for: while a
 fast-tier test runs, starting a subprocess or opening a socket fails it with a message saying to
 mark it ``e2e`` (an audit hook watches for those events; see ``_stay_in_process``).
+
+Among the end-to-end tests, those on a real kube-apiserver and etcd (``REAL_FIXTURES``, see
+``_controlplane.py``) are also marked ``real`` (``pytest -m real``) and share one pytest-xdist
+worker (group ``real``), which starts the one control plane of the run.
 """
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 import pytest
 
@@ -20,17 +25,40 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fakekube import FakeKube  # noqa: E402
 
+if TYPE_CHECKING:
+    from _controlplane import Cluster, ControlPlane
+
+#: Fixtures of the real control plane: they make a test ``real`` (and end-to-end).
+REAL_FIXTURES = frozenset({"control_plane", "real", "real_examples"})
 #: Fixtures that make a test end-to-end: they start the fake API server or run the real kubectl.
-E2E_FIXTURES = frozenset({"fake", "kube_env", "kubectl", "kubectl_bin", "cluster"})
+E2E_FIXTURES = frozenset({"fake", "kube_env", "kubectl", "kubectl_bin", "cluster"}) | REAL_FIXTURES
+#: Seconds a real test may take, setup included, when the control plane's binaries must be built
+#: first (a cold kube-apiserver build takes minutes); once they are cached, the usual timeout holds.
+BUILD_TIMEOUT = 3600
 #: Audit events a fast-tier test must not raise: another process, or any network socket.
 OUT_OF_PROCESS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork",
                             "os.system", "socket.bind", "socket.connect"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    real = []
     for item in items:
-        if E2E_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        names = set(getattr(item, "fixturenames", ()))
+        is_real = bool(REAL_FIXTURES & names) or item.get_closest_marker("real") is not None
+        if is_real:
+            # One worker owns the one control plane: the real tests run one after another there.
+            item.add_marker(pytest.mark.real)
+            item.add_marker(pytest.mark.xdist_group("real"))
+            real.append(item)
+        if is_real or E2E_FIXTURES & names:
             item.add_marker(pytest.mark.e2e)
+    if real:
+        from _controlplane import cached
+
+        if not cached():  # the first real test waits for the build
+            for item in real:
+                item.add_marker(pytest.mark.timeout(BUILD_TIMEOUT))
 
 
 class _FastTierGuard:
@@ -114,6 +142,47 @@ def kubectl(kube_env: dict[str, str]):
             timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return run_kubectl(list(args), kube_env, input=input, timeout=timeout)
     return run
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator["ControlPlane"]:
+    """The run's real control plane (``_controlplane.ControlPlane``), started once, stopped at the end."""
+    from _controlplane import ControlPlane, binaries
+
+    plane = ControlPlane(tmp_path_factory.mktemp("control-plane"), binaries())
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def real(control_plane: "ControlPlane", request: pytest.FixtureRequest,
+         tmp_path: Path) -> Iterator["Cluster"]:
+    """This test's part of the control plane (``_controlplane.Cluster``): a fresh namespace, emptied
+    afterwards, and the Setting on (status too) with no lag, as every test finds it."""
+    from _controlplane import Cluster
+
+    control_plane.setting_lag = 0.0
+    if (control_plane.setting().get("status") or {}).get("value") != "true":
+        control_plane.set_setting("true")
+    cluster = Cluster(control_plane, control_plane.namespace(request.node.name), tmp_path, kubectl_path())
+    try:
+        yield cluster
+    finally:
+        control_plane.clean(cluster.namespace)
+        control_plane.setting_lag = 0.0
+
+
+@pytest.fixture
+def real_examples(real: "Cluster") -> Iterator["Cluster"]:
+    """``real`` with examples/ stored in their own namespaces as before the upgrade (the Setting on)."""
+    real.plane.load_examples()
+    try:
+        yield real
+    finally:
+        real.plane.unload_examples()
 
 
 @pytest.fixture
