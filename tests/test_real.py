@@ -1,0 +1,193 @@
+"""The plugin on a real kube-apiserver and etcd (tests/_controlplane.py), through the real kubectl:
+the examples applied with kubectl and judged by every judging subcommand as the reader user, as on
+the fake API server and offline; verify on Pods created with their argv and a status written
+through the status subresource; escape off/on --wait as the writer, the Setting's status following
+it; and the fixture's own promises (the operator's rules, the roles, compaction) that later tests
+build on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from _controlplane import SETTING, SYSTEM_NAMESPACE, documents
+from _support import EXAMPLES, JUDGING, kvdtype, seed
+
+pytestmark = pytest.mark.real
+
+
+def _report(result) -> dict:
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+# --- The fixture's promises --------------------------------------------------------------------------
+
+
+def test_the_server_is_kube_apiserver_1_37_with_the_operators_api(real):
+    version = real.plane.request("GET", "/version").body
+    assert version["gitVersion"] == "v1.37.2"
+    group = real.plane.request("GET", "/apis/worker.gpustack.ai").body
+    assert [v["version"] for v in group["versions"]] == ["v1", "v1alpha1"]
+    assert group["preferredVersion"]["version"] == "v1"
+    listed = real.kubectl("get", "kvcachepoolbindings.v1alpha1.worker.gpustack.ai", "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["items"] == []
+    setting = real.kubectl("get", "set", "-n", SYSTEM_NAMESPACE, SETTING)
+    assert setting.stdout.split("\n")[0].split() == ["NAME", "VALUE", "IN", "FORCE", "AGE"]  # printer columns
+    assert setting.stdout.split("\n")[1].split()[1:3] == ["true", "true"]
+
+
+def _binding(name: str, dtype: str, domain: str = "") -> dict:
+    return {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding", "metadata": {"name": name},
+            "spec": {"poolRef": {"name": "shared-dram"}, "domain": {"name": domain or name, "blockSize": 64,
+                                                                    "dtype": dtype}}}
+
+
+def test_the_operators_rules_are_the_servers(real):
+    """CEL on the CRD (an immutable dtype), a policy with the Setting as parameter (no new auto),
+    a refusal of the main resource that the status subresource does not meet."""
+    real.apply([_binding("chat", "bfloat16")])
+    changed = real.kubectl("patch", "kvcpb", "chat", "--type", "merge", "-p", '{"spec":{"domain":{"dtype":"fp8"}}}')
+    assert changed.returncode == 1 and "spec.domain.dtype is immutable" in changed.stderr
+    auto = real.kubectl("create", "-f", "-", input=json.dumps(_binding("scratch", "auto")))
+    assert auto.returncode == 1 and "may not declare dtype auto" in auto.stderr and "Forbidden" in auto.stderr
+    real.write_status({**_binding("chat", "bfloat16"), "status": {"phase": "Ready"}})
+    assert real.get("KVCachePoolBinding", "chat")["status"] == {"phase": "Ready"}
+    real.plane.set_setting("false")
+    assert real.kubectl("create", "-f", "-", input=json.dumps(_binding("scratch", "auto"))).returncode == 0
+
+
+def test_the_reader_may_read_and_not_write_and_a_setting_is_never_created(real):
+    assert real.kubectl("auth", "can-i", "list", "kvcachepoolbindings.worker.gpustack.ai", "-A",
+                        user="reader").stdout.strip() == "yes"
+    assert real.kubectl("auth", "can-i", "patch", f"settings.gpustack.ai/{SETTING}", "-n", SYSTEM_NAMESPACE,
+                        user="reader").stdout.strip() == "no"
+    assert real.kubectl("auth", "can-i", "patch", f"settings.gpustack.ai/{SETTING}", "-n", SYSTEM_NAMESPACE,
+                        user="writer").stdout.strip() == "yes"
+    created = real.kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "gpustack.ai/v1", "kind": "Setting", "metadata": {"name": "another"}, "spec": {"value": "x"}}))
+    assert created.returncode == 1 and "never created or deleted" in created.stderr
+
+
+def test_compaction_expires_a_continue_token(real):
+    real.apply([_binding(f"b{i}", "bfloat16") for i in range(3)])
+    path = real.plane.resource("KVCachePoolBinding").path(real.namespace)
+    first = real.plane.request("GET", path, query={"limit": 1}).body
+    real.plane.compact()
+    expired = real.plane.request("GET", path, query={"limit": 1, "continue": first["metadata"]["continue"]})
+    assert expired.status == 410 and expired.body["reason"] == "Expired"
+
+
+# --- The examples, applied with kubectl, judged as on the fake and offline ------------------------------
+
+
+def _without_setting(objects: list[dict]) -> str:
+    """The examples as kubectl applies them, without the Setting: the operator serves it, nobody
+    creates it (it exists), and applying its "true" would switch the rules on mid-apply."""
+    return yaml.safe_dump_all([o for o in objects if o.get("kind") != "Setting"])
+
+
+def test_the_examples_applied_with_kubectl_judge_as_on_the_fake_and_offline(real, fake, kube_env):
+    """What the examples hold was stored before the upgrade: applied with the Setting off (with it
+    on, their own flags are refused), their statuses written as the operator would, then the
+    Setting on. Every judging subcommand, as the reader (bound to kvdtype-reader alone), reads all
+    it needs (no kind left unexamined, no warning) and reports what it reports on the same objects
+    in the fake API server and offline."""
+    objects = documents(EXAMPLES)
+    plane = real.plane
+    for namespace in plane.example_namespaces():
+        plane.ensure_namespace(namespace)
+    plane.set_setting("false")
+    try:
+        applied = real.kubectl("apply", "-f", "-", input=_without_setting(objects))
+        assert applied.returncode == 0, applied.stderr
+        for obj in objects:
+            if obj.get("status") and obj["kind"] != "Setting" and "status" in plane.resource(
+                    obj["kind"], obj["apiVersion"]).subresources:
+                plane.write_status(obj)
+        plane.set_setting("true")
+        seed(fake, objects)
+        for subcommand in JUDGING:
+            on_real = _report(real.kvdtype(subcommand, "-A", "-o", "json", user="reader"))
+            on_fake = _report(kvdtype(kube_env, subcommand, "-A", "-o", "json"))
+            offline = _report(kvdtype(kube_env, subcommand, "-f", str(EXAMPLES), "-o", "json"))
+            assert on_real["items"], subcommand
+            assert not [f for f in on_real["findings"] if f["code"] == "kind-not-examined"], subcommand
+            assert on_real.get("warnings", []) == [], subcommand
+            assert _judged(on_real) == _judged(on_fake) == _judged(offline), subcommand
+        status = _report(real.kvdtype("escape", "status", "-o", "json", user="reader"))
+        assert status == _report(kvdtype(kube_env, "escape", "status", "-o", "json"))
+    finally:
+        plane.unload_examples()
+
+
+def _judged(report: dict) -> dict:
+    """A report's judgement: its items, findings and summary."""
+    return {"items": report["items"], "findings": report["findings"], "summary": report["summary"]}
+
+
+# --- verify on Pods made as the operator makes them -------------------------------------------------------
+
+
+def _deployment(name: str, binding: str, extra_args: list[str]) -> dict:
+    return {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment", "metadata": {"name": name},
+            "spec": {"model": {"name": "Qwen/Qwen3-8B"}, "engine": {"name": "vLLM", "version": "0.29.0"},
+                     "kvCache": {"poolRef": {"name": binding}, "connector": "Mooncake"},
+                     "roles": [{"name": "server", "kind": "Server", "replicas": 2,
+                                "instanceType": "gpustack-nvidia-a10g-linux-amd64", "extraArgs": extra_args}]},
+            "status": {"roles": [{"name": "server", "desired": 2, "ready": 2, "unmanaged": False}]}}
+
+
+def _replica(deployment: str, index: int, dtype: str) -> dict:
+    """A replica Pod as the operator renders it: the whole argv in the container's command."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{deployment}-server-r{index}-m0",
+                         "labels": {"app.kubernetes.io/name": "model-deployment",
+                                    "app.kubernetes.io/instance": deployment,
+                                    "app.kubernetes.io/component": "server"}},
+            "spec": {"containers": [{"name": "main", "image": "vllm/vllm-openai:v0.29.0",
+                                     "command": ["vllm", "serve", "Qwen/Qwen3-8B", "--kv-cache-dtype", dtype,
+                                                 "--max-model-len=4096", "--host", "0.0.0.0", "--port", "8000"]}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_verify_reads_the_replicas_created_with_their_argv(real):
+    real.apply([_binding("chat", "fp8_e4m3"), _deployment("qwen", "chat", ["--max-model-len=4096"])])
+    real.apply([_replica("qwen", 0, "fp8_e4m3"), _replica("qwen", 1, "fp8_e4m3")])
+    assert real.get("Pod", "qwen-server-r0-m0")["status"]["phase"] == "Running"  # through pods/status
+    passed = real.kvdtype("verify", "qwen", "-o", "json", user="reader")
+    assert passed.returncode == 0, passed.stderr
+    assert {i["verdict"] for i in json.loads(passed.stdout)["items"]} == {"ok"}
+    real.plane.delete("Pod", real.namespace, "qwen-server-r1-m0")
+    real.apply([_replica("qwen", 1, "fp8_e5m2")])
+    failed = real.kvdtype("verify", "qwen", "-o", "json", user="reader")
+    assert failed.returncode == 1, failed.stderr
+    verdicts = {i["name"]: i["verdict"] for i in json.loads(failed.stdout)["items"]}
+    assert verdicts["qwen-server-r0-m0"] == "ok" and verdicts["qwen-server-r1-m0"] != "ok"
+
+
+# --- escape off|on --wait, the Setting's status following ---------------------------------------------------
+
+
+def test_escape_off_and_on_wait_for_the_setting_and_the_rules_follow(real_examples):
+    """The writer switches the Setting over the examples; status.value follows a moment later (the
+    fixture's stand-in for the operator), --wait waits for it, the report counts the deployments
+    the switch recreates, and the server's own rules follow the value in force."""
+    real = real_examples
+    attached = [o for o in documents(EXAMPLES) if o["kind"] == "ModelDeployment" and o["spec"].get("kvCache")]
+    real.plane.setting_lag = 0.5
+    off = real.kvdtype("escape", "off", "--yes", "--wait=30s", "-o", "json", user="writer")
+    assert off.returncode == 0, off.stderr
+    assert json.loads(off.stdout)["items"][0]["deployments"] == len(attached)
+    assert real.plane.setting()["status"]["value"] == "false"
+    assert real.kubectl("create", "-f", "-", input=json.dumps(_binding("scratch", "auto"))).returncode == 0
+    refused = real.kvdtype("escape", "on", "--yes", user="reader")
+    assert refused.returncode == 3 and "403 Forbidden" in refused.stderr and "Traceback" not in refused.stderr
+    on = real.kvdtype("escape", "on", "--yes", "--wait=30s", "-o", "json", user="writer")
+    assert on.returncode == 0, on.stderr
+    assert real.plane.setting()["status"]["value"] == "true"
+    again = real.kubectl("create", "-f", "-", input=json.dumps(_binding("scratch2", "auto")))
+    assert again.returncode == 1 and "may not declare dtype auto" in again.stderr
