@@ -1,6 +1,10 @@
-"""What `kubectl krew install --manifest=M --archive=A` and `kubectl krew upgrade` do, emulated with
-the standard library and PyYAML only, so that it also runs in a child process (the noexec test's
-private mount namespace) where pytest's fixtures are not.
+"""What `kubectl krew upgrade` does, emulated (standard library and PyYAML only), for the one thing
+the real krew cannot be made to do here: the tests install, run and uninstall the release with the
+real krew (tests/test_release.py: every platform through KREW_OS/KREW_ARCH, the noexec mounts, every
+credential path), but krew upgrades only plugins installed from its index, which it downloads from
+the manifest's release URL, and skips one installed from a manifest. So the upgrade from the
+onefile release to the one-folder one is installed by `krew_install` below, as krew's source does
+it; and `selector_matches` is krew's platform selector, for the manifest rules.
 
 krew's own rules, as its source has them: the archive is unpacked into a temporary directory
 (under $TMPDIR) and only regular files and directories are accepted; each `files` operation moves

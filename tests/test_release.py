@@ -1,8 +1,10 @@
 """The krew release: plugin.yaml against krew's validate-krew-manifest rules, the release step that
 fills it, and the PyInstaller build (built once per session, only where PyInstaller is installed:
-`pip install -e '.[build]'`; .ci/run does): the one-folder krew archive installed the way
-`kubectl krew install --manifest=plugin.yaml --archive=...` installs it (tests/_krew.py), run with
-every credential path and on noexec mounts, and the onefile asset."""
+`pip install -e '.[build]'`; .ci/run does): the one-folder krew archive installed by the real krew
+(`kubectl krew install --manifest=plugin.yaml --archive=...`, krew v0.4.3 built by
+scripts/control-plane, in a KREW_ROOT of its own), run with every credential path and on noexec
+mounts, uninstalled again; and the onefile asset. tests/_krew.py emulates krew where the real one
+cannot run (its docstring says where)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from _controlplane import _script as _control_plane_script
 from _krew import krew_install, selector_matches
 from _support import EXAMPLES, ROOT, documents, seed
 from conftest import kubectl_path
@@ -388,11 +391,43 @@ def test_the_archive_dereferences_the_links_pyinstaller_made(tmp_path):
     assert names == sorted(names) and names.index("_internal") < names.index("_internal/libssl.so")
 
 
+@pytest.fixture(scope="session")
+def krew_binary() -> Path:
+    """The real krew, built by scripts/control-plane into its cache when missing."""
+    script = _control_plane_script()
+    return Path(script.ensure(script.BY_NAME["krew"], log=lambda line: print(line, file=sys.stderr)).path)
+
+
+def real_krew(krew_binary: Path, root: Path, env: dict, *args: str, os_: str = "", arch: str = "") -> \
+        subprocess.CompletedProcess:
+    """``kubectl krew ARGS`` with the real krew as kubectl's plugin, in KREW_ROOT ``root``; ``os_``
+    and ``arch`` set KREW_OS and KREW_ARCH (krew's own override of the platform it installs for)."""
+    shim = root.parent / f"{root.name}-krew-bin"
+    shim.mkdir(parents=True, exist_ok=True)
+    if not (shim / "kubectl-krew").exists():
+        (shim / "kubectl-krew").symlink_to(krew_binary)
+    # `krew uninstall` (and list, info, search) insist on a local index: a git clone under
+    # index/; nothing else of it is read for a plugin installed from a manifest.
+    (root / "index" / "default" / ".git").mkdir(parents=True, exist_ok=True)
+    run_env = dict(env, KREW_ROOT=str(root), PATH=os.pathsep.join([str(root / "bin"), str(shim), "/usr/bin", "/bin"]))
+    for name, value in (("KREW_OS", os_), ("KREW_ARCH", arch)):
+        run_env.pop(name, None)
+        if value:
+            run_env[name] = value
+    return subprocess.run([kubectl_path(), "krew", *args], env=run_env, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120)
+
+
+def _krew_root_listing(root: Path) -> dict:
+    return {part: sorted(p.name for p in (root / part).iterdir()) for part in ("bin", "receipts", "store")}
+
+
+@pytest.mark.e2e  # runs krew
 @pytest.mark.parametrize("os_, arch", build_binary.PLATFORMS)
-def test_krew_installs_the_archives_layout_on_every_platform(tmp_path, os_, arch):
+def test_krew_installs_the_archives_layout_on_every_platform(tmp_path, krew_binary, os_, arch):
     """Each platform's manifest entry installs an archive of the release layout (a stand-in of the
-    one-folder build, as scripts/build-binary writes it): the executable with _internal beside it
-    and the LICENSE, bin linked to the executable."""
+    one-folder build, as scripts/build-binary writes it) with the real krew told it runs there:
+    the executable with _internal beside it and the LICENSE, bin linked to the executable."""
     from kubectl_kvdtype import __version__
 
     folder = tmp_path / "kubectl-kvdtype"
@@ -406,8 +441,13 @@ def test_krew_installs_the_archives_layout_on_every_platform(tmp_path, os_, arch
     build_binary.write_archive(archive, folder, extras, 315532800)
     manifest = tmp_path / "plugin.yaml"
     manifest.write_text(build_binary.render_manifest(__version__, {(os_, arch): _sha256(archive)}))
-    link = krew_install(manifest, archive, tmp_path / "root", os_, arch)
+    root = tmp_path / "root"
+    done = real_krew(krew_binary, root, dict(os.environ, HOME=str(tmp_path)), "install", f"--manifest={manifest}",
+                     f"--archive={archive}", os_=os_, arch=arch)
+    assert done.returncode == 0, done.stderr
+    link = root / "bin" / "kubectl-kvdtype"
     installed = link.resolve().parent
+    assert installed == root / "store" / "kvdtype" / f"v{__version__}"
     assert sorted(p.name for p in installed.iterdir()) == sorted(build_binary.INSTALLED)
     assert link.resolve() == installed / "kubectl-kvdtype" and os.access(link, os.X_OK)
     assert (installed / "_internal" / "kubectl_kvdtype" / "__init__.pyc").read_bytes() == b"stand-in"
@@ -463,12 +503,16 @@ def _release_manifest(archive: Path, manifest: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def krew_installed(built, tmp_path_factory) -> dict:
-    """The freshly built archive, released into a manifest and installed as krew would."""
+def krew_installed(built, krew_binary, tmp_path_factory) -> dict:
+    """The freshly built archive, released into a manifest and installed by the real krew."""
     work = tmp_path_factory.mktemp("krew")
     manifest = _release_manifest(built["archive"], work / "plugin.yaml")
-    link = krew_install(manifest, built["archive"], work / "root", built["os"], built["arch"])
-    return {**built, "link": link, "bindir": link.parent, "manifest": manifest}
+    root = work / "root"
+    done = real_krew(krew_binary, root, dict(os.environ, HOME=str(work)), "install", f"--manifest={manifest}",
+                     f"--archive={built['archive']}")
+    assert done.returncode == 0, done.stderr
+    link = root / "bin" / "kubectl-kvdtype"
+    return {**built, "link": link, "bindir": link.parent, "manifest": manifest, "root": root}
 
 
 def _krew_env(kube_env: dict, bindir: Path) -> dict:
@@ -538,6 +582,39 @@ def test_krew_installed_binary_runs_through_kubectl(krew_installed, kube_env):
     venv = subprocess.run([str(Path(sys.executable).parent / "kubectl-kvdtype"), "check", "-f", str(EXAMPLES),
                            "-o", "json"], env=kube_env, capture_output=True, text=True, timeout=60)
     assert json.loads(offline.stdout) == json.loads(venv.stdout)
+
+
+@pytest.mark.e2e  # builds the binary, runs krew
+def test_the_real_krew_installs_runs_and_uninstalls_the_archive(built, krew_binary, kube_env, tmp_path):
+    """What a user does with a release: `kubectl krew install --manifest=plugin.yaml --archive=...`
+    (the manifest's sha256 filled from that archive by the release step), the plugin through
+    kubectl, then `kubectl krew uninstall kvdtype`, which leaves nothing of it behind."""
+    from kubectl_kvdtype import __version__
+
+    manifest = _release_manifest(built["archive"], tmp_path / "plugin.yaml")
+    root = tmp_path / "root"
+    unfilled = real_krew(krew_binary, root, kube_env, "install", f"--manifest={MANIFEST}",
+                         f"--archive={built['archive']}")  # plugin.yaml as committed: sha256 zeros
+    assert unfilled.returncode != 0 and "checksum" in unfilled.stderr.lower(), unfilled.stderr
+    installed = real_krew(krew_binary, root, kube_env, "install", f"--manifest={manifest}",
+                          f"--archive={built['archive']}")
+    assert installed.returncode == 0, installed.stderr
+    assert "Installed plugin: kvdtype" in installed.stderr
+    env = _krew_env(kube_env, root / "bin")
+    version = subprocess.run([kubectl_path(), "kvdtype", "--version"], env=env, capture_output=True, text=True,
+                             timeout=60)
+    assert version.returncode == 0 and version.stdout.strip() == f"kubectl-kvdtype v{__version__}", version.stderr
+    offline = subprocess.run([kubectl_path(), "kvdtype", "check", "-f", str(EXAMPLES), "-o", "json"], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert offline.returncode == 1, offline.stderr  # the examples hold error findings on purpose
+    assert json.loads(offline.stdout)["kind"] == "CheckReport"
+    listed = real_krew(krew_binary, root, kube_env, "list")
+    assert listed.returncode == 0 and "kvdtype" in listed.stdout, listed.stderr
+    removed = real_krew(krew_binary, root, kube_env, "uninstall", "kvdtype")
+    assert removed.returncode == 0, removed.stderr
+    assert _krew_root_listing(root) == {"bin": [], "receipts": [], "store": []}
+    gone = subprocess.run([kubectl_path(), "kvdtype", "--version"], env=env, capture_output=True, text=True, timeout=60)
+    assert gone.returncode != 0
 
 
 def test_binary_linked_as_the_completion_helper_completes(krew_installed, kube_env):
@@ -619,11 +696,12 @@ def private_mounts() -> list[str]:
 NOEXEC_MOUNTS = r"""set -e
 mount -t tmpfs -o mode=0755 kvdtype-krew "$KREW_MOUNT"
 cp "$ARCHIVE" "$MANIFEST" "$ONEFILE" "$KREW_MOUNT/"
+cp "$KREW" "$KREW_MOUNT/krew-bin"
 # The tests may run from under /tmp (a clone there, its venv, kubectl): keep the real /tmp in reach
 # at $KREW_MOUNT/outside, and point what runs inside at it, before /tmp is hidden.
 mkdir "$KREW_MOUNT/outside"
 mount --bind /tmp "$KREW_MOUNT/outside"
-for name in PYTHON KVDTYPE_TESTS KUBECTL EXAMPLES; do
+for name in PYTHON KUBECTL EXAMPLES; do
   eval "value=\$$name"
   case "$value" in /tmp/*) eval "export $name=\"\$KREW_MOUNT/outside/\${value#/tmp/}\"";; esac
 done
@@ -634,20 +712,27 @@ mount -t tmpfs -o noexec,nosuid,nodev,mode=0700 kvdtype-tmpdir /tmp/tmpdir
 export HOME=/tmp/home TMPDIR=/tmp/tmpdir
 exec "$PYTHON" -c "$INSIDE"
 """
-#: Installs the archive as krew does (unpacked under the noexec TMPDIR, moved to KREW_ROOT), runs it
-#: through kubectl, runs the onefile, tries to execute a copy of `true` on each noexec mount, and
-#: lists every _MEI* directory left anywhere a PyInstaller bootloader could unpack to.
+#: Installs the archive with the real krew (which unpacks it under the noexec TMPDIR and moves it to
+#: KREW_ROOT), runs it through kubectl, runs the onefile, tries to execute a copy of `true` on each
+#: noexec mount, and lists every _MEI* directory left anywhere a PyInstaller bootloader could unpack to.
 INSIDE = r"""
 import json, os, shutil, subprocess, sys
 from pathlib import Path
-sys.path.insert(0, os.environ["KVDTYPE_TESTS"])
-from _krew import krew_install
 
 mount = Path(os.environ["KREW_MOUNT"])
-link = krew_install(mount / "plugin.yaml", mount / os.path.basename(os.environ["ARCHIVE"]), mount / "krew",
-                    *os.environ["PLATFORM"].split("/"))
-env = dict(os.environ, PATH=os.pathsep.join([str(link.parent), "/usr/bin", "/bin"]))
 kubectl = os.environ["KUBECTL"]
+shim = mount / "shim"
+shim.mkdir()
+(shim / "kubectl-krew").symlink_to(mount / "krew-bin")
+install = subprocess.run([kubectl, "krew", "install", f"--manifest={mount / 'plugin.yaml'}",
+                          f"--archive={mount / os.path.basename(os.environ['ARCHIVE'])}"],
+                         env=dict(os.environ, KREW_ROOT=str(mount / "krew"), PATH=f"{shim}:/usr/bin:/bin"),
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+if install.returncode != 0:
+    print(json.dumps({"install": {"status": install.returncode, "stderr": install.stderr}}))
+    sys.exit(0)
+link = mount / "krew" / "bin" / "kubectl-kvdtype"
+env = dict(os.environ, PATH=os.pathsep.join([str(link.parent), "/usr/bin", "/bin"]))
 
 def run(argv):
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
@@ -667,6 +752,7 @@ def executes(directory):
 roots = ["/tmp", os.environ["TMPDIR"], os.environ["HOME"], "/var/tmp", str(mount / "krew"), os.getcwd()]
 outside = str(mount / "outside")
 results = {
+    "install": {"status": install.returncode, "stderr": install.stderr},
     "version": run([kubectl, "kvdtype", "--version"]),
     "check": run([kubectl, "kvdtype", "check", "-f", os.environ["EXAMPLES"], "-o", "json"]),
     "onefile": run([str(mount / os.path.basename(os.environ["ONEFILE"])), "--version"]),
@@ -678,7 +764,8 @@ print(json.dumps(results))
 """
 
 
-def test_installed_binary_starts_with_tmpdir_tmp_and_home_on_noexec_mounts(built, private_mounts, kube_env):
+def test_installed_binary_starts_with_tmpdir_tmp_and_home_on_noexec_mounts(built, krew_binary, private_mounts,
+                                                                          kube_env):
     """The hardened host of CIS benchmarks: the krew-installed plugin starts and judges the
     examples, and nothing is unpacked anywhere; the onefile, in the same place, cannot start."""
     from kubectl_kvdtype import __version__
@@ -688,12 +775,13 @@ def test_installed_binary_starts_with_tmpdir_tmp_and_home_on_noexec_mounts(built
         pytest.skip(f"none of {', '.join(EXEC_MOUNT_POINTS)} exists to mount KREW_ROOT's tmpfs on")
     manifest = _release_manifest(built["archive"], built["archive"].parent / "plugin.yaml")
     env = dict(kube_env, KREW_MOUNT=target, ARCHIVE=str(built["archive"]), MANIFEST=str(manifest),
-               ONEFILE=str(built["onefile"]), PYTHON=sys.executable, INSIDE=INSIDE, KVDTYPE_TESTS=str(ROOT / "tests"),
-               KUBECTL=kubectl_path(), EXAMPLES=str(EXAMPLES), PLATFORM=f"{built['os']}/{built['arch']}")
+               ONEFILE=str(built["onefile"]), KREW=str(krew_binary), PYTHON=sys.executable, INSIDE=INSIDE,
+               KUBECTL=kubectl_path(), EXAMPLES=str(EXAMPLES))
     env.pop("KUBECONFIG")
     done = subprocess.run([*private_mounts, NOEXEC_MOUNTS], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads(done.stdout)
+    assert results["install"]["status"] == 0, results["install"]
     assert results["executes"] == {"/tmp": False, "/tmp/tmpdir": False, "/tmp/home": False}, "the mounts are noexec"
     assert results["version"]["status"] == 0, results["version"]
     assert results["version"]["stdout"].strip() == f"kubectl-kvdtype v{__version__}"
