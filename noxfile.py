@@ -9,9 +9,10 @@ session per supported minor version, each in its own venv under .nox/ with the `
   there, once: they are artifacts of that one Python;
 - the others run the fast tier and every end-to-end test whose outcome depends on the Python
   (marker `version_sensitive`: argparse, the argv reader, completion, the man page; the rule is
-  tests/test_tiers.py's). The rest of the end-to-end tier talks HTTP to a fake server through
-  kubectl and the plugin's own process, which the Python version does not change; running it
-  again on every version doubled CI's time for no test that could fail differently.
+  tests/test_tiers.py's). The rest of the end-to-end tier talks HTTP to a fake server or to the
+  real control plane (the `real` tests: kube-apiserver and etcd) through kubectl and the plugin's
+  own process, which the Python version does not change; running it again on every version
+  doubled CI's time for no test that could fail differently.
 
 Every test session runs pytest-xdist workers (`WORKERS`) and ends with a line giving its wall
 time, the machine's cores and its load average, so a slow run says whether the machine was busy.
@@ -42,7 +43,9 @@ VERSION_SENSITIVE = "not e2e or version_sensitive"
 #: tests' margins thinner on a loaded machine for no shorter run (docs/development.md, "CI").
 WORKERS = "auto"
 # With --dist loadgroup, tests go to any free worker except those of one xdist_group, which share
-# one: tests/test_release.py's, whose session fixtures build the binary once.
+# one: tests/test_release.py's, whose session fixtures build the binary once, and the real tests'
+# (tests/conftest.py), which share the run's one control plane. The biggest groups go out first,
+# so the two run beside each other while the other tests fill in around them.
 #: Where pyenv keeps its interpreters; they are not all on PATH (only the global one's shims work).
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
 
