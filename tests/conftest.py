@@ -61,6 +61,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.timeout(BUILD_TIMEOUT))
 
 
+class _GroupSuffix:
+    """Gives each test of an ``xdist_group`` the ``@group`` suffix by which ``--dist loadgroup``
+    sends the whole group to one worker. pytest-xdist 3.8 does it by setting ``item._nodeid``,
+    which pytest 9.2 no longer reads (a node's id is ``item._id``), so without this every group is
+    spread over the workers: each would build the release binary and start a control plane."""
+
+    @pytest.hookimpl(trylast=True)  # after pytest-xdist's own, which this leaves alone where it works
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not (hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False)):
+            return
+        for item in items:
+            groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                             for mark in item.iter_markers("xdist_group")})
+            if groups and "@" not in item.nodeid.rpartition("]")[2]:  # pytest-xdist's did not take
+                from _pytest.nodeid import NodeId  # pytest 9.2's
+
+                item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_GroupSuffix(), "kvdtype-xdist-group-suffix")
+
+
 class _FastTierGuard:
     """Records out-of-process events while a fast-tier test runs (None: no such test running)."""
 
