@@ -45,8 +45,7 @@ def fix_options(flags: argparse.Namespace, common: CommonOptions) -> _fix.FixOpt
     """``find-flags --fix``'s typed options, from the parsed command line (every attribute named: a
     missing one is an error); ``_changes`` never sees the namespace."""
     return _fix.FixOptions(fix=bool(flags.fix), apply=bool(flags.apply), yes=bool(flags.yes), dry_run=flags.dry_run,
-                           accept_dtype_change=bool(flags.accept_dtype_change), backup_dir=flags.backup_dir,
-                           output=common.output)
+                           accept_dtype_change=bool(flags.accept_dtype_change), backup_dir=flags.backup_dir)
 
 
 def add_fix_flags(parser: argparse.ArgumentParser) -> None:

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.version_sensitive  # argparse, completion and the man p
 
 
 def _formats_with_csv():
-    from kubectl_kvdtype._output.render import FORMATS, Format
+    from kubectl_kvdtype._output.format import Format
+    from kubectl_kvdtype._output.render import FORMATS
 
     csv = Format("csv", "comma-separated values", lambda report, _how: "csv\n", lambda fleet, _how: "csv\n")
     return (*FORMATS, csv)
@@ -61,7 +62,8 @@ def test_a_format_row_is_offered_by_help_validation_completion_and_the_man_page(
 
 def test_a_format_of_one_subcommand_and_flag_is_offered_and_taken_there_only():
     from kubectl_kvdtype._cli.main import parse
-    from kubectl_kvdtype._output.render import FORMATS, Format
+    from kubectl_kvdtype._output.format import Format
+    from kubectl_kvdtype._output.render import FORMATS
 
     only = Format("dot", "a graph", lambda report, _how: "", takes="find-flags", needs=("fix", "--fix"),
                   why="draws the fix")
@@ -77,7 +79,8 @@ def test_a_format_of_one_subcommand_and_flag_is_offered_and_taken_there_only():
 
 def test_completion_offers_the_formats_each_subcommand_takes():
     from kubectl_kvdtype._cli.registry import COMMANDS, judging
-    from kubectl_kvdtype._output.render import EVERY, FORMATS, JUDGING
+    from kubectl_kvdtype._output.format import EVERY, JUDGING
+    from kubectl_kvdtype._output.render import FORMATS
 
     every = [f.name for f in FORMATS if f.takes == EVERY]
     judged = [f.name for f in FORMATS if f.takes == JUDGING]

@@ -425,7 +425,6 @@ class FixOptions:
     dry_run: str
     accept_dtype_change: bool
     backup_dir: Optional[str]
-    output: str
 
 
 def fix(context: Context, inventory: FlagInventory, found: Report, options: FixOptions) -> Report:
@@ -454,8 +453,7 @@ def check_options(context: Context, options: FixOptions) -> None:
         given = [flag for flag, on in (("--apply", options.apply), ("--yes", options.yes),
                                        ("--dry-run", options.dry_run != "none"),
                                        ("--accept-dtype-change", options.accept_dtype_change),
-                                       ("--backup-dir", options.backup_dir), ("-o patch", options.output == "patch"))
-                 if on]
+                                       ("--backup-dir", options.backup_dir)) if on]
         if given:
             raise UsageError(f"{given[0]} goes with --fix")
         return

@@ -34,7 +34,6 @@ class RestoreOptions:
     apply: bool
     #: ``none``, ``client`` or ``server``.
     dry_run: str
-    output: str
 
 JOURNAL = "journal.json"
 FORMAT = 1

@@ -33,7 +33,8 @@ from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.status import KvdtypeError
-from kubectl_kvdtype._output.render import FORMATS, Format
+from kubectl_kvdtype._output.format import Format
+from kubectl_kvdtype._output.render import FORMATS
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, SWITCH, ConnectionFlag, kubeconfig_names
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, Kind

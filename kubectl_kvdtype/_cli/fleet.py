@@ -36,7 +36,7 @@ from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.report import FleetMember, FleetReport, Report
 from kubectl_kvdtype._kits.status import ExitStatus, KvdtypeError, UsageError
-from kubectl_kvdtype._output.render import to_json
+from kubectl_kvdtype._output.render import format_named
 
 #: Flags that say which cluster or who for one context, or read manifests: a fleet takes each
 #: context's own from the kubeconfig, so they are refused (dest, as typed).
@@ -120,6 +120,7 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
     members: list[Optional[FleetMember]] = [None] * len(names)
     pending = list(range(len(names)))
     lock, finished, stop = threading.Lock(), threading.Condition(), threading.Event()
+    encoder = format_named(options.output).context_encoder
 
     def work() -> None:
         while not stop.is_set():
@@ -128,8 +129,8 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
                     return
                 index = pending.pop(0)
             member = _one(names[index], options, env, judge, internal_error, started)
-            if options.output == "json":
-                member.encode(to_json)  # its objects go now, not when the whole fleet is printed
+            if encoder is not None:
+                member.encode(encoder)  # its objects go now, not when the whole fleet is printed
             with finished:
                 members[index] = member
                 finished.notify_all()

@@ -19,7 +19,8 @@ from typing import Any, Callable, NoReturn, Optional, Sequence
 from kubectl_kvdtype._kits.report import ERROR, FAIL_ON
 from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header
 from kubectl_kvdtype._kits.status import UsageError
-from kubectl_kvdtype._output.render import EVERY, FORMATS, JUDGING, Format
+from kubectl_kvdtype._output.format import EVERY, JUDGING, Format
+from kubectl_kvdtype._output.render import FORMATS
 from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, SELECTING, SWITCH, ConnectionFlag
 
 #: Seconds one API request may take, retries included, unless --request-timeout says otherwise.
