@@ -272,7 +272,7 @@ def _archives(directory: Path, version: str) -> dict[str, Path]:
 
 def test_krew_template_is_generated_from_the_manifest_data():
     assert KREW_TEMPLATE.read_text() == build_binary.render_krew_template(), \
-        "regenerate it: scripts/build-binary --krew-template"
+        ".krew.yaml is stale: run scripts/regenerate"
 
 
 @pytest.mark.e2e  # runs the release script
