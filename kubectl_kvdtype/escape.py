@@ -5,12 +5,12 @@ Replaces the Troubleshooting section of the upgrade guide, its most dangerous pa
 - ``escape status`` reads the Setting ``model-deployment-kv-cache-dtype-owned``;
 - ``escape off`` / ``escape on`` flip it, after showing what it recreates and asking;
 - ``escape rebind`` moves a Binding's workloads to a new Binding with a corrected dtype, as one
-  planned, journaled, resumable command (the plan lives in ``_journal``'s backup directory);
-- ``escape restore`` puts back what such a backup directory holds (``_restore``).
+  planned, journaled, resumable command (the plan lives in ``_changes.journal``'s backup directory);
+- ``escape restore`` puts back what such a backup directory holds (``_changes.restore``).
 
 This module is the subcommand: its command line, ``status`` and the switch. The rebind planner,
-executor and resumer are in ``_rebind``; the Setting's reads and writes, which both use, in
-``_setting``.
+executor and resumer are in ``_changes.rebind``; the Setting's reads and writes, which both use, in
+``_changes.setting``.
 
 Nothing here prints a result: every action returns a ``Report``; refusals raise one sentence.
 """

@@ -12,7 +12,7 @@ layer turns those places into one JSON patch per object to change, and carries t
 Every patch starts with a ``test`` of ``/metadata/resourceVersion``, so the server applies it only
 to the version that was read (422 otherwise). What a role or Pod runs must not change by surprise:
 a patch that changes the dtype in use is refused unless ``--accept-dtype-change``. Before the
-first write every object is saved in a backup directory with a journal (``_journal``), and
+first write every object is saved in a backup directory with a journal (``_changes.journal``), and
 ``escape restore DIR`` puts each one back through ``restore_fix`` here, only while its
 resourceVersion is still the one this tool left.
 """

@@ -3,8 +3,8 @@
 The plan (``Step``, ``Plan``, ``make_plan``: read the cluster, refuse what is unsafe, build every
 write), the access check, the execution, the resumption from a journal, and the report. The
 largest and most dangerous part of ``escape``, so it stands alone; the command line stays in
-``escape``, the Setting's reads and writes come from ``_setting``, the backup directory and the
-journal from ``_journal``.
+``escape``, the Setting's reads and writes come from ``_changes.setting``, the backup directory and the
+journal from ``_changes.journal``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Fleet runs: one judging subcommand on several kubeconfig contexts (``--contexts``, ``--all-contexts``).
 
-A layer of the command line, beside ``_cli``: the subcommands never learn of fleets. Each context
+Part of the command line, beside ``_cli.main``: the subcommands never learn of fleets. Each context
 gets its own copy of the parsed flags with ``--context`` set to it, its own ``Context`` (so its
 own ``ClusterSource``), and runs the subcommand exactly as ``kubectl kvdtype CMD --context NAME``
 would; the reports are gathered into one ``FleetReport``, in the order the contexts were named.
@@ -91,7 +91,7 @@ def select(options: argparse.Namespace, available: list[str]) -> list[str]:
     return list(chosen)
 
 
-#: Runs one context's subcommand and returns its report (``_cli.judge``).
+#: Runs one context's subcommand and returns its report (``_cli.main.judge``).
 Judge = Callable[[Context], Report]
 
 
@@ -107,7 +107,7 @@ class _Terminated(KeyboardInterrupt):
     status = ExitStatus.TERMINATED
 
 
-#: Says a bug met in one context in one line (``_cli.internal_error``).
+#: Says a bug met in one context in one line (``_cli.main.internal_error``).
 Describe = Callable[[Exception, Environment], str]
 
 

@@ -1,4 +1,4 @@
-"""The command line: ``main``, which owns the process's end (the subcommands are ``_registry``'s).
+"""The command line: ``main``, which owns the process's end (the subcommands are ``_cli.registry``'s).
 
 ``run`` parses, hands a ``Context`` to one subcommand, renders its ``Report`` and turns every
 outcome (findings, usage errors, cluster failures, Ctrl-C) into an ``ExitStatus``.
@@ -160,7 +160,7 @@ def internal_error(error: Exception, env: Environment, argv: Sequence[str] = ())
 
 def _run_fleet(options: argparse.Namespace, env: Environment, ticker: Optional[_progress.Ticker],
                formats: Sequence[Format]) -> int:
-    """--contexts/--all-contexts: every context judged, one document for the fleet (``_fleet``)."""
+    """--contexts/--all-contexts: every context judged, one document for the fleet (``_cli.fleet``)."""
     fleet = _fleet.run(options, env, judge, internal_error)
     if ticker:
         ticker.stop()

@@ -152,14 +152,14 @@ class Context:
 
 class Command:
     """A subcommand: its name, its own flags, and ``run``. Its one-line help is the registry's
-    (``_registry.COMMANDS``, so that ``--help`` imports no subcommand); its finding codes are the
-    codes registry's (``_codes``)."""
+    (``_cli.registry.COMMANDS``, so that ``--help`` imports no subcommand); its finding codes are the
+    codes registry's (``_kits.codes``)."""
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
     #: Two or three (comment, command line) pairs that end its ``--help``.
     examples: ClassVar[tuple[tuple[str, str], ...]] = ()
-    #: Finding codes this subcommand can report (``--ignore`` accepts these): set from ``_codes``.
+    #: Finding codes this subcommand can report (``--ignore`` accepts these): set from ``_kits.codes``.
     codes: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -3,7 +3,7 @@
 Jenkins, GitLab and GitHub's test-report actions read the same shape: a ``<testsuites>`` root, one
 ``<testsuite>`` for the subcommand run (``kubectl-kvdtype check``), and one ``<testcase>`` per
 object the report names (``Report.objects``: every object judged, then any other object a finding
-names). A finding that fails the run (``_report.fails``: errors, and warnings with ``--fail-on
+names). A finding that fails the run (``_kits.report.fails``: errors, and warnings with ``--fail-on
 warning``) is a ``<failure>`` of its object's testcase, typed with its code; the other findings are
 in that testcase's ``<system-out>``, so nothing is lost. The report's summary line goes to the
 suite's ``<system-out>``, its warnings (what limited the report) to its ``<system-err>``.

@@ -3,7 +3,7 @@
 One run; ``tool.driver`` lists one rule per finding code the subcommand can report (the codes
 registry's meaning and severity), and each finding is one result at the registry's level. Every
 result names its object as a logical location (kind, namespace, name). With ``-f`` a result also
-points at the file and line (``Place``, found by ``_positions``): the line of the field the
+points at the file and line (``Place``, found by ``_sources.positions``): the line of the field the
 finding is about when the judgement knows it (a role's ``extraArgs`` entry, a Binding's
 ``spec.domain.dtype``), else the line where the object starts. Objects read from a cluster or
 from standard input have no file, so no physical location.
