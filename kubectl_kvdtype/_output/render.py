@@ -11,8 +11,9 @@ and the man page derive from the rows.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from kubectl_kvdtype._output.format import JUDGING, Format, Rendering
 
@@ -52,31 +53,34 @@ def format_named(name: str, formats: Optional[Sequence[Format]] = None) -> Forma
     return next(f for f in (FORMATS if formats is None else formats) if f.name == name)
 
 
-def _lazy(module: str, function: str) -> Callable[..., Any]:
+@dataclass(frozen=True)
+class Lazily:
     """``function`` of ``_output/<module>.py``, imported when it is first called: a run pays only
-    for the writer of the format it asked for (ElementTree, PyYAML...), and ``--help`` for none."""
+    for the writer of the format it asked for (ElementTree, PyYAML...), and ``--help`` for none.
+    The rows name their writers' modules this way, so the modules of ``_output`` that write are
+    the ones the rows name."""
 
-    def call(*args: Any) -> Any:
-        return getattr(import_module(f"kubectl_kvdtype._output.{module}"), function)(*args)
+    module: str
+    function: str
 
-    call.__qualname__ = call.__name__ = f"{module}.{function}"
-    return call
+    def __call__(self, *args: Any) -> Any:
+        return getattr(import_module(f"kubectl_kvdtype._output.{self.module}"), self.function)(*args)
 
 
 #: Every ``-o`` format, in the order ``-o`` help and completion list them; the first is the default.
 FORMATS: tuple[Format, ...] = (
-    Format("table", "", _lazy("tables", "write_table"), _lazy("tables", "write_fleet_table"),
+    Format("table", "", Lazily("tables", "write_table"), Lazily("tables", "write_fleet_table"),
            tabular=True, machine_readable=False),
-    Format("wide", "", _lazy("tables", "write_wide"), _lazy("tables", "write_fleet_wide"),
+    Format("wide", "", Lazily("tables", "write_wide"), Lazily("tables", "write_fleet_wide"),
            tabular=True, machine_readable=False),
-    Format("json", "", _lazy("documents", "write_json"), _lazy("documents", "write_fleet_json"),
-           context_encoder=_lazy("documents", "to_json")),
-    Format("yaml", "", _lazy("documents", "write_yaml"), _lazy("documents", "write_fleet_yaml")),
-    Format("junit", "JUnit XML for CI test reports", _lazy("junit", "write_junit"),
-           _lazy("junit", "write_fleet_junit"), takes=JUDGING, why="reports what a judging subcommand judged"),
-    Format("sarif", "SARIF 2.1.0; with -f, file and line", _lazy("sarif", "write_sarif"),
-           _lazy("sarif", "write_fleet_sarif"), takes=JUDGING, why="reports what a judging subcommand judged",
-           locates=True, fleet_warning=_lazy("sarif", "fleet_warning")),
-    Format("patch", "the JSON patches", _lazy("patch", "write_patch"), takes="find-flags", needs=("fix", "--fix"),
+    Format("json", "", Lazily("documents", "write_json"), Lazily("documents", "write_fleet_json"),
+           context_encoder=Lazily("documents", "to_json")),
+    Format("yaml", "", Lazily("documents", "write_yaml"), Lazily("documents", "write_fleet_yaml")),
+    Format("junit", "JUnit XML for CI test reports", Lazily("junit", "write_junit"),
+           Lazily("junit", "write_fleet_junit"), takes=JUDGING, why="reports what a judging subcommand judged"),
+    Format("sarif", "SARIF 2.1.0; with -f, file and line", Lazily("sarif", "write_sarif"),
+           Lazily("sarif", "write_fleet_sarif"), takes=JUDGING, why="reports what a judging subcommand judged",
+           locates=True, fleet_warning=Lazily("sarif", "fleet_warning")),
+    Format("patch", "the JSON patches", Lazily("patch", "write_patch"), takes="find-flags", needs=("fix", "--fix"),
            why="prints the JSON patches that find-flags --fix plans"),
 )
