@@ -188,3 +188,24 @@ def test_every_layer_says_what_it_is():
     assert {package: (PACKAGE / package / "__init__.py").read_text(encoding="utf-8").count("TODO")
             for package in _modules()} == {package: 0 for package in _modules()}
     assert all(len((PACKAGE / package / "__init__.py").read_text(encoding="utf-8")) > 80 for package in _modules())
+
+
+#: A path into one machine's own files (a home, a workspace, a file in /tmp): a doc naming one does
+#: not travel. Paths every machine has alike (``/tmp`` as a mount, ``/usr/bin/time``, ``/dev/zero``)
+#: and JSON pointers (``/metadata/resourceVersion``) are not of one machine.
+_ONE_MACHINE = re.compile(r"(?<![\w.:/~-])/(?:(?:root|work|home|Users|mnt|srv|workspace)\b|tmp/\S)[^\s`'\")]*")
+
+
+def test_the_docs_name_paths_relative_to_the_repository_or_the_home_directory():
+    found = [f"{doc}: {path}" for doc, text in _docs().items() for path in _ONE_MACHINE.findall(text)]
+    assert found == []
+
+
+@pytest.mark.parametrize(("text", "machine"), [
+    ("scripts/engine-tables --cache /work/engine-cache", True), ("saved to /home/me/kvdtype-backup-x/", True),
+    ("in `/root/.cache`", True), ("a file /tmp/kvdtype-1/log", True), ("(/Users/me/dump.yaml)", True),
+    ("where `/tmp` is mounted noexec", False), ("`/usr/bin/time -v`", False), ("~/kvdtype-backup-x/", False),
+    ("../engine-cache", False), ("https://example.com/home/x", False), ('"path": "/metadata/name"', False),
+])
+def test_a_path_of_one_machine_is_found(text, machine):
+    assert bool(_ONE_MACHINE.findall(text)) is machine
