@@ -400,7 +400,7 @@ def test_krew_installs_the_archives_layout_on_every_platform(tmp_path, os_, arch
     (folder / "kubectl-kvdtype").write_text(FAKE_BINARY.format(version=__version__))
     (folder / "kubectl-kvdtype").chmod(0o755)
     (folder / "_internal" / "kubectl_kvdtype" / "__init__.pyc").write_bytes(b"stand-in")
-    extras = {name: (ROOT / ("man" if name.endswith(".1") else "") / name, mode)
+    extras = {name: (build_binary.MANPAGE if name.endswith(".1") else ROOT / name, mode)
               for name, mode in build_binary.ARCHIVE_EXTRAS.items()}
     archive = tmp_path / build_binary.archive_name(__version__, os_, arch)
     build_binary.write_archive(archive, folder, extras, 315532800)
