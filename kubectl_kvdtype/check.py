@@ -1,6 +1,6 @@
 """``kubectl kvdtype check``: every Binding's dtype against the engines that consume it.
 
-Replaces Step 1 of the upgrade guide. The judgement itself is ``_judgement``'s (``escape`` and
+Replaces Step 1 of the upgrade guide. The judgement itself is ``_judging.judgement``'s (``escape`` and
 ``verify`` share it); this module is the command line around it.
 """
 

@@ -1,7 +1,7 @@
 """``completion bash|zsh|fish``: print a shell completion script.
 
 The scripts ask the plugin itself what may come next (``kubectl-kvdtype __complete ...``); the
-engine that answers is ``_complete``.
+engine that answers is ``_cli.complete``.
 """
 
 from __future__ import annotations

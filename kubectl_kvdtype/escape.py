@@ -5,12 +5,12 @@ Replaces the Troubleshooting section of the upgrade guide, its most dangerous pa
 - ``escape status`` reads the Setting ``model-deployment-kv-cache-dtype-owned``;
 - ``escape off`` / ``escape on`` flip it, after showing what it recreates and asking;
 - ``escape rebind`` moves a Binding's workloads to a new Binding with a corrected dtype, as one
-  planned, journaled, resumable command (the plan lives in ``_journal``'s backup directory);
-- ``escape restore`` puts back what such a backup directory holds (``_restore``).
+  planned, journaled, resumable command (the plan lives in ``_changes.journal``'s backup directory);
+- ``escape restore`` puts back what such a backup directory holds (``_changes.restore``).
 
 This module is the subcommand: its command line, ``status`` and the switch. The rebind planner,
-executor and resumer are in ``_rebind``; the Setting's reads and writes, which both use, in
-``_setting``.
+executor and resumer are in ``_changes.rebind``; the Setting's reads and writes, which both use, in
+``_changes.setting``.
 
 Nothing here prints a result: every action returns a ``Report``; refusals raise one sentence.
 """
@@ -37,8 +37,10 @@ from kubectl_kvdtype._changes.setting import (
 from kubectl_kvdtype._commands.command import Command, CommonOptions, Context, confirm
 from kubectl_kvdtype._commands.flags import HelpFormatter, examples_epilog, parse_duration
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report
+from kubectl_kvdtype._kits.codes import WARNING
 from kubectl_kvdtype._kits.report import Column, Report
 from kubectl_kvdtype._kits.status import ApiError, KvdtypeError, UsageError
+from kubectl_kvdtype._output.render import format_named
 from kubectl_kvdtype._sources import model as _model
 
 #: ``--wait`` alone: the Setting's status can lag its spec by ~30 s.
@@ -103,12 +105,21 @@ class EscapeCommand(Command):
         if action in ("off", "on"):
             return switch(context, SwitchOptions.of(context.options, OFF if action == "off" else ON))
         if action == "restore":
-            return restore(context, restore_options(context.options, context.common))
+            return _warned(restore(context, restore_options(context.options, context.common)), context.common)
         options = rebind_options(context.options, context.common)
         if options.suffix is not None and options.strategy != SIDE_BY_SIDE:
             raise UsageError("--suffix names the copies that --strategy side-by-side creates: "
                              "add --strategy side-by-side, or drop --suffix")
-        return rebind(context, options)
+        return _warned(rebind(context, options), context.common)
+
+
+def _warned(report: Report, common: CommonOptions) -> Report:
+    """A plan read by a program (``-o yaml`` into a GitOps pipe) still says each of its warning
+    findings on stderr, one line each, where the person running the pipe sees them (a table shows them)."""
+    if format_named(common.output).machine_readable:
+        report.warnings += [f"{f.code}: {f.message}" for f in report.findings
+                            if f.severity == WARNING and f.code not in common.ignore]
+    return report
 
 
 def rebind_options(flags: argparse.Namespace, common: CommonOptions) -> RebindOptions:
@@ -118,14 +129,13 @@ def rebind_options(flags: argparse.Namespace, common: CommonOptions) -> RebindOp
                          domain_name=flags.domain_name, strategy=flags.strategy, suffix=flags.suffix,
                          keep_old_binding=bool(flags.keep_old_binding),
                          force_unknown_dtype=bool(flags.force_unknown_dtype), apply=bool(flags.apply),
-                         dry_run=flags.dry_run, backup_dir=flags.backup_dir, output=common.output,
-                         all_namespaces=common.all_namespaces, ignore=common.ignore)
+                         dry_run=flags.dry_run, backup_dir=flags.backup_dir,
+                         all_namespaces=common.all_namespaces)
 
 
 def restore_options(flags: argparse.Namespace, common: CommonOptions) -> RestoreOptions:
     """``escape restore``'s typed options, from the parsed command line."""
-    return RestoreOptions(directory=flags.directory, apply=bool(flags.apply), dry_run=flags.dry_run,
-                          output=common.output)
+    return RestoreOptions(directory=flags.directory, apply=bool(flags.apply), dry_run=flags.dry_run)
 
 
 def _status_flags(parser: argparse.ArgumentParser) -> None:

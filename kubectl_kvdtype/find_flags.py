@@ -1,7 +1,7 @@
 """``kubectl kvdtype find-flags``: every role, Pod and Pod template that passes the flag itself.
 
 Replaces Step 2 of the upgrade guide, and goes further where the guide's jq filter is wrong: the
-argv is read the way each engine's argparse reads it (``_engines.read_flag``), so the longer
+argv is read the way each engine's argparse reads it (``_engines.verdicts.read_flag``), so the longer
 ``--kv-cache-dtype-skip-layers`` is not a match and abbreviations are. It also looks where the guide
 does not: Pods that opt into injection, and the Pod templates of the workloads that create them,
 because the webhook refuses those at creation once the upgrade is in.
@@ -45,12 +45,11 @@ def fix_options(flags: argparse.Namespace, common: CommonOptions) -> _fix.FixOpt
     """``find-flags --fix``'s typed options, from the parsed command line (every attribute named: a
     missing one is an error); ``_changes`` never sees the namespace."""
     return _fix.FixOptions(fix=bool(flags.fix), apply=bool(flags.apply), yes=bool(flags.yes), dry_run=flags.dry_run,
-                           accept_dtype_change=bool(flags.accept_dtype_change), backup_dir=flags.backup_dir,
-                           output=common.output)
+                           accept_dtype_change=bool(flags.accept_dtype_change), backup_dir=flags.backup_dir)
 
 
 def add_fix_flags(parser: argparse.ArgumentParser) -> None:
-    """``--fix`` and its companions; the fix itself lives in ``_fix``."""
+    """``--fix`` and its companions; the fix itself lives in ``_changes.fix``."""
     fix = parser.add_argument_group("fixing (--fix)")
     fix.add_argument("--fix", action="store_true",
                      help="plan the removal of every flag found: one JSON patch per role's deployment or workload "

@@ -2,7 +2,7 @@
 
 One run gives what ``check``, ``find-flags`` and ``escape status`` give separately: their
 judgements (their own report builders, not a copy of their rules), the Setting's state, and a
-dry run of the upgrade per pool-attached role and per injected Pod (``_upgrade``). From those it
+dry run of the upgrade per pool-attached role and per injected Pod (``_judging.upgrade``). From those it
 builds an ordered to-do list, each item with the command to run, and one verdict: GO, or NO-GO
 while any error finding remains (warnings too with ``--fail-on warning``).
 """
@@ -83,7 +83,7 @@ def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: 
 
     ``source_findings`` (an object read twice from manifests) are added to the report by the
     command line after this; they count towards the verdict and the to-do list here. The verdict
-    is the exit status's rule (``_report.fails``): NO-GO exactly when the run exits 1.
+    is the exit status's rule (``_kits.report.fails``): NO-GO exactly when the run exits 1.
     """
     ignore = ignore or set()
     checked = _judgement.build_check_report(check_inventory, system_namespace, offline=offline)

@@ -2,7 +2,7 @@
 
 Replaces the Verification section of the upgrade guide. The guide greps ``containers[0].command``
 for ``--kv-cache-dtype","``; this reads the engine container's whole argv the way the engine does
-(``_engines.read_flag``: every spelling, every copy's value checked, so a refused copy fails the
+(``_engines.verdicts.read_flag``: every spelling, every copy's value checked, so a refused copy fails the
 whole parse), says which copy is the operator's or the webhook's, and judges each Pod against its
 Binding's dtype. ``--wait`` polls until every judged Pod passes, for
 running right after the upgrade.

@@ -138,7 +138,7 @@ def test_every_subcommand_and_ignore_take_their_codes_from_the_registry():
 
 def test_docs_codes_table_is_generated_from_the_registry():
     table = (ROOT / "docs" / "codes.md").read_text(encoding="utf-8")
-    assert table == _codes.markdown_table(), "docs/codes.md is stale: run scripts/codes-table"
+    assert table == _codes.markdown_table(), "docs/codes.md is stale: run scripts/regenerate"
     for entry in _codes.CODES:
         assert f"| `{entry.code}` | {entry.severity_text} |" in table
 

@@ -74,8 +74,9 @@ def test_every_flag_of_every_subcommand_is_offered(kube_env):
 
 
 def _formats(taken_by_judging: bool) -> list[str]:
-    """The -o values a subcommand without --fix takes, from the formats table (``_render.FORMATS``)."""
-    from kubectl_kvdtype._output.render import EVERY, FORMATS, JUDGING
+    """The -o values a subcommand without --fix takes, from the formats table (``_output/render.FORMATS``)."""
+    from kubectl_kvdtype._output.format import EVERY, JUDGING
+    from kubectl_kvdtype._output.render import FORMATS
 
     return [f.name for f in FORMATS if f.takes == EVERY or (taken_by_judging and f.takes == JUDGING)]
 

@@ -142,7 +142,8 @@ def test_todo_commands_name_the_context_quoted_for_the_shell():
 
 
 def test_a_report_kept_as_its_json_text_gives_the_same_fleet_document():
-    from kubectl_kvdtype._output.render import render_fleet, to_json
+    from kubectl_kvdtype._output.documents import to_json
+    from kubectl_kvdtype._output.render import render_fleet
 
     def fleet() -> FleetReport:
         return FleetReport("check", [_member("a", ERROR), _member("b"), _member("c", error="unreachable")])

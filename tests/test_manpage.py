@@ -16,7 +16,7 @@ from _support import ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.version_sensitive]  # subprocesses: the man-page build, groff, pip wheel
 
-MANPAGE = ROOT / "man" / "kubectl-kvdtype.1"
+MANPAGE = ROOT / "man" / "man1" / "kubectl-kvdtype.1"
 BUILD = ROOT / "scripts" / "build-binary"
 
 
@@ -50,7 +50,7 @@ def test_committed_man_page_is_generated_from_the_current_parser(tmp_path):
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert _without_date(fresh.read_text()) == _without_date(MANPAGE.read_text()), (
-        "man/kubectl-kvdtype.1 is stale: run scripts/build-binary --man and commit it")
+        "man/man1/kubectl-kvdtype.1 is stale: run scripts/regenerate and commit it")
 
 
 @pytest.mark.skipif(not shutil.which("groff"), reason="groff is not installed")

@@ -16,11 +16,13 @@ from kubectl_kvdtype._kits.status import UsageError
 pytestmark = pytest.mark.version_sensitive  # argparse, completion and the man page (test_tiers.py)
 
 
-def _formats_with_csv():
-    from kubectl_kvdtype._output.render import FORMATS, Format
+def _formats_with_a_made_up_row():
+    from kubectl_kvdtype._output.format import Format
+    from kubectl_kvdtype._output.render import FORMATS
 
-    csv = Format("csv", "comma-separated values", lambda report, _how: "csv\n", lambda fleet, _how: "csv\n")
-    return (*FORMATS, csv)
+    made_up = Format("made-up", "a throwaway format", lambda report, _how: "made up\n",
+                     lambda fleet, _how: "made up\n")
+    return (*FORMATS, made_up)
 
 
 def _completed(*words: str, **tables) -> list[str]:
@@ -44,24 +46,25 @@ def test_a_format_row_is_offered_by_help_validation_completion_and_the_man_page(
     from kubectl_kvdtype._cli.main import parse
     from kubectl_kvdtype._cli.registry import build_parser
 
-    formats = _formats_with_csv()
+    formats = _formats_with_a_made_up_row()
     parser = build_parser(formats=formats)
-    assert "csv (comma-separated values)" in " ".join(parser.format_help().split())  # where the global flags are
+    assert "made-up (a throwaway format)" in " ".join(parser.format_help().split())  # where the global flags are
     for each in (parser, _subparser(parser, "check"), _subparser(_subparser(parser, "escape"), "status")):
-        assert "csv" in _output_action(each).choices
-    assert parse(["check", "-f", str(EXAMPLES), "-o", "csv"], formats=formats).output == "csv"
-    assert parse(["-o", "csv", "escape", "status", "-f", str(EXAMPLES)], formats=formats).output == "csv"
-    with pytest.raises(UsageError, match="invalid choice: 'csv'"):
-        parse(["check", "-f", str(EXAMPLES), "-o", "csv"])  # the real table has no such row
-    assert "csv" in _completed("check", "-o", "", formats=formats)
-    assert "csv" not in _completed("check", "-o", "")
+        assert "made-up" in _output_action(each).choices
+    assert parse(["check", "-f", str(EXAMPLES), "-o", "made-up"], formats=formats).output == "made-up"
+    assert parse(["-o", "made-up", "escape", "status", "-f", str(EXAMPLES)], formats=formats).output == "made-up"
+    with pytest.raises(UsageError, match="invalid choice: 'made-up'"):
+        parse(["check", "-f", str(EXAMPLES), "-o", "made-up"])  # the real table has no such row
+    assert "made-up" in _completed("check", "-o", "", formats=formats)
+    assert "made-up" not in _completed("check", "-o", "")
     manpage = pytest.importorskip("argparse_manpage.manpage", reason="the `build` extra is not installed")
-    assert "csv (comma\\-separated values)" in " ".join(str(manpage.Manpage(parser)).split())
+    assert "made\\-up (a throwaway format)" in " ".join(str(manpage.Manpage(parser)).split())
 
 
 def test_a_format_of_one_subcommand_and_flag_is_offered_and_taken_there_only():
     from kubectl_kvdtype._cli.main import parse
-    from kubectl_kvdtype._output.render import FORMATS, Format
+    from kubectl_kvdtype._output.format import Format
+    from kubectl_kvdtype._output.render import FORMATS
 
     only = Format("dot", "a graph", lambda report, _how: "", takes="find-flags", needs=("fix", "--fix"),
                   why="draws the fix")
@@ -77,7 +80,8 @@ def test_a_format_of_one_subcommand_and_flag_is_offered_and_taken_there_only():
 
 def test_completion_offers_the_formats_each_subcommand_takes():
     from kubectl_kvdtype._cli.registry import COMMANDS, judging
-    from kubectl_kvdtype._output.render import EVERY, FORMATS, JUDGING
+    from kubectl_kvdtype._output.format import EVERY, JUDGING
+    from kubectl_kvdtype._output.render import FORMATS
 
     every = [f.name for f in FORMATS if f.takes == EVERY]
     judged = [f.name for f in FORMATS if f.takes == JUDGING]

@@ -275,7 +275,7 @@ def _archives(directory: Path, version: str) -> dict[str, Path]:
 
 def test_krew_template_is_generated_from_the_manifest_data():
     assert KREW_TEMPLATE.read_text() == build_binary.render_krew_template(), \
-        "regenerate it: scripts/build-binary --krew-template"
+        ".krew.yaml is stale: run scripts/regenerate"
 
 
 @pytest.mark.e2e  # runs the release script
@@ -435,7 +435,7 @@ def test_krew_installs_the_archives_layout_on_every_platform(tmp_path, krew_bina
     (folder / "kubectl-kvdtype").write_text(FAKE_BINARY.format(version=__version__))
     (folder / "kubectl-kvdtype").chmod(0o755)
     (folder / "_internal" / "kubectl_kvdtype" / "__init__.pyc").write_bytes(b"stand-in")
-    extras = {name: (ROOT / ("man" if name.endswith(".1") else "") / name, mode)
+    extras = {name: (build_binary.MANPAGE if name.endswith(".1") else ROOT / name, mode)
               for name, mode in build_binary.ARCHIVE_EXTRAS.items()}
     archive = tmp_path / build_binary.archive_name(__version__, os_, arch)
     build_binary.write_archive(archive, folder, extras, 315532800)

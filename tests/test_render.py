@@ -1,4 +1,4 @@
-"""Fast tier: ``_render`` turns a Report into tables, wide tables, JSON and YAML."""
+"""Fast tier: ``_output``'s writers turn a Report into tables, wide tables, JSON and YAML."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import json
 import yaml
 
 from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
-from kubectl_kvdtype._output.render import PRETTY_JSON_ENTRIES, render, table, to_json
+from kubectl_kvdtype._output.documents import PRETTY_JSON_ENTRIES, to_json
+from kubectl_kvdtype._output.render import render
+from kubectl_kvdtype._output.tables import table
 
 RED, RESET = "\033[31m", "\033[0m"
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from tabulate import tabulate
 
 from kubectl_kvdtype._kits.display import shown
-from kubectl_kvdtype._output.render import _paint, _Painted, table
+from kubectl_kvdtype._output.tables import _paint, _Painted, table
 
 _WORDS = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=14)
 _CELLS = st.one_of(

@@ -12,7 +12,7 @@ layer turns those places into one JSON patch per object to change, and carries t
 Every patch starts with a ``test`` of ``/metadata/resourceVersion``, so the server applies it only
 to the version that was read (422 otherwise). What a role or Pod runs must not change by surprise:
 a patch that changes the dtype in use is refused unless ``--accept-dtype-change``. Before the
-first write every object is saved in a backup directory with a journal (``_journal``), and
+first write every object is saved in a backup directory with a journal (``_changes.journal``), and
 ``escape restore DIR`` puts each one back through ``restore_fix`` here, only while its
 resourceVersion is still the one this tool left.
 """
@@ -425,7 +425,6 @@ class FixOptions:
     dry_run: str
     accept_dtype_change: bool
     backup_dir: Optional[str]
-    output: str
 
 
 def fix(context: Context, inventory: FlagInventory, found: Report, options: FixOptions) -> Report:
@@ -454,8 +453,7 @@ def check_options(context: Context, options: FixOptions) -> None:
         given = [flag for flag, on in (("--apply", options.apply), ("--yes", options.yes),
                                        ("--dry-run", options.dry_run != "none"),
                                        ("--accept-dtype-change", options.accept_dtype_change),
-                                       ("--backup-dir", options.backup_dir), ("-o patch", options.output == "patch"))
-                 if on]
+                                       ("--backup-dir", options.backup_dir)) if on]
         if given:
             raise UsageError(f"{given[0]} goes with --fix")
         return

@@ -27,14 +27,13 @@ from kubectl_kvdtype._sources import model as _model
 @dataclass(frozen=True)
 class RestoreOptions:
     """``escape restore``'s flags, typed: what putting back a backup directory reads (a rebind's,
-    ``_restore``, or a find-flags --fix's, ``_fix.restore_fix``), taken by the subcommand from the
+    ``_changes.restore``, or a find-flags --fix's, ``_changes.fix.restore_fix``), taken by the subcommand from the
     parsed command line."""
 
     directory: str
     apply: bool
     #: ``none``, ``client`` or ``server``.
     dry_run: str
-    output: str
 
 JOURNAL = "journal.json"
 FORMAT = 1

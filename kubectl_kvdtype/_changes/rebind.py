@@ -3,8 +3,8 @@
 The plan (``Step``, ``Plan``, ``make_plan``: read the cluster, refuse what is unsafe, build every
 write), the access check, the execution, the resumption from a journal, and the report. The
 largest and most dangerous part of ``escape``, so it stands alone; the command line stays in
-``escape``, the Setting's reads and writes come from ``_setting``, the backup directory and the
-journal from ``_journal``.
+``escape``, the Setting's reads and writes come from ``_changes.setting``, the backup directory and the
+journal from ``_changes.journal``.
 """
 
 from __future__ import annotations
@@ -176,9 +176,7 @@ class RebindOptions:
     #: ``none``, ``client`` or ``server``.
     dry_run: str
     backup_dir: Optional[str]
-    output: str
     all_namespaces: bool
-    ignore: tuple[str, ...]
 
 
 def rebind(context: Context, options: RebindOptions) -> Report:
@@ -1004,10 +1002,6 @@ def _plan_report(context: Context, plan: Plan, journal: Optional[Journal], optio
                    "fixed.",
                    blockedBy=plan.blockers)
     report.manifests = plan.manifests
-    if options.output in ("yaml", "json"):  # a GitOps pipe still hears every warning, one line each
-        ignored = set(options.ignore)
-        report.warnings += [f"{f.code}: {f.message}" for f in report.findings
-                            if f.severity == WARNING and f.code not in ignored]
     outcomes = journal.done if journal is not None else report.summary.get("outcomes", {})
     for index, step in enumerate(plan.steps, 1):
         outcome = outcomes.get(step.id)

@@ -17,7 +17,7 @@ from kubectl_kvdtype._changes.journal import JOURNAL, Journal, RestoreOptions
 from kubectl_kvdtype._changes.setting import OFF, blockers_of
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report, consumers_of, read_setting
-from kubectl_kvdtype._kits.codes import RESTORE_BREAKS, WARNING
+from kubectl_kvdtype._kits.codes import RESTORE_BREAKS
 from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
 from kubectl_kvdtype._kits.status import ApiError, Conflict, Interrupted, KvdtypeError, UsageError, interrupted_status
 from kubectl_kvdtype._sources import model as _model
@@ -73,8 +73,6 @@ def restore(context: Context, options: RestoreOptions) -> Report:
                       "mode": "applied" if options.apply and options.dry_run == "none" else
                       (f"dry-run-{options.dry_run}" if options.dry_run != "none" else "plan")}
     report.headline = _headline(report.summary["mode"], len(missing), len(saved), terminating, directory)
-    if options.output in ("yaml", "json"):
-        report.warnings += [f"{f.code}: {f.message}" for f in report.findings if f.severity == WARNING]
     return report
 
 

@@ -5,7 +5,7 @@ what may come next: ``kubectl-kvdtype __complete ARGS... PARTIAL`` prints one ca
 (``candidate<TAB>description``), then cobra's directive line (``:4`` = no file completion, ``:0`` =
 let the shell complete file names). Subcommands and flags are read from ``build_parser()``, so a
 subcommand is completed as soon as it is registered; finding codes come from the registry
-(``_codes``); names of ModelDeployments, Bindings and namespaces come from the cluster when it
+(``_kits.codes``); names of ModelDeployments, Bindings and namespaces come from the cluster when it
 answers within a short timeout (``KUBECTL_KVDTYPE_COMPLETION_TIMEOUT`` seconds, default 2), and are
 simply left out otherwise.
 
@@ -18,7 +18,7 @@ An argument names what it completes by its ``dest``/``metavar`` (``namespace``, 
 ``users``, ``codes``, ``files``). Names from the cluster are read with every connection flag typed so
 far (``--server``, ``--token``, ``--as``...), as the command itself would. Nothing here imports the
 kubernetes client unless a cluster name is being completed. A layer of the command line, beside
-``_registry``: the subcommand ``completion`` only prints the scripts.
+``_cli.registry``: the subcommand ``completion`` only prints the scripts.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.status import KvdtypeError
-from kubectl_kvdtype._output.render import FORMATS, Format
+from kubectl_kvdtype._output.format import Format
+from kubectl_kvdtype._output.render import FORMATS
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, SWITCH, ConnectionFlag, kubeconfig_names
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, Kind
@@ -206,7 +207,7 @@ _KUBECONFIG_SECTIONS = {"contexts": "contexts", "clusters": "clusters", "users":
 
 def _kubeconfig_names(scan: _Scan, env: Environment, section: str) -> list[str]:
     """Names of contexts, clusters or users in the kubeconfig files, found as a run finds them
-    (``_connection.kubeconfig_paths``; no client); none when they cannot be read."""
+    (``_sources.connection.kubeconfig_paths``; no client); none when they cannot be read."""
     try:
         return kubeconfig_names(scan.value("kubeconfig"), env.environ, section)
     except KvdtypeError:
@@ -249,7 +250,7 @@ def _typed(flag: ConnectionFlag, scan: _Scan) -> object:
 
 def _cluster_names(what: str, scan: _Scan, env: Environment, timeout: float) -> list[str]:
     """The names, read through the same ``Context`` (and so the same ClusterSource) a command gets,
-    with every connection flag (``_connection.CONNECTION_FLAGS``) typed so far."""
+    with every connection flag (``_sources.connection.CONNECTION_FLAGS``) typed so far."""
     options = argparse.Namespace(request_timeout=timeout or None,
                                  **{flag.dest: _typed(flag, scan) for flag in scan.connection})
     common = CommonOptions(all_namespaces="all_namespaces" in scan.flags, namespace=scan.value("namespace"),

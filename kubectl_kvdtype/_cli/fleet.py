@@ -1,6 +1,6 @@
 """Fleet runs: one judging subcommand on several kubeconfig contexts (``--contexts``, ``--all-contexts``).
 
-A layer of the command line, beside ``_cli``: the subcommands never learn of fleets. Each context
+Part of the command line, beside ``_cli.main``: the subcommands never learn of fleets. Each context
 gets its own copy of the parsed flags with ``--context`` set to it, its own ``Context`` (so its
 own ``ClusterSource``), and runs the subcommand exactly as ``kubectl kvdtype CMD --context NAME``
 would; the reports are gathered into one ``FleetReport``, in the order the contexts were named.
@@ -36,7 +36,7 @@ from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.report import FleetMember, FleetReport, Report
 from kubectl_kvdtype._kits.status import ExitStatus, KvdtypeError, UsageError
-from kubectl_kvdtype._output.render import to_json
+from kubectl_kvdtype._output.render import format_named
 
 #: Flags that say which cluster or who for one context, or read manifests: a fleet takes each
 #: context's own from the kubeconfig, so they are refused (dest, as typed).
@@ -91,7 +91,7 @@ def select(options: argparse.Namespace, available: list[str]) -> list[str]:
     return list(chosen)
 
 
-#: Runs one context's subcommand and returns its report (``_cli.judge``).
+#: Runs one context's subcommand and returns its report (``_cli.main.judge``).
 Judge = Callable[[Context], Report]
 
 
@@ -107,7 +107,7 @@ class _Terminated(KeyboardInterrupt):
     status = ExitStatus.TERMINATED
 
 
-#: Says a bug met in one context in one line (``_cli.internal_error``).
+#: Says a bug met in one context in one line (``_cli.main.internal_error``).
 Describe = Callable[[Exception, Environment], str]
 
 
@@ -120,6 +120,7 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
     members: list[Optional[FleetMember]] = [None] * len(names)
     pending = list(range(len(names)))
     lock, finished, stop = threading.Lock(), threading.Condition(), threading.Event()
+    encoder = format_named(options.output).context_encoder
 
     def work() -> None:
         while not stop.is_set():
@@ -128,8 +129,8 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
                     return
                 index = pending.pop(0)
             member = _one(names[index], options, env, judge, internal_error, started)
-            if options.output == "json":
-                member.encode(to_json)  # its objects go now, not when the whole fleet is printed
+            if encoder is not None:
+                member.encode(encoder)  # its objects go now, not when the whole fleet is printed
             with finished:
                 members[index] = member
                 finished.notify_all()

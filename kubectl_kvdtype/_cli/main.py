@@ -1,4 +1,4 @@
-"""The command line: ``main``, which owns the process's end (the subcommands are ``_registry``'s).
+"""The command line: ``main``, which owns the process's end (the subcommands are ``_cli.registry``'s).
 
 ``run`` parses, hands a ``Context`` to one subcommand, renders its ``Report`` and turns every
 outcome (findings, usage errors, cluster failures, Ctrl-C) into an ``ExitStatus``.
@@ -24,7 +24,8 @@ from kubectl_kvdtype._kits.display import shown
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.secrets import redact
 from kubectl_kvdtype._kits.status import SIGNAL_STATUS, ExitStatus, KvdtypeError, Signalled, UsageError
-from kubectl_kvdtype._output.render import FORMATS, Format, format_named, render, render_fleet
+from kubectl_kvdtype._output.format import Format
+from kubectl_kvdtype._output.render import FORMATS, format_named, render, render_fleet
 from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag
 
@@ -81,8 +82,9 @@ def _validate_names(options: argparse.Namespace) -> None:
         _names.check_flag(what, getattr(options, attribute, None), _names.rule_of(kind))
 
 
-def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
-    """Parse, run one subcommand, print its report; return the exit status (never raises)."""
+def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequence[Format] = FORMATS) -> int:
+    """Parse, run one subcommand, print its report; return the exit status (never raises). A test
+    hands in ``formats`` with a throwaway row; the run treats it as its row says."""
     env = env or Environment()
     if argv and argv[0] == "__complete":  # the shell scripts and kubectl_complete-kvdtype ask this
         from kubectl_kvdtype._cli.complete import complete
@@ -91,26 +93,27 @@ def run(argv: Sequence[str], env: Optional[Environment] = None) -> int:
     ticker = _progress.Ticker(env.stderr, _progress.delay(env.environ)).start() if env.stderr_isatty else None
     options: Optional[argparse.Namespace] = None
     try:
-        options = parse(argv)
+        options = parse(argv, formats)
         _extra_engine_tables(env)
         _RUN["writes"] = _may_write(options)
         if _fleet.requested(options):
-            return _run_fleet(options, env, ticker)
+            return _run_fleet(options, env, ticker, formats)
         context = Context(options=options, common=CommonOptions.of(options), env=env)
         report = judge(context)
         if ticker:
             ticker.stop()
         if report.text is not None:  # a text result (completion): verbatim, and no cluster asked
-            _write(env, render(report, options.output))
+            _write(env, render(report, options.output, formats=formats))
             return int(ExitStatus.OK)
-        locate = _locator(context, report) if options.output == "sarif" else None
+        form = format_named(options.output, formats)
+        locate = _locator(context, report) if form.locates else None
         for warning in report.warnings:
             env.warn(warning)
-        if not report.items and options.output in ("table", "wide"):
+        if not report.items and form.tabular:
             print(shown(report.empty_message), file=env.stderr)
         _write(env, render(report, options.output, no_headers=options.no_headers,
                            all_namespaces=context.namespace is None, color=env.color, command=options.command,
-                           locate=locate))
+                           locate=locate, formats=formats))
         return int(report.exit_status(options.exit_zero))
     except SystemExit as exit_:  # argparse after --help and --version
         return int(exit_.code or 0) if isinstance(exit_.code, int) else int(ExitStatus.USAGE)
@@ -155,23 +158,23 @@ def internal_error(error: Exception, env: Environment, argv: Sequence[str] = ())
     return f"internal error: {what}; please report it with {DEBUG_VARIABLE}=1 output"
 
 
-def _run_fleet(options: argparse.Namespace, env: Environment, ticker: Optional[_progress.Ticker]) -> int:
-    """--contexts/--all-contexts: every context judged, one document for the fleet (``_fleet``)."""
+def _run_fleet(options: argparse.Namespace, env: Environment, ticker: Optional[_progress.Ticker],
+               formats: Sequence[Format]) -> int:
+    """--contexts/--all-contexts: every context judged, one document for the fleet (``_cli.fleet``)."""
     fleet = _fleet.run(options, env, judge, internal_error)
     if ticker:
         ticker.stop()
+    form = format_named(options.output, formats)
     for member in fleet.members:
         for warning in member.report.warnings if member.report else []:
             env.warn(f"[{member.context}] {warning}")
-        if member.report is not None and not member.report.items and options.output in ("table", "wide"):
+        if member.report is not None and not member.report.items and form.tabular:
             print(f"[{member.context}] {member.report.empty_message}", file=env.stderr)
-    from kubectl_kvdtype._output.sarif import GITHUB_MAX_RUNS
-
-    if options.output == "sarif" and len(fleet.members) > GITHUB_MAX_RUNS:
-        env.warn(f"this SARIF log has {len(fleet.members)} runs, one per context: GitHub code scanning rejects a "
-                 f"file of more than {GITHUB_MAX_RUNS}, so upload the fleet in parts (--contexts 'prod-*'...)")
+    caveat = form.fleet_warning(len(fleet.members)) if form.fleet_warning else None
+    if caveat:
+        env.warn(caveat)
     _write(env, render_fleet(fleet, options.output, no_headers=options.no_headers,
-                             all_namespaces=options.all_namespaces, color=env.color))
+                             all_namespaces=options.all_namespaces, color=env.color, formats=formats))
     return int(fleet.exit_status())
 #: Names an extra recorded engine table file (scripts/engine-tables --only ENGINE==VERSION --out FILE).
 ENGINE_TABLES_VARIABLE = "KUBECTL_KVDTYPE_ENGINE_TABLES"

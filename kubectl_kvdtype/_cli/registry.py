@@ -27,7 +27,8 @@ from kubectl_kvdtype._commands.flags import (
 )
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.status import exit_codes_epilog
-from kubectl_kvdtype._output.render import FORMATS, Format
+from kubectl_kvdtype._output.format import Format
+from kubectl_kvdtype._output.render import FORMATS
 from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag
 
 PROG = "kubectl kvdtype"

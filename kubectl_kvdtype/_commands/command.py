@@ -17,6 +17,7 @@ from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.report import Report
 from kubectl_kvdtype._kits.status import KvdtypeError, UsageError
+from kubectl_kvdtype._output.render import FORMATS
 from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag, ConnectionOptions
 from kubectl_kvdtype._sources.kinds import Source, WritableSource
 
@@ -40,7 +41,8 @@ class CommonOptions:
     namespace: Optional[str] = None
     all_namespaces: bool = False
     system_namespace: str = ""
-    output: str = "table"
+    #: -o: a row of ``FORMATS`` (its first, the default, unless given).
+    output: str = FORMATS[0].name
     no_headers: bool = False
     exit_zero: bool = False
     ignore: tuple[str, ...] = ()
@@ -150,14 +152,14 @@ class Context:
 
 class Command:
     """A subcommand: its name, its own flags, and ``run``. Its one-line help is the registry's
-    (``_registry.COMMANDS``, so that ``--help`` imports no subcommand); its finding codes are the
-    codes registry's (``_codes``)."""
+    (``_cli.registry.COMMANDS``, so that ``--help`` imports no subcommand); its finding codes are the
+    codes registry's (``_kits.codes``)."""
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
     #: Two or three (comment, command line) pairs that end its ``--help``.
     examples: ClassVar[tuple[tuple[str, str], ...]] = ()
-    #: Finding codes this subcommand can report (``--ignore`` accepts these): set from ``_codes``.
+    #: Finding codes this subcommand can report (``--ignore`` accepts these): set from ``_kits.codes``.
     codes: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

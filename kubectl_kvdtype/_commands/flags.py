@@ -19,7 +19,8 @@ from typing import Any, Callable, NoReturn, Optional, Sequence
 from kubectl_kvdtype._kits.report import ERROR, FAIL_ON
 from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header
 from kubectl_kvdtype._kits.status import UsageError
-from kubectl_kvdtype._output.render import EVERY, FORMATS, JUDGING, Format
+from kubectl_kvdtype._output.format import EVERY, JUDGING, Format
+from kubectl_kvdtype._output.render import FORMATS
 from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, SELECTING, SWITCH, ConnectionFlag
 
 #: Seconds one API request may take, retries included, unless --request-timeout says otherwise.
@@ -251,7 +252,7 @@ def add_global_flags(parser: argparse.ArgumentParser, tables: Tables = Tables(),
 
 def add_judging_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of every subcommand that judges objects (check, find-flags, verify, preflight):
-    one definition, so they read alike everywhere (``_report.fails`` applies ``--fail-on``)."""
+    one definition, so they read alike everywhere (``_kits.report.fails`` applies ``--fail-on``)."""
     parser.add_argument("--fail-on", choices=FAIL_ON, default=ERROR,
                         help="the least severity that fails the run: exit 1 (preflight: NO-GO) and a failure "
                              "in -o junit (default error; warning: warnings too)")
@@ -275,13 +276,13 @@ def _positive_int(text: str) -> int:
 
 
 def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
-    """The same judging run on several kubeconfig contexts (``_fleet``): judging subcommands only."""
+    """The same judging run on several kubeconfig contexts (``_cli.fleet``): judging subcommands only."""
     fleet = parser.add_argument_group("fleet (the same run on several kubeconfig contexts)")
     contexts = fleet.add_argument(
         "--contexts", action="append", default=[], metavar="NAMES",
         help="run on each of these kubeconfig contexts: comma-separated names or shell-style globs such as "
              "'prod-*' (repeatable; in the order named)")
-    contexts.completer = "contexts"  # type: ignore[attr-defined]  # read by _complete
+    contexts.completer = "contexts"  # type: ignore[attr-defined]  # read by _cli.complete
     contexts.comma_separated = True  # type: ignore[attr-defined]
     fleet.add_argument("--all-contexts", action="store_true", default=False,
                        help="run on every context of the kubeconfig (sorted by name)")
@@ -290,8 +291,8 @@ def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_connection_flags(add: Callable[..., argparse.Action], connection: Sequence[ConnectionFlag]) -> None:
-    """kubectl's flags saying which cluster and who, from their table (``_connection``), with
-    kubectl's meaning: each overrides the same setting of the kubeconfig (see ``_kubeconfig``)."""
+    """kubectl's flags saying which cluster and who, from their table (``_sources.connection``), with
+    kubectl's meaning: each overrides the same setting of the kubeconfig (see ``_sources.kubeconfig``)."""
     for flag in connection:
         kind: dict[str, Any] = {"action": "store_true"} if flag.value == SWITCH else \
             {"action": "append", "dest": flag.dest, "metavar": flag.metavar} if flag.value == REPEATED \

@@ -13,7 +13,7 @@ container's ``env``, and a ``sh -c`` line passes through a shell: both are done 
 value that depends on something this reader cannot know (``valueFrom``, the shell's environment)
 is reported as unknown rather than guessed.
 
-Engines are named by their ``_engines`` record (table key, invocation words, argv rewriting):
+Engines are named by their ``_engines.records`` record (table key, invocation words, argv rewriting):
 nothing here branches on an engine's name.
 
 Public API: :func:`read_container`, :func:`read_engine_args`, :func:`expand_kubernetes`,
@@ -578,7 +578,7 @@ def read_engine_args(engine: str, version: object, args: Sequence[str],
     """What ``engine`` at ``version`` makes of its own arguments (after ``vllm serve``/``launch_server``).
 
     ``validity`` decides which values the flag accepts at ``version`` (default: the plugin's
-    spelling-by-version table in ``_engines``); None checks against the recorded choices only.
+    spelling-by-version table in ``_engines.records``); None checks against the recorded choices only.
     ``required`` False: options the engine requires are not demanded (see :func:`_parser`).
     ``entry`` names the entry point (the record's ``entry_points``; "": the engine's default).
     An argv without any entry that could be the flag is ABSENT without a parse (other options'
@@ -655,7 +655,7 @@ def _read(engine: str, table: str, version_text: str, args: tuple, validity: Opt
         return Reading(ABSENT, table=table)
     value = str(getattr(namespace, _DEST))
     # At a recorded version its start check is the truth; between recordings the caller judges
-    # the value by the spelling table (``_engines.read_flag``).
+    # the value by the spelling table (``_engines.verdicts.read_flag``).
     refused = refused_at_start(engine, table, value) \
         if _engines.parse_version(version_text) == _engines.parse_version(table) else None
     if refused is not None:

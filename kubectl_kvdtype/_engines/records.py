@@ -3,8 +3,8 @@
 The lower half of the engine knowledge (docs/engines.md, "Which spellings each engine accepts"):
 the one version parser, the hand-kept spellings by version, equivalent spellings, the judgement of
 one spelling by those windows and the order in which fixes are sought. The recorded parsers
-(``_argv``) and the argv reader (``_engines``, which re-exports everything here) stand on it;
-``_engines.judge`` puts a recorded parser's choices before these windows, and ``_engines.remedy``
+(``_engines.argv``) and the argv reader (``_engines.verdicts``, which re-exports everything here) stand on it;
+``_engines.verdicts.judge`` puts a recorded parser's choices before these windows, and ``_engines.verdicts.remedy``
 seeks fixes with the one verdict every subcommand asks. Nothing here reads an argv.
 """
 
@@ -238,7 +238,7 @@ class Judgement:
     verdict: str  # ACCEPTED | REJECTED | UNKNOWN
     reason: str  # one clause a human can read ("vLLM 0.29.0 does not accept bf16")
     #: How a rejected replica fails: AT_PARSING_FAILURE, or AT_START_FAILURE where the recorded
-    #: parser lists no choices and the engine checks the value at start (``_engines.judge`` says).
+    #: parser lists no choices and the engine checks the value at start (``_engines.verdicts.judge`` says).
     failure: str = ""
     #: Which recorded parser the verdict used, when the version is not a recorded one (or is
     #: unreadable): "vLLM 0.34.0 is newer than the newest recorded release, 0.33.0: judged as 0.33.0".
@@ -315,7 +315,7 @@ def _by_windows(engine: str, version: object, dtype: str) -> bool:
 def suggest(dtype: str, consumers: Iterable[tuple[str, object]], accepts: Accepts = _by_windows) -> Optional[str]:
     """A spelling meaning the same as ``dtype`` that every (engine, version) accepts, or None.
 
-    ``accepts`` answers for one consumer (``_engines`` passes the one verdict every subcommand asks;
+    ``accepts`` answers for one consumer (``_engines.verdicts`` passes the one verdict every subcommand asks;
     the default is the spelling table alone)."""
     pairs = list(consumers)
     for candidate in equivalents(dtype):

@@ -5,7 +5,7 @@ each engine reads the flag"). Each engine is one
 :class:`Engine` record (names, reference version, which ``--kv-cache-dtype`` values it accepts at
 which version, which spellings mean the same, its recorded parser table, how the operator and a
 container start it); nothing here branches on an engine's name. What an engine makes of an argv
-is decided by its own parser rebuilt from the recorded tables (``_argv``); this module locates the
+is decided by its own parser rebuilt from the recorded tables (``_engines.argv``); this module locates the
 copies of the flag and turns the parser's answer into a judgement (:func:`read_flag`, the one
 question every subcommand asks; :func:`renders` is ``check``'s case of it). At a recorded version
 the recorded choices (or, where the parser lists none, the recorded start check) decide a
@@ -208,7 +208,7 @@ def _classify_uncached(name: str, engine: Optional[str], version: object) -> Opt
     """(spelling, read, note) when an option name could be the flag; else None.
 
     Which names are candidates, and whether this engine at this version reads one as the flag,
-    both come from the recorded parser tables (``_argv.option_matches``): a candidate is the flag
+    both come from the recorded parser tables (``_engines.argv.option_matches``): a candidate is the flag
     with dashes or underscores, or an abbreviation at least as long as the shortest one some
     recorded version of the engine reads (``--kv-cache-d`` for vLLM 0.18, ``--kv-cac`` for SGLang);
     never a longer option such as ``--kv-cache-dtype-skip-layers``.
@@ -405,7 +405,7 @@ def read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], versi
 
     The fields are one container argv (``command`` then ``args``, with the container's ``env``
     for the kubelet's ``$(VAR)`` expansion). The engine's own parser, rebuilt from its recorded
-    option table (``_argv``), decides: the first refused value, missing value or ambiguous
+    option table (``_engines.argv``), decides: the first refused value, missing value or ambiguous
     abbreviation ends the process even when a later copy is valid; only when every copy passes
     does the last one win. vLLM 0.33+ checks no choices in the parser: the value that wins is
     refused at engine start instead. A value the spelling tables do not list, or one that

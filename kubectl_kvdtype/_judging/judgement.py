@@ -210,7 +210,7 @@ def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer],
 @functools.lru_cache(maxsize=4096)
 def consumer_verdict(engine: str, version: Optional[str], dtype: str) -> _engines.Judgement:
     """check's verdict on one consumer: what it does with the argv the upgrade renders for it
-    (``_engines.renders``: the operator's command with the Binding's dtype, never the role's own
+    (``_engines.verdicts.renders``: the operator's command with the Binding's dtype, never the role's own
     ``extraArgs``), in the words of the spelling's judgement. Memoized: a cluster has few distinct
     (engine, version, dtype) triples and many consumers."""
     reading = _engines.renders(engine, version, dtype)

@@ -5,7 +5,7 @@ operator renders (base command, the Binding's dtype as ``--kv-cache-dtype``, the
 ``extraArgs``, then ``--host``/``--port`` unless the role passed them); for every Pod opted into
 injection, the argv its next incarnation gets from the webhook (its own ``command``/``args``, the
 dtype appended to ``args``). Each argv is then put to the one question every subcommand asks
-(``_engines.read_flag``: what the engine at that version makes of it, through a real argparse built
+(``_engines.verdicts.read_flag``: what the engine at that version makes of it, through a real argparse built
 from the engines' recorded option tables, vLLM 0.33+ refusing a value at engine start rather than
 in its parser). The result is plain data, one ``Prediction`` per role or Pod; the subcommands word
 it.

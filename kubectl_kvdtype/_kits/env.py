@@ -54,7 +54,7 @@ class Environment:
 
     def live(self, line: str) -> None:
         """Rewrite one status line in place on a terminal; say nothing to a file or a pipe.
-        While it is in use, it owns the line (``_progress`` draws nothing over it)."""
+        While it is in use, it owns the line (``_kits.progress`` draws nothing over it)."""
         if self.stderr_isatty:
             from kubectl_kvdtype._kits import progress as _progress
 

@@ -1,6 +1,6 @@
 """The report every subcommand returns: items, findings, a summary, and the exit status.
 
-Subcommands build a ``Report`` from plain data and never print; ``_render`` turns it into text and
+Subcommands build a ``Report`` from plain data and never print; ``_output.render`` turns it into text and
 the report itself decides the exit status (after ``--ignore``, ``--fail-on`` and ``--exit-zero``),
 so that rule lives in one place: ``fails`` says which findings fail a run, and the exit status,
 preflight's NO-GO and ``-o junit``'s failures all ask it.
@@ -142,7 +142,7 @@ class Report:
 
     def add(self, code: str, obj: ObjectRef, message: str, *, field_path: Optional[FieldPath] = None,
             **fields: Any) -> Finding:
-        """Record a finding; its severity is the registry's (``_codes``), never the caller's."""
+        """Record a finding; its severity is the registry's (``_kits.codes``), never the caller's."""
         finding = Finding.of(code, obj, message, field_path=field_path, **fields)
         self.findings.append(finding)
         return finding
@@ -243,7 +243,7 @@ class FleetMember:
                              empty_message=report.empty_message, fail_on=report.fail_on)
 
     def to_dict(self) -> dict:
-        """Its entry of the FleetReport; an encoded report is None here (``_render`` writes its text)."""
+        """Its entry of the FleetReport; an encoded report is None here (``_output.render`` writes its text)."""
         entry: dict = {"context": self.context, "exitStatus": int(self.status)}
         if self.report is not None:
             entry["report"] = None if self.encoded is not None else self.report.to_dict()

@@ -3,7 +3,7 @@
 Jenkins, GitLab and GitHub's test-report actions read the same shape: a ``<testsuites>`` root, one
 ``<testsuite>`` for the subcommand run (``kubectl-kvdtype check``), and one ``<testcase>`` per
 object the report names (``Report.objects``: every object judged, then any other object a finding
-names). A finding that fails the run (``_report.fails``: errors, and warnings with ``--fail-on
+names). A finding that fails the run (``_kits.report.fails``: errors, and warnings with ``--fail-on
 warning``) is a ``<failure>`` of its object's testcase, typed with its code; the other findings are
 in that testcase's ``<system-out>``, so nothing is lost. The report's summary line goes to the
 suite's ``<system-out>``, its warnings (what limited the report) to its ``<system-err>``.
@@ -25,6 +25,7 @@ from typing import Optional
 
 from kubectl_kvdtype._kits.codes import BY_CODE
 from kubectl_kvdtype._kits.report import Finding, FleetMember, FleetReport, ObjectRef, Report, fails
+from kubectl_kvdtype._output.format import Rendering
 
 #: The tool's name in the testsuite names (``kubectl-kvdtype check``), as the binary is called.
 TOOL = "kubectl-kvdtype"
@@ -41,6 +42,14 @@ def safe(text: object) -> str:
 def _escape(match: re.Match) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def write_junit(report: Report, how: Rendering) -> str:
+    return to_junit(report, how.command)
+
+
+def write_fleet_junit(fleet: FleetReport, _how: Rendering) -> str:
+    return fleet_to_junit(fleet)
 
 
 def to_junit(report: Report, command: str) -> str:

@@ -3,7 +3,7 @@
 One run; ``tool.driver`` lists one rule per finding code the subcommand can report (the codes
 registry's meaning and severity), and each finding is one result at the registry's level. Every
 result names its object as a logical location (kind, namespace, name). With ``-f`` a result also
-points at the file and line (``Place``, found by ``_positions``): the line of the field the
+points at the file and line (``Place``, found by ``_sources.positions``): the line of the field the
 finding is about when the judgement knows it (a role's ``extraArgs`` entry, a Binding's
 ``spec.domain.dtype``), else the line where the object starts. Objects read from a cluster or
 from standard input have no file, so no physical location.
@@ -20,6 +20,7 @@ from urllib.parse import quote
 from kubectl_kvdtype import HOMEPAGE, __version__
 from kubectl_kvdtype._kits.codes import BY_CODE, ERROR, INFO, WARNING, Code, codes_of
 from kubectl_kvdtype._kits.report import Finding, FleetReport, Locate, ObjectRef, Place, Report
+from kubectl_kvdtype._output.format import Rendering
 
 SARIF_VERSION = "2.1.0"
 #: The schema of SARIF 2.1.0 as OASIS publishes it (the errata 01 text, the standard in force).
@@ -37,6 +38,20 @@ GITHUB_MAX_RUNS = 20
 PRETTY_RESULTS = 1000
 
 
+def write_sarif(report: Report, how: Rendering) -> str:
+    return to_sarif(report, how.command, how.locate)
+
+
+def write_fleet_sarif(fleet: FleetReport, _how: Rendering) -> str:
+    return fleet_to_sarif(fleet)
+
+
+def fleet_warning(contexts: int) -> Optional[str]:
+    """A fleet's log has one run per context: past ``GITHUB_MAX_RUNS`` GitHub refuses the whole file."""
+    if contexts <= GITHUB_MAX_RUNS:
+        return None
+    return (f"this SARIF log has {contexts} runs, one per context: GitHub code scanning rejects a file of more "
+            f"than {GITHUB_MAX_RUNS}, so upload the fleet in parts (--contexts 'prod-*'...)")
 
 
 def to_sarif(report: Report, command: str, locate: Optional[Locate] = None, cwd: Optional[str] = None) -> str:

@@ -89,7 +89,7 @@ class ClusterSource:
         self._discovery_errors: dict[str, KvdtypeError] = {}  # met once, not again per waiting LIST
         self.request_count = 0
         self._max_pages = limit(environ, MAX_PAGES_VARIABLE, MAX_PAGES, "pages")
-        #: Objects the cluster answered with names the API server refuses (``_names.refusal``).
+        #: Objects the cluster answered with names the API server refuses (``_sources.names.refusal``).
         self.findings: builtins.list[Finding] = []
 
     # --- Source ---------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 
 ``CONNECTION_FLAGS`` is the one statement of each flag: its spellings, its value (a string, a switch,
 or a repeatable list), whether it is a secret (never echoed) or an HTTP header value, which kubeconfig
-setting it replaces, and what completion offers for it. The parser (``_flags``), ``ConnectionOptions``
-and its overrides (``_kubeconfig``), the redaction of typed secrets and completion (``_cli.complete``)
+setting it replaces, and what completion offers for it. The parser (``_commands.flags``), ``ConnectionOptions``
+and its overrides (``_sources.kubeconfig``), the redaction of typed secrets and completion (``_cli.complete``)
 derive from it. And the one kubeconfig finder (``kubeconfig_paths``), which runs and completion share.
 Light on purpose: ``--help`` and completion read it, and it imports nothing of the client.
 """
@@ -42,7 +42,7 @@ class ConnectionFlag:
     #: The field of ``ConnectionOptions`` it fills (default: ``dest``); None: read by no run.
     option: Optional[str] = ""
     #: The kubeconfig setting it replaces, as ``("cluster" | "user", key)``; None: it selects, or
-    #: its rule is written out in ``_kubeconfig`` (``--server``, the CA and TLS flags).
+    #: its rule is written out in ``_sources.kubeconfig`` (``--server``, the CA and TLS flags).
     replaces: Optional[tuple[str, str]] = None
     #: A path: made absolute against the working directory before it replaces the kubeconfig's.
     path: bool = False
@@ -104,7 +104,7 @@ SELECTING = ("kubeconfig", "context")
 @dataclass(frozen=True)
 class ConnectionOptions:
     """The kubectl-style flags that say which cluster and who; each overrides the kubeconfig's
-    setting the way kubectl's does (``_kubeconfig._override_cluster``, ``_override_user``). One field
+    setting the way kubectl's does (``_sources.kubeconfig._override_cluster``, ``_override_user``). One field
     per row of ``CONNECTION_FLAGS`` (``option``), and the request timeout; a test ties them."""
 
     kubeconfig: Optional[str] = None

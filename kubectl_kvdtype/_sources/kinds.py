@@ -1,7 +1,7 @@
 """Where objects come from: the small interface shared by the live cluster and the manifests.
 
 ``Source.list`` answers one kind in one namespace (or all) with plain JSON dicts. The live twin is
-``_cluster.ClusterSource``, the offline twin ``_manifests.ManifestSource``; subcommands see only
+``_sources.cluster.ClusterSource``, the offline twin ``_sources.manifests.ManifestSource``; subcommands see only
 this interface, so the same judgement runs on a cluster and on a dump of it.
 """
 

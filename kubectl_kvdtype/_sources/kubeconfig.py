@@ -1,5 +1,5 @@
 """The kubeconfig resolved like kubectl: files merged, the connection flags' overrides applied
-(the flags and ``ConnectionOptions`` are ``_connection``'s), in-cluster configuration, what is
+(the flags and ``ConnectionOptions`` are ``_sources.connection``'s), in-cluster configuration, what is
 refused before any request."""
 
 from __future__ import annotations

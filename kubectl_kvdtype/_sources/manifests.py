@@ -77,7 +77,7 @@ class ManifestSource:
                 self._duplicate(key, seen[key][:2], (where, obj))
             seen[key] = (where, obj, kind, (namespace, name))
         #: The file each judged object was read from, last read winning ("-" for stdin): where
-        #: ``_positions`` looks for its lines.
+        #: ``_sources.positions`` looks for its lines.
         self._seen = seen
         by_kind: dict[Kind, list[tuple[tuple[str, str], dict]]] = {}
         for _, obj, kind, order in seen.values():
@@ -266,8 +266,8 @@ def looks_like_json(content: str) -> bool:
     return _JSON_START.match(content) is not None
 
 
-#: The YAML loader whose nodes ``_positions`` reads (lines kept): libyaml's when PyYAML has it, as
-#: ``_yamlread`` uses libyaml's parser for the ordinary read.
+#: The YAML loader whose nodes ``_sources.positions`` reads (lines kept): libyaml's when PyYAML has it, as
+#: ``_sources.yamlread`` uses libyaml's parser for the ordinary read.
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -277,7 +277,7 @@ def _load_documents(content: str) -> list:
     ``kubectl get -o json`` dumps are JSON, which ``json`` reads many times faster and in less
     memory than any YAML loader. Content that only looks like JSON (a YAML flow mapping, or broken
     JSON) goes to the YAML reader, which reads every JSON document the same way and words the
-    error. YAML is built straight from libyaml's events (``_yamlread``): the same objects as
+    error. YAML is built straight from libyaml's events (``_sources.yamlread``): the same objects as
     PyYAML's C loader, ~3x faster and without holding a node per value of a whole dump.
     """
     if looks_like_json(content):

@@ -1,14 +1,14 @@
 """Where the objects read with ``-f`` are in their files: the line each starts on, and the line of
 a field in it. Only ``-o sarif`` asks (a result points at a file and a line).
 
-The ordinary ``-f`` read (``_manifests``) keeps no positions: it loads JSON with ``json`` and YAML
+The ordinary ``-f`` read (``_sources.manifests``) keeps no positions: it loads JSON with ``json`` and YAML
 with libyaml's loader, the fastest way there is. This is a second read, made only for ``-o sarif``
 and only of the files that hold an object a finding is about. YAML is composed by the same loader
 (its nodes carry start and end marks), and each object identified from its own nodes, building
 only its apiVersion, kind and metadata. A file ``-f`` read as JSON is walked with ``json``'s own
 decoder (libyaml refuses some valid JSON: an escaped surrogate pair, a raw C1 control character),
 and an object's nodes are built by a small scanner only when a finding asks about it. Objects are
-identified as ``_manifests`` identifies them, ``kind: List`` items each on their own, and the copy
+identified as ``_sources.manifests`` identifies them, ``kind: List`` items each on their own, and the copy
 read last is the one judged, so a line is always the judged copy's. Lines count from 1 and break at
 newlines only, as editors and code-scanning views count them.
 """
@@ -97,7 +97,7 @@ def _reason(error: BaseException) -> str:
 # --- Objects and their spans ----------------------------------------------------------------
 
 def object_spans(content: str) -> Iterator[ObjectSpan]:
-    """Every object of a manifest's text, in order, as ``_manifests`` reads it (List items unrolled;
+    """Every object of a manifest's text, in order, as ``_sources.manifests`` reads it (List items unrolled;
     a later copy of an object in the same text comes later, so a dict of them keeps the last)."""
     if _manifests.looks_like_json(content):
         try:
@@ -137,7 +137,7 @@ _IDENTITY = ("apiVersion", "kind", "metadata")
 
 
 def _yaml_objects(loader: Any, node: Node) -> Iterator[ObjectSpan]:
-    """``_manifests._objects`` over a document's node: a ``kind: *List`` unrolled, an object
+    """``_sources.manifests._objects`` over a document's node: a ``kind: *List`` unrolled, an object
     kept when it has a kind."""
     if not isinstance(node, MappingNode) or node.tag != _MAP:
         return  # the loader makes no dict of it
@@ -309,7 +309,7 @@ class _JsonObjects:
         return self._objects(document, start, end, items)
 
     def _objects(self, document: object, start: int, end: int, items: Optional[list]) -> list[ObjectSpan]:
-        """``_manifests._objects`` over one value; ``items``: the spans of each entry of its
+        """``_sources.manifests._objects`` over one value; ``items``: the spans of each entry of its
         ``items`` array when already walked."""
         if not isinstance(document, dict):
             return []

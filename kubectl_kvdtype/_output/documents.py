@@ -1,0 +1,87 @@
+"""``-o json`` and ``-o yaml``: a report as one document, the report contract (and, for a
+subcommand that would create objects, ``-o yaml`` as the stream of their manifests)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubectl_kvdtype._kits.report import FleetReport, Report
+from kubectl_kvdtype._output.format import Rendering
+
+
+def write_json(report: Report, _how: Rendering) -> str:
+    return to_json(report.to_dict())
+
+
+def write_fleet_json(fleet: FleetReport, _how: Rendering) -> str:
+    return _fleet_json(fleet)
+
+
+def write_yaml(report: Report, _how: Rendering) -> str:
+    import yaml  # only this output pays for it
+
+    if report.manifests:
+        return yaml.safe_dump_all(report.manifests, sort_keys=False, default_flow_style=False)
+    return yaml.dump(report.to_dict(), Dumper=_plain_dumper(yaml), sort_keys=False, default_flow_style=False)
+
+
+def write_fleet_yaml(fleet: FleetReport, _how: Rendering) -> str:
+    import yaml
+
+    return yaml.dump(fleet.to_dict(), Dumper=_plain_dumper(yaml), sort_keys=False, default_flow_style=False)
+
+
+def _fleet_json(fleet: FleetReport) -> str:
+    """Indented, or, past ``PRETTY_JSON_ENTRIES`` items and findings, each context's entry on one
+    line; a report kept as its JSON text (``FleetMember.encode``) is written as that text."""
+    document = fleet.to_dict()
+    if not any(member.encoded is not None for member in fleet.members):
+        entries = sum(len(entry.get("report", {}).get(key) or []) for entry in document["contexts"]
+                      for key in ("items", "findings"))
+        return json.dumps(document, indent=2) + "\n" if entries <= PRETTY_JSON_ENTRIES else to_json(document)
+    contexts = []
+    for member, entry in zip(fleet.members, document["contexts"], strict=True):
+        fields = [f"{json.dumps(key)}: {json.dumps(value)}" for key, value in entry.items() if key != "report"]
+        if member.encoded is not None:  # JSON text holds no raw line break: re-indenting it is safe
+            fields.append('"report": ' + member.encoded.rstrip("\n").replace("\n", "\n      "))
+        contexts.append("    {\n      " + ",\n      ".join(fields) + "\n    }")
+    head = "".join(f"  {json.dumps(key)}: {json.dumps(document[key])},\n" for key in ("kind", "command"))
+    summary = json.dumps(document["summary"], indent=2).replace("\n", "\n  ")
+    return "{\n" + head + '  "contexts": [\n' + ",\n".join(contexts) + f'\n  ],\n  "summary": {summary}\n}}\n'
+
+
+#: Up to this many items and findings a JSON report is indented throughout, like kubectl's. Past
+#: it, each item and finding is one line: Python's indenting encoder is pure Python and ~8x
+#: slower than the C one, which dominated big reports. Both are the same JSON to a parser.
+PRETTY_JSON_ENTRIES = 1000
+
+
+#: One encoder for every entry: ``json.dumps`` with separators builds a new one per call.
+_ENTRY_ENCODER = json.JSONEncoder(separators=(", ", ": "))
+
+
+def to_json(document: dict) -> str:
+    """The JSON document: indented, or one entry per line when the report is large."""
+    lists = [value for value in document.values() if isinstance(value, list)]
+    if sum(len(value) for value in lists) <= PRETTY_JSON_ENTRIES:
+        return json.dumps(document, indent=2) + "\n"
+    encode = _ENTRY_ENCODER.encode
+    fields = []
+    for key, value in document.items():
+        if isinstance(value, list) and value:
+            entries = ",\n".join(["    " + encode(entry) for entry in value])
+            fields.append(f"  {json.dumps(key)}: [\n{entries}\n  ]")
+        else:
+            fields.append(f"  {json.dumps(key)}: {encode(value)}")
+    return "{\n" + ",\n".join(fields) + "\n}\n"
+
+
+def _plain_dumper(yaml: Any) -> Any:
+    """libyaml's emitter when PyYAML has it (the same text, several times faster on 10,000 items),
+    never writing anchors and aliases: a report shares lists between an item and its finding (the
+    occurrences), which a reader of ``-o yaml`` should see written out, as ``-o json`` has them."""
+    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return type("PlainDumper", (base,), {"ignore_aliases": lambda self, data: True})
+
+
