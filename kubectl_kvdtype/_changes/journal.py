@@ -35,6 +35,8 @@ class RestoreOptions:
     #: ``none``, ``client`` or ``server``.
     dry_run: str
     output: str
+    #: --force-managed: recreate or patch objects that others manage (``_managed``).
+    force_managed: bool = False
 
 JOURNAL = "journal.json"
 FORMAT = 1
