@@ -154,7 +154,15 @@ def test_each_managers_object_is_read_once_and_only_when_named(judged):
     gets = [r for r in requests if r[1] == f"/apis/argoproj.io/v1alpha1/namespaces/{ARGOCD_NS}/applications/argo-annot"]
     assert gets == []
     kustomizations = [r for r in requests if r[1].endswith("/kustomizations/apps")]
-    assert 1 <= len(kustomizations) <= 4  # once per run
+    assert len(kustomizations) == 4  # once per run, for all the findings about the object it manages
+
+
+def test_verify_wait_reads_each_managers_object_once_for_all_its_polls(gitops):
+    fake, env, where = gitops
+    fake.clear_log()
+    result = kvdtype(env, where, "verify", "-n", "flux-on", "--wait=1s", "--poll-interval", "0.1", "-o", "json")
+    assert result.returncode == 1 and json.loads(result.stdout)["summary"]["wait"]["polls"] > 1, result.stderr
+    assert len([r for r in fake.request_log() if r[1].endswith("/kustomizations/apps")]) == 1
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
