@@ -70,6 +70,15 @@ def _kustomization(name: str, suspend: bool) -> dict:
                      "sourceRef": {"kind": "GitRepository", "name": "flux-system"}}}
 
 
+def _helmrelease(name: str, namespace: str) -> dict:
+    return {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"interval": "10m", "chart": {"spec": {"chart": "qwen-chart", "version": "1.4.x",
+                                                           "sourceRef": {"kind": "HelmRepository", "name": "charts",
+                                                                         "namespace": FLUX_NS}}},
+                     "values": {"server": {"extraArgs": ["--kv-cache-dtype", "bfloat16"]}}}}
+
+
 def _tracking(app: str, namespace: str, name: str = "qwen", kind: str = "worker.gpustack.ai/ModelDeployment") -> dict:
     return {"annotations": {"argocd.argoproj.io/tracking-id": f"{app}:{kind}:{namespace}/{name}"}}
 
@@ -127,11 +136,25 @@ CASES: tuple[Case, ...] = (
          warns="Flux Kustomization flux-system/apps puts it back at once",
          pauses="kubectl patch kustomizations.kustomize.toolkit.fluxcd.io apps -n flux-system --type merge -p "
                 '\'{"spec":{"suspend":true}}\'',
-         resumes='\'{"spec":{"suspend":false}}\''),
+         resumes="kustomizations.kustomize.toolkit.fluxcd.io apps -n flux-system --type merge -p "
+                 '\'{"spec":{"suspend":false}}\''),
     Case("flux-off", _flux("apps-paused"), extra=(_kustomization("apps-paused", suspend=True),),
          managers=(("Flux", "apps-paused", "when-resumed"),),
          says=("Flux Kustomization flux-system/apps-paused (suspended: it changes nothing until resumed",),
          warns="Flux Kustomization flux-system/apps-paused is suspended: it puts it back when resumed"),
+    Case("flux-helm", {"labels": {"app.kubernetes.io/managed-by": "Helm", "helm.toolkit.fluxcd.io/name": "qwen",
+                                  "helm.toolkit.fluxcd.io/namespace": "flux-helm"},
+                       "annotations": {"meta.helm.sh/release-name": "flux-helm-qwen",
+                                       "meta.helm.sh/release-namespace": "flux-helm"}},
+         extra=(_helmrelease("qwen", "flux-helm"),),
+         managers=(("Helm", "flux-helm-qwen", "next-sync"), ("Flux", "qwen", "next-sync")),
+         says=("Flux HelmRelease flux-helm/qwen (reconciling: its next upgrade puts back what the chart renders)",
+               "chart qwen-chart from HelmRepository flux-system/charts, its values"),
+         warns="Flux HelmRelease flux-helm/qwen puts it back at its next sync",
+         pauses="kubectl patch helmreleases.helm.toolkit.fluxcd.io qwen -n flux-helm --type merge -p "
+                '\'{"spec":{"suspend":true}}\'',
+         resumes="helmreleases.helm.toolkit.fluxcd.io qwen -n flux-helm --type merge -p "
+                 '\'{"spec":{"suspend":false}}\''),
     Case("ssa", {"managedFields": [
         {"manager": "ci-deploy", "operation": "Apply", "apiVersion": "worker.gpustack.ai/v1",
          "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:roles": {}, "f:model": {"f:name": {}}}}},
