@@ -1,9 +1,9 @@
 """Objects someone else manages (issue 38), through the real kubectl on the fake API server: every
-case of ``_managed_cases`` (Helm, Argo CD by annotation and by label with self-heal on, off, manual
-or unreadable, Flux Kustomizations suspended and not and a HelmRelease over a Helm release,
-server-side-apply managedFields from several managers, a
-controller owner, a Pod whose top owner Helm manages) shows its finding and message, its to-do
-items, the refusal of every write with nothing written, and the takeover with --force-managed.
+case of ``_managed_cases`` (Helm; Argo CD by annotation and by label with self-heal on, off, a manual
+sync, or unreadable; Flux Kustomizations suspended and not, and a HelmRelease over a Helm release;
+server-side-apply managedFields from several managers; a controller owner; a Pod whose top owner
+Helm manages) shows its finding and message, its to-do items, the refusal of every write with
+nothing written, and the takeover with --force-managed.
 """
 
 from __future__ import annotations
