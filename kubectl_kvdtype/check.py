@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from kubectl_kvdtype._commands.command import Command, Context
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report
+from kubectl_kvdtype._judging.managed import name_managers, reader_for
 from kubectl_kvdtype._kits.report import Report
+from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD
 
 
 class CheckCommand(Command):
@@ -26,4 +28,8 @@ class CheckCommand(Command):
 
     def run(self, context: Context) -> Report:
         inventory = BindingInventory.read(context.source, context.namespace, context.system_namespace)
-        return build_check_report(inventory, context.system_namespace, offline=context.offline)
+        report = build_check_report(inventory, context.system_namespace, offline=context.offline)
+        name_managers(report, reader_for(context.source, context.offline, (BINDING.name, inventory.bindings),
+                                         (DEPLOYMENT.name, inventory.deployments), (POD.name, inventory.pods)),
+                      item_kind=BINDING.name)
+        return report

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from kubectl_kvdtype._changes.journal import RestoreOptions
+from kubectl_kvdtype._changes.managed import FORCE_MANAGED, FORCE_MANAGED_HELP
 from kubectl_kvdtype._changes.rebind import REPLACE, SIDE_BY_SIDE, RebindOptions, rebind
 from kubectl_kvdtype._changes.restore import restore
 from kubectl_kvdtype._changes.setting import (
@@ -130,12 +131,13 @@ def rebind_options(flags: argparse.Namespace, common: CommonOptions) -> RebindOp
                          keep_old_binding=bool(flags.keep_old_binding),
                          force_unknown_dtype=bool(flags.force_unknown_dtype), apply=bool(flags.apply),
                          dry_run=flags.dry_run, backup_dir=flags.backup_dir,
-                         all_namespaces=common.all_namespaces)
+                         all_namespaces=common.all_namespaces, force_managed=bool(flags.force_managed))
 
 
 def restore_options(flags: argparse.Namespace, common: CommonOptions) -> RestoreOptions:
     """``escape restore``'s typed options, from the parsed command line."""
-    return RestoreOptions(directory=flags.directory, apply=bool(flags.apply), dry_run=flags.dry_run)
+    return RestoreOptions(directory=flags.directory, apply=bool(flags.apply), dry_run=flags.dry_run,
+                          force_managed=bool(flags.force_managed))
 
 
 def _status_flags(parser: argparse.ArgumentParser) -> None:
@@ -175,6 +177,7 @@ def _rebind_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backup-dir", metavar="DIR",
                         help="where to save the originals and the journal (default "
                              "./kvdtype-backup-<namespace>-<binding>-<UTC time>/; an unfinished one there is resumed)")
+    parser.add_argument(FORCE_MANAGED, action="store_true", help=f"with --apply: {FORCE_MANAGED_HELP}")
     _dry_run_flag(parser)
 
 
@@ -184,6 +187,7 @@ def _restore_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--apply", action="store_true",
                         help="create the missing objects (default: print the plan, change nothing)")
     parser.add_argument("--yes", "-y", action="store_true", help="with --apply on a terminal: do not ask")
+    parser.add_argument(FORCE_MANAGED, action="store_true", help=f"with --apply: {FORCE_MANAGED_HELP}")
     _dry_run_flag(parser)
 
 

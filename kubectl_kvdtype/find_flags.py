@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 
 from kubectl_kvdtype._changes import fix as _fix
+from kubectl_kvdtype._changes.managed import FORCE_MANAGED, FORCE_MANAGED_HELP
 from kubectl_kvdtype._commands.command import Command, CommonOptions, Context
 from kubectl_kvdtype._judging.flagged import FLAG_COLUMNS, FlagInventory, build_find_flags_report  # noqa: F401 - re-exported
+from kubectl_kvdtype._judging.managed import name_managers
 from kubectl_kvdtype._kits.report import Report
 
 
@@ -38,6 +40,7 @@ class FindFlagsCommand(Command):
         _fix.check_options(context, options)
         inventory = FlagInventory.read(context.source, context.namespace)
         report = build_find_flags_report(inventory)
+        name_managers(report, inventory.managers_reader(context.source, context.offline))
         return _fix.fix(context, inventory, report, options) if options.fix else report
 
 
@@ -45,7 +48,8 @@ def fix_options(flags: argparse.Namespace, common: CommonOptions) -> _fix.FixOpt
     """``find-flags --fix``'s typed options, from the parsed command line (every attribute named: a
     missing one is an error); ``_changes`` never sees the namespace."""
     return _fix.FixOptions(fix=bool(flags.fix), apply=bool(flags.apply), yes=bool(flags.yes), dry_run=flags.dry_run,
-                           accept_dtype_change=bool(flags.accept_dtype_change), backup_dir=flags.backup_dir)
+                           accept_dtype_change=bool(flags.accept_dtype_change), backup_dir=flags.backup_dir,
+                           force_managed=bool(flags.force_managed))
 
 
 def add_fix_flags(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +65,7 @@ def add_fix_flags(parser: argparse.ArgumentParser) -> None:
                      help="with --fix: client: send nothing; server: send every patch with dryRun=All")
     fix.add_argument("--accept-dtype-change", action="store_true",
                      help="with --fix: also patch objects whose removal changes the dtype they run")
+    fix.add_argument(FORCE_MANAGED, action="store_true", help=f"with --apply: {FORCE_MANAGED_HELP}")
     fix.add_argument("--backup-dir", metavar="DIR",
                      help="with --apply: where to save the originals (default ./kvdtype-backup-fix-<UTC time>/; "
                           "kubectl kvdtype escape restore DIR reverts the fix)")

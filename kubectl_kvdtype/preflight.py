@@ -18,14 +18,19 @@ from kubectl_kvdtype._engines import verdicts as _engines
 from kubectl_kvdtype._judging import judgement as _judgement
 from kubectl_kvdtype._judging import upgrade as _upgrade
 from kubectl_kvdtype._judging.flagged import FlagInventory, build_find_flags_report
+from kubectl_kvdtype._judging.managed import MANAGED_BY, name_managers, title_of
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.codes import PREDICTED_DEPENDS, PREDICTED_FAILURE
 from kubectl_kvdtype._kits.report import ERROR, GO, NO_GO, WARNING, Column, Finding, ObjectRef, Report, Section, fails
 from kubectl_kvdtype._sources import model as _model
+from kubectl_kvdtype._sources.managers import ManagerReader
 
 #: To-do actions, in the order they are listed.
 REBIND, UPGRADE_ENGINE, SPLIT, CREATE_BINDING, REMOVE_FLAG, INVESTIGATE, LOOK = (
     "rebind", "upgrade-engine", "split-binding", "fix-binding-ref", "remove-flag", "investigate", "look")
+#: For objects someone else manages (``_send_to_sources``): stop its manager first, change its source,
+#: and let it work again last.
+PAUSE, CHANGE_SOURCE, RESUME = "pause-manager", "change-source", "resume-manager"
 #: Warning codes worth a look, in the order listed; any other warning follows them.
 _WARNING_ORDER = (_codes.DTYPE_AUTO, _codes.DTYPE_UNKNOWN, _codes.ENGINE_UNKNOWN, _codes.DUPLICATE_OBJECT,
                   _codes.VERSION_UNRECORDED)
@@ -56,7 +61,8 @@ class PreflightCommand(Command):
             flags_inventory.deployments, setting, setting_error)
         report = build_report(check_inventory, flags_inventory, context.system_namespace, offline=context.offline,
                               ignore=set(context.common.ignore), fail_on=context.common.fail_on or ERROR,
-                              source_findings=getattr(context.source, "findings", []))
+                              source_findings=getattr(context.source, "findings", []),
+                              managers=flags_inventory.managers_reader(context.source, context.offline))
         named = context.common.connection.context
         if named:  # the to-do list's commands must reach the cluster judged, not the current context
             for item in report.items:
@@ -78,12 +84,13 @@ def in_context(command: str, context_name: str) -> str:
 
 def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: FlagInventory, system_namespace: str,
                  offline: bool = False, ignore: Optional[set] = None, fail_on: str = "error",
-                 source_findings: Iterable[Finding] = ()) -> Report:
+                 source_findings: Iterable[Finding] = (), managers: Optional[ManagerReader] = None) -> Report:
     """The PreflightReport of the inventories: pure, so live and offline runs judge alike.
 
     ``source_findings`` (an object read twice from manifests) are added to the report by the
     command line after this; they count towards the verdict and the to-do list here. The verdict
-    is the exit status's rule (``_kits.report.fails``): NO-GO exactly when the run exits 1.
+    is the exit status's rule (``_kits.report.fails``): NO-GO exactly when the run exits 1. ``managers``
+    reads who manages the objects found (``_judging.managed``): their items go to their source.
     """
     ignore = ignore or set()
     checked = _judgement.build_check_report(check_inventory, system_namespace, offline=offline)
@@ -94,9 +101,11 @@ def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: 
     report.findings = checked.findings + flagged.findings
     _add_predicted_failures(predictions, report)
     report.ignore(ignore)
+    if managers is not None:
+        name_managers(report, managers)
     report.warnings = checked.warnings + flagged.warnings
     counted = report.findings + [f for f in source_findings if f.code not in ignore]
-    report.items = _todo(counted, check_inventory.consumers)
+    report.items = _send_to_sources(_todo(counted, check_inventory.consumers))
     report.sections = [Section("predictions", PREDICTION_COLUMNS, [p.to_dict() for p in predictions], wide=True)]
     # What preflight judged is what check and find-flags judge (the dry run covers their objects).
     report.judged = list(dict.fromkeys((checked.judged or []) + (flagged.judged or [])))
@@ -179,8 +188,15 @@ def _todo(findings: list[Finding], consumers: list[_judgement.Consumer]) -> list
 
 
 def _todo_item(action: str, finding: Finding, command: Optional[str], what: str, codes: Iterable[str] = ()) -> dict:
-    return {"order": 0, "action": action, "severity": finding.severity, "object": finding.object.to_dict(),
+    item = {"order": 0, "action": action, "severity": finding.severity, "object": finding.object.to_dict(),
             "command": command, "what": what, "codes": list(dict.fromkeys([finding.code, *codes]))}
+    managers = list(finding.fields.get("managedBy") or [])
+    for consumer in finding.fields.get("consumers") or []:  # a rebind recreates its consumers too
+        where = {key: consumer.get(key) for key in ("kind", "namespace", "name")}
+        managers += [{**m, "object": m.get("object") or where} for m in consumer.get("managedBy") or []]
+    if managers:
+        item["managedBy"] = managers
+    return item
 
 
 def _rebind_item(namespace: str, name: str, group: list[Finding], consumers: list[_judgement.Consumer]) -> dict:
@@ -282,6 +298,74 @@ def _deleted_tokens(occurrences: list[dict]) -> str:
     return ", ".join(entries[:-1]) + (" and " if len(entries) > 1 else "") + entries[-1] if entries else "the flag"
 
 
+# --- Objects someone else manages: the change goes to their source --------------------------------
+
+def _send_to_sources(items: list[dict]) -> list[dict]:
+    """Items about objects Helm, Argo CD, Flux, a controller or a field manager manage go to their
+    source: a rebind (which deletes and recreates them) pauses each manager that would put them back
+    (first of all), puts the new objects in the source, then runs with --force-managed, and the
+    managers resume last; a flag to remove is removed in the source, which the manager then applies."""
+    pauses: dict[str, dict] = {}
+    resumes: dict[str, dict] = {}
+    listed: list[dict] = []
+    for item in items:
+        managers = item.get("managedBy") or []
+        if not managers:
+            listed.append(item)
+            continue
+        sources = "; ".join(dict.fromkeys(m["source"] for m in managers))
+        if item["action"] == REBIND and item["command"]:
+            for manager in managers:
+                _pause_items(manager, item, pauses, resumes)
+            plan = f"{item['command']} -o yaml > rebind-{item['object']['name']}.yaml"
+            listed.append({**item, "action": CHANGE_SOURCE, "command": plan,
+                           "what": f"put the new Binding and ModelDeployments (the plan's -o yaml, in this file) in "
+                                   f"the source in place of the old ones, without syncing it yet: {sources}"})
+            listed.append({**item, "command": f"{item['command']} --apply --force-managed",
+                           "what": f"{item['what']}; with --force-managed, since they are managed by {_who(managers)}"})
+        elif item["action"] == REMOVE_FLAG:
+            listed.append({**item, "command": _source_command(managers),
+                           "what": f"in the source, not the cluster: {item['what']} ({sources}); the source, once "
+                                   "applied, removes it"})
+        else:
+            listed.append({**item, "what": f"{item['what']} (managed by {_who(managers)}: change it at its source: "
+                                           f"{sources})"})
+    result = list(pauses.values()) + listed + list(resumes.values())
+    for number, item in enumerate(result, 1):
+        item["order"] = number
+    return result
+
+
+def _pause_items(manager: dict, item: dict, pauses: dict[str, dict], resumes: dict[str, dict]) -> None:
+    """The pause and resume items of one manager, once however many items it manages."""
+    title = title_of(manager)
+    if title in pauses or not manager.get("pause"):
+        return
+    target = {"kind": manager.get("kind"), "namespace": manager.get("namespace"), "name": manager.get("name")}
+    flux = manager["manager"] == "Flux"
+    verb = "suspend" if flux else "stop the automated sync of"
+    also = f" (flux suspend {str(target['kind']).lower()} {target['name']} -n {target['namespace']} does the same)" \
+        if flux else ""
+    pauses[title] = {"order": 0, "action": PAUSE, "severity": item["severity"], "object": target,
+                     "command": manager["pause"], "codes": item["codes"], "managedBy": [manager],
+                     "what": f"{verb} {title} first{also}, so that it does not put the old objects back meanwhile"}
+    resume = manager.get("resume")
+    again = f" (flux resume {str(target['kind']).lower()} {target['name']} -n {target['namespace']})" if flux else ""
+    resumes[title] = {"order": 0, "action": RESUME, "severity": item["severity"], "object": target,
+                      "command": resume, "codes": item["codes"], "managedBy": [manager],
+                      "what": f"once its source holds the change, let {title} work again{again}" +
+                              ("" if resume else ": put its syncPolicy.automated back as it was")}
+
+
+def _who(managers: list[dict]) -> str:
+    return ", ".join(dict.fromkeys(title_of(m) for m in managers))
+
+
+def _source_command(managers: list[dict]) -> Optional[str]:
+    """A command that shows where the source is: a Helm release's values (the others say it in words)."""
+    return next((m["valuesCommand"] for m in managers if m.get("valuesCommand")), None)
+
+
 def _look_command(finding: Finding) -> Optional[str]:
     ref = finding.object
     if finding.code in (_codes.DTYPE_AUTO, _codes.DTYPE_UNKNOWN):
@@ -362,6 +446,7 @@ COLUMNS = [
     Column("OBJECT", _object_cell),
     Column("COMMAND", "command"),
     Column("WHAT", "what"),
+    MANAGED_BY,
     Column("CODE", lambda item: ",".join(item["codes"]), wide=True),
 ]
 

@@ -20,6 +20,7 @@ from kubectl_kvdtype._commands.flags import parse_duration
 from kubectl_kvdtype._engines import verdicts as _engines
 from kubectl_kvdtype._engines.argv import too_long
 from kubectl_kvdtype._judging.judgement import add_missing_binding, read_setting
+from kubectl_kvdtype._judging.managed import MANAGED_BY, index, name_managers, reader_for
 from kubectl_kvdtype._kits.codes import (
     ARGV_TOO_LONG,
     DTYPE_UNKNOWN,
@@ -39,6 +40,7 @@ from kubectl_kvdtype._kits.status import ClusterError, KvdtypeError, UsageError
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD, Query, Source, bounded, list_many, unwrap
+from kubectl_kvdtype._sources.managers import ManagerReader
 
 OK, MISSING, MISMATCH, UNMANAGED, UNKNOWN = "ok", "missing", "mismatch", "unmanaged", "unknown"
 REJECTED, PENDING = "rejected", "pending"
@@ -184,24 +186,31 @@ def _interval(wait: float) -> float:
     return min(MAX_POLL_INTERVAL, max(MIN_POLL_INTERVAL, wait / 20))
 
 
-def _poll(context: Context, name: Optional[str]) -> Report:
+def _poll(context: Context, name: Optional[str], reader: Optional[ManagerReader] = None) -> Report:
+    """One read and its report; ``reader`` (who manages what) is kept across the polls of a --wait."""
     if name:
         inventory = PodInventory.read_named(context.source, context.namespace, name, context.system_namespace)
     else:
         inventory = PodInventory.read_all(context.source, context.namespace, context.system_namespace)
-    return build_verify_report(inventory, offline=context.offline)
+    report = build_verify_report(inventory, offline=context.offline)
+    reader = reader or reader_for(context.source, context.offline)
+    reader.known = index((DEPLOYMENT.name, inventory.deployments), (BINDING.name, inventory.bindings.values()),
+                         (POD.name, inventory.replicas), (POD.name, inventory.injected))
+    name_managers(report, reader, item_kind=POD.name)
+    return report
 
 
 def _wait(context: Context, name: Optional[str], wait: float, interval: float) -> Report:
     """Poll (one read of the inventory per poll) until every judged Pod passes or time is up."""
     deadline = context.started + wait  # from the run's start (one deadline for a whole fleet)
     polls, report, skipped = 0, None, []
+    reader = reader_for(context.source, context.offline)
     try:
         while True:
             polls += 1
             try:
                 with bounded(context.source, deadline + DEADLINE_GRACE):
-                    report = _poll(context, name)
+                    report = _poll(context, name, reader)
             except ClusterError as error:
                 if report is None or not error.transient:
                     raise  # the first poll, or an answer that waiting will not change
@@ -674,6 +683,7 @@ POD_COLUMNS = [
     Column("EXPECTED", lambda item: item["expected"] or ("(no flag)" if item["verdict"] in (OK,) + NOT_DONE else None)),
     Column("EFFECTIVE", "effective"),
     Column("VERDICT", "verdict", status=True),
+    MANAGED_BY,
     Column("DEPLOYMENT", "deployment", wide=True),
     Column("OCCURRENCES", _occurrences_cell, wide=True),
 ]

@@ -104,7 +104,7 @@ def writes(fake: FakeKube) -> list[tuple[str, str, str]]:
 
 def clean(obj: dict) -> dict:
     """Without what the server sets, and with the journal's location (a path under tmp_path) only marked."""
-    server_set = ("uid", "resourceVersion", "creationTimestamp", "generation")
+    server_set = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
     meta = {k: v for k, v in obj["metadata"].items() if k not in server_set}
     if JOURNAL_ANNOTATION in (meta.get("annotations") or {}):
         meta["annotations"] = {**meta["annotations"], JOURNAL_ANNOTATION: "<host>:<journal>"}

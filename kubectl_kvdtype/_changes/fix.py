@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from kubectl_kvdtype._changes import managed as _managed
 from kubectl_kvdtype._changes.journal import JOURNAL, Journal, RestoreOptions, backup_name, fix_directory
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._engines import verdicts as _engines
@@ -32,14 +33,14 @@ from kubectl_kvdtype._kits.codes import FIX_CONFLICT, FIX_MANUAL, FIX_REFUSED, R
 from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
 from kubectl_kvdtype._kits.status import ApiError, Interrupted, KvdtypeError, UsageError, interrupted_status
 from kubectl_kvdtype._sources import model as _model
-from kubectl_kvdtype._sources.kinds import DEPLOYMENT, POD, SETTING, WORKLOADS, Kind
+from kubectl_kvdtype._sources.kinds import DEPLOYMENT, POD, REPLICASET, SETTING, WORKLOADS, Kind
+from kubectl_kvdtype._sources.managers import pointer_field
 
 if TYPE_CHECKING:
     from kubectl_kvdtype._judging.flagged import FlagInventory
 
 #: The journal's ``operation`` for a fix (a rebind's journal has none).
 OPERATION = "find-flags-fix"
-REPLICASET = Kind("ReplicaSet", "apps", ("v1",), "replicasets")
 _WORKLOAD = {k.name: k for k in WORKLOADS}
 _KINDS = {k.name: k for k in (DEPLOYMENT, REPLICASET) + WORKLOADS}
 #: Where each patchable kind keeps its Pod template.
@@ -425,6 +426,8 @@ class FixOptions:
     dry_run: str
     accept_dtype_change: bool
     backup_dir: Optional[str]
+    #: --force-managed: patch objects that Helm, Argo CD, Flux, a controller or a field manager manage.
+    force_managed: bool = False
 
 
 def fix(context: Context, inventory: FlagInventory, found: Report, options: FixOptions) -> Report:
@@ -435,16 +438,30 @@ def fix(context: Context, inventory: FlagInventory, found: Report, options: FixO
     report = Report(kind="FindFlagsFix", columns=COLUMNS, empty_message="Nothing to fix: no role, Pod or Pod "
                     "template passes --kv-cache-dtype itself.")
     ready = [t for t in targets if t.state == PLANNED]
+    managed = _managed.managed_writes(context, [_patch_write(t) for t in ready],
+                                      inventory.managers_reader(context.source, context.offline))
     directory: Optional[Path] = None
     if writing and ready and options.dry_run != "client":
         if options.dry_run == "server":
             _write(context, ready, None, dry_run=True)
         else:
+            _managed.refuse(context, managed, options.force_managed, _SOURCE_HINT)
             _confirm(context, ready)
-            directory = _backup(context, ready, options.backup_dir)
+            directory = _backup(context, ready, options.backup_dir, _managed.record(managed))
             _write(context, ready, directory, dry_run=False)
     _fill(report, targets, found, directory, writing and options.dry_run != "client")
+    _managed.note(report, managed, options.force_managed)
     return report
+
+
+#: Where a refused fix's patched objects are, for the source (``_managed.refuse``).
+_SOURCE_HINT = "the plan's -o yaml prints the patched objects, and -o patch the JSON patches, to apply in the source"
+
+
+def _patch_write(target: Target) -> _managed.Write:
+    """A planned patch, as a write on the object read: the lists it changes are its fields."""
+    fields = [pointer_field(target.as_read, revert["path"]) for revert in target.revert]
+    return _managed.write_of(target.kind.name, target.as_read, _managed.PATCH, fields)
 
 
 def check_options(context: Context, options: FixOptions) -> None:
@@ -453,7 +470,8 @@ def check_options(context: Context, options: FixOptions) -> None:
         given = [flag for flag, on in (("--apply", options.apply), ("--yes", options.yes),
                                        ("--dry-run", options.dry_run != "none"),
                                        ("--accept-dtype-change", options.accept_dtype_change),
-                                       ("--backup-dir", options.backup_dir)) if on]
+                                       ("--backup-dir", options.backup_dir),
+                                       (_managed.FORCE_MANAGED, options.force_managed)) if on]
         if given:
             raise UsageError(f"{given[0]} goes with --fix")
         return
@@ -471,10 +489,10 @@ def _confirm(context: Context, ready: list[Target]) -> None:
     confirm(context, f"Patch {len(ready)} object(s)?")
 
 
-def _backup(context: Context, ready: list[Target], backup_dir: Optional[str]) -> Path:
+def _backup(context: Context, ready: list[Target], backup_dir: Optional[str], managers: list[dict]) -> Path:
     directory = Path(backup_dir) if backup_dir else fix_directory()
     steps = [_step(t) for t in ready]
-    Journal.create(directory, {"operation": OPERATION}, steps, [t.as_read for t in ready])
+    Journal.create(directory, {"operation": OPERATION, "managers": managers}, steps, [t.as_read for t in ready])
     context.env.progress(f"saved {len(ready)} object(s) in {directory}/ (kubectl kvdtype escape restore {directory} "
                          "reverts the fix)")
     return directory
@@ -657,6 +675,7 @@ def restore_fix(context: Context, options: RestoreOptions) -> Report:
     journal = Journal.read(directory)
     report = Report(kind="RestorePlan", columns=RESTORE_COLUMNS)
     ready = []
+    reverts: list[_managed.Write] = []  # what restoring patches, for who manages it
     for step in journal.steps:
         kind = Kind(step["kind"], step["group"], (step["version"],), step["plural"])
         item = {"object": f"{step['kind']} {step['namespace']}/{step['name']}", "kind": step["kind"],
@@ -681,7 +700,14 @@ def restore_fix(context: Context, options: RestoreOptions) -> Report:
         else:
             item.update(state="planned", detail="unchanged since the fix: its flag is put back")
             ready.append((kind, step, item, left))
+            reverts.append(_managed.write_of(step["kind"], existing, _managed.PATCH,
+                                             [pointer_field(existing, r["path"]) for r in step["revert"]]))
     dry = options.dry_run == "server"
+    managed = _managed.managed_writes(context, reverts)
+    _managed.note(report, managed, options.force_managed)
+    if ready and options.apply and not dry and options.dry_run != "client":
+        _managed.refuse(context, managed, options.force_managed, "the backup directory holds the objects as they "
+                                                                  "were before the fix, to apply in the source")
     if ready and (options.apply or dry) and options.dry_run != "client":
         for kind, step, item, left in ready:
             _revert(context, kind, step, item, left, report, dry)

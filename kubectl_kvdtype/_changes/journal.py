@@ -34,6 +34,8 @@ class RestoreOptions:
     apply: bool
     #: ``none``, ``client`` or ``server``.
     dry_run: str
+    #: --force-managed: recreate or patch objects that others manage (``_managed``).
+    force_managed: bool = False
 
 JOURNAL = "journal.json"
 FORMAT = 1

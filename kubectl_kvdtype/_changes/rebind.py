@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from kubectl_kvdtype._changes import managed as _managed
 from kubectl_kvdtype._changes.journal import JOURNAL, Journal, default_directory, finished, unfinished
 from kubectl_kvdtype._changes.lease import LEASE_ANNOTATION, Lease
 from kubectl_kvdtype._changes.setting import (
@@ -154,6 +155,8 @@ class Plan:
     force_unknown: bool = False  # --force-unknown-dtype
     lease: Optional[Lease] = None  # held while --apply writes
     report: Report = field(default_factory=lambda: Report(kind="RebindPlan"))
+    #: The objects others manage that --apply --force-managed writes, and who (``_managed.record``).
+    managed: list[dict] = field(default_factory=list)
 
 
 KINDS_BY_NAME = {k.name: k for k in (BINDING, DEPLOYMENT, SETTING)}
@@ -177,6 +180,8 @@ class RebindOptions:
     dry_run: str
     backup_dir: Optional[str]
     all_namespaces: bool
+    #: --force-managed: write objects that Helm, Argo CD, Flux, a controller or a field manager manage.
+    force_managed: bool = False
 
 
 def rebind(context: Context, options: RebindOptions) -> Report:
@@ -189,10 +194,14 @@ def rebind(context: Context, options: RebindOptions) -> Report:
     if journal is not None:
         return _resume(context, journal, options)
     plan = make_plan(context, namespace, options)
+    managed = _managed.managed_writes(context, _managed_writes(plan, [s for s in plan.steps if s.action == "delete"]))
+    _managed.note(plan.report, managed, options.force_managed)
     if options.dry_run == "server":
         check_access(context.writable_source, plan.steps)
         execute(context, plan, None, dry_run=True)
     elif options.apply and options.dry_run == "none":
+        _managed.refuse(context, managed, options.force_managed, _SOURCE_HINT)
+        plan.managed = _managed.record(managed)
         last_look(context, plan, "Carry out this plan?")
         check_access(context.writable_source, plan.steps)
         directory = Path(options.backup_dir) if options.backup_dir else default_directory(namespace, plan.binding)
@@ -839,7 +848,32 @@ def _still_there(source: Source, kind: Kind, step: Step, deadline: float) -> boo
 def _header(plan: Plan) -> dict:
     return {"namespace": plan.namespace, "binding": plan.binding, "options": plan.options,
             "blockers": plan.blockers, "manifests": plan.manifests,
-            "findings": [f.to_dict() for f in plan.report.findings]}
+            "findings": [f.to_dict() for f in plan.report.findings], "managers": plan.managed}
+
+
+#: Where a refused rebind's new objects are, for the source (``_managed.refuse``).
+_SOURCE_HINT = ("the plan's -o yaml prints the new Binding and ModelDeployments to put in the source in place of the "
+                "old ones")
+
+
+def _managed_writes(plan: Plan, steps: list[Step], source: Optional[Source] = None) -> list[_managed.Write]:
+    """The objects ``steps`` delete (as the plan read them, or as ``source`` has them now) and the
+    deployments they create again in their place (a replace): what others may manage."""
+    originals = {(o.get("kind"), _model.namespace_of(o), _model.name_of(o)): o for o in plan.originals}
+    writes = []
+    for step in steps:
+        again = any(s.action == "create" and (s.kind, s.name) == (step.kind, step.name) for s in plan.steps)
+        if step.action == "delete":
+            obj = source.get(KINDS_BY_NAME[step.kind], step.namespace, step.name) if source is not None else \
+                originals.get((step.kind, step.namespace, step.name))
+            verb = _managed.DELETE if again else "delete"
+        elif step.action == "create" and step.kind == DEPLOYMENT.name and step.origin == step.name:
+            obj, verb = step.body, _managed.RECREATE  # its original is gone already (a resumed replace)
+        else:
+            continue
+        if obj is not None:
+            writes.append(_managed.write_of(step.kind, obj, verb))
+    return writes
 
 
 def _find_journal(options: RebindOptions, namespace: str) -> Optional[Journal]:
@@ -925,10 +959,25 @@ def _resume(context: Context, journal: Journal, options: RebindOptions) -> Repor
         context.env.progress(f"Resuming the rebind journaled in {journal.directory}/: "
                              f"{len(plan.steps) - len(remaining)} of {len(plan.steps)} step(s) already done")
         check_access(context.writable_source, remaining)
+        _refuse_managed_remaining(context, plan, journal, remaining, options)
         with _leased(context, plan, journal):
             _accept_changes(context, plan, journal)
             execute(context, plan, journal)
     return _plan_report(context, plan, journal, options)
+
+
+def _refuse_managed_remaining(context: Context, plan: Plan, journal: Journal, remaining: list[Step],
+                              options: RebindOptions) -> None:
+    """A resumed rebind asks again about what it has still to delete or recreate, as they are now."""
+    deletes = [s for s in remaining if s.action == "delete"]
+    recreates = [s for s in remaining if s.action == "create" and any(
+        d.id in journal.done and d.action == "delete" and (d.kind, d.name) == (s.kind, s.name) for d in plan.steps)]
+    managed = _managed.managed_writes(context, _managed_writes(plan, deletes, context.source) +
+                                      _managed_writes(plan, recreates))
+    _managed.refuse(context, managed, options.force_managed, _SOURCE_HINT)
+    if managed:
+        journal.data["managers"] = (journal.data.get("managers") or []) + _managed.record(managed)
+        journal.save()
 
 
 def _accept_changes(context: Context, plan: Plan, journal: Journal) -> None:

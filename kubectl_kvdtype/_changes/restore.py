@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from kubectl_kvdtype._changes import managed as _managed
 from kubectl_kvdtype._changes.journal import JOURNAL, Journal, RestoreOptions
 from kubectl_kvdtype._changes.setting import OFF, blockers_of
 from kubectl_kvdtype._commands.command import Context, confirm
@@ -63,9 +64,13 @@ def restore(context: Context, options: RestoreOptions) -> Report:
             item.update(state="exists", detail="left alone (it may be newer than the backup)")
         report.items.append(item)
     _judge_breaks(context, report, [obj for kind, obj, _ in missing if kind is BINDING], saved)
+    managed = _managed.managed_writes(context, [_managed.write_of(k.name, o, _managed.RECREATE) for k, o, _ in missing])
+    _managed.note(report, managed, options.force_managed)
     writing = options.apply or options.dry_run == "server"
     if writing and missing:
         if options.apply and options.dry_run == "none":
+            _managed.refuse(context, managed, options.force_managed,
+                            "the backup directory holds the objects to put back in the source")
             _last_look(context, report)
         _create_all(context, missing, dry_run=options.dry_run == "server")
     terminating = sum(1 for i in report.items if i["state"] == "being deleted")

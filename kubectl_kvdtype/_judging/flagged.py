@@ -12,11 +12,13 @@ from typing import Any, Optional
 from kubectl_kvdtype._engines import verdicts as _engines
 from kubectl_kvdtype._engines.argv import too_long
 from kubectl_kvdtype._engines.verdicts import FlagOccurrence
+from kubectl_kvdtype._judging.managed import MANAGED_BY, reader_for
 from kubectl_kvdtype._kits.codes import ARGV_TOO_LONG, KIND_NOT_EXAMINED, POD_FLAG, ROLE_FLAG
 from kubectl_kvdtype._kits.report import Column, FieldPath, ObjectRef, Report
 from kubectl_kvdtype._kits.status import ApiError
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD, WORKLOADS, Kind, Query, Source, list_many, unwrap
+from kubectl_kvdtype._sources.managers import ManagerReader
 
 
 @dataclass
@@ -31,6 +33,7 @@ class FlagInventory:
     #: (kind, why) of each optional kind that could not be read: a warning finding each.
     not_examined: list[tuple[Kind, str]] = field(default_factory=list)
     namespace: Optional[str] = None
+    _reader: Optional[ManagerReader] = field(default=None, repr=False, compare=False)
 
     @classmethod
     def read(cls, source: Source, namespace: Optional[str]) -> "FlagInventory":
@@ -50,6 +53,15 @@ class FlagInventory:
             (objects,) = unwrap([result])  # any other failure is the whole run's
             inventory.workloads += [(kind, obj) for obj in objects]
         return inventory
+
+    def managers_reader(self, source: Source, offline: bool) -> ManagerReader:
+        """Who manages what was read (``_managed``), knowing every object read here: one per
+        inventory, so that judging and ``--fix`` read each manager's object once."""
+        if self._reader is None:
+            self._reader = reader_for(source, offline, (DEPLOYMENT.name, self.deployments),
+                                      (BINDING.name, self.bindings), (POD.name, self.pods),
+                                      *((kind.name, [obj]) for kind, obj in self.workloads))
+        return self._reader
 
 
 def build_find_flags_report(inventory: FlagInventory) -> Report:
@@ -293,6 +305,7 @@ FLAG_COLUMNS = [
     Column("VALUE", "value"),
     Column("BINDING DTYPE", "bindingDtype"),
     Column("WHERE", lambda item: ",".join(item["where"])),
+    MANAGED_BY,
     Column("ENGINE", "engine", wide=True),
     Column("OWNER", _owner_cell, wide=True),
 ]

@@ -10,10 +10,11 @@ the same way. A layer below the subcommands, so that none of them imports anothe
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Optional
 
 from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._judging.managed import MANAGED_BY
 from kubectl_kvdtype._kits.codes import (
     BINDING_MISSING,
     BINDING_UNUSED,
@@ -70,6 +71,8 @@ class BindingInventory:
     deployments: list[dict]
     setting: Optional[dict]
     setting_error: Optional[str]
+    #: The injected Pods read (their consumers are in ``consumers``): who manages one is its owner's.
+    pods: list[dict] = field(default_factory=list)
 
     @classmethod
     def read(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "BindingInventory":
@@ -78,7 +81,7 @@ class BindingInventory:
             Query(POD, namespace, f"{_model.INJECT_LABEL}=true"),
         ]))
         setting, error = read_setting(source, system_namespace)
-        return cls(bindings, consumers_of(deployments, pods), deployments, setting, error)
+        return cls(bindings, consumers_of(deployments, pods), deployments, setting, error, pods)
 
 
 def consumers_of(deployments: Iterable[dict], pods: Iterable[dict]) -> list[Consumer]:
@@ -361,6 +364,7 @@ BINDING_COLUMNS = [
     Column("ENGINES", _engines_cell),
     Column("VERDICT", "verdict", status=True),
     Column("FIX", "fix"),
+    MANAGED_BY,
     Column("DOMAIN", "domain", wide=True),
     Column("CONSUMER NAMES", _consumer_names, wide=True),
 ]

@@ -53,6 +53,8 @@ FIX_MANUAL = "fix-manual"
 FIX_REFUSED = "fix-refused"
 FIX_CONFLICT = "fix-conflict"
 RESTORE_CONFLICT = "restore-conflict"
+# every write (escape rebind, escape restore, find-flags --fix)
+MANAGED_OBJECT = "managed-object"
 # preflight (which also reports every code of check and find-flags)
 PREDICTED_FAILURE = "predicted-failure"
 PREDICTED_DEPENDS = "predicted-depends"
@@ -133,6 +135,10 @@ CODES: tuple[Code, ...] = (
          (FIND_FLAGS,)),
     Code(RESTORE_CONFLICT, ERROR, "escape restore of a fix: the object changed since the fix patched it; nothing "
                                   "was written there", (ESCAPE,)),
+    Code(MANAGED_OBJECT, WARNING, "a write would delete, recreate or patch an object that Helm, Argo CD, Flux, a "
+                                  "controller or another field manager manages: --apply refuses it (exit 3) unless "
+                                  "--force-managed, which the finding says who will put the change back",
+         (ESCAPE, FIND_FLAGS)),
     Code(PREDICTED_FAILURE, ERROR, "preflight's dry run of the upgrade: a replica will fail to start, and no check "
                                    "or find-flags error covers it", (PREFLIGHT,)),
     Code(PREDICTED_DEPENDS, WARNING, "preflight's dry run of the upgrade: what a replica starts with depends on a "

@@ -102,6 +102,15 @@ class ClusterError(KvdtypeError):
         return True
 
 
+class NotServed(ClusterError):
+    """The cluster does not serve a kind's API group (its CRD is not installed): said as that, so a
+    reader of an optional kind (an Argo CD Application) can tell it from a refusal."""
+
+    @property
+    def transient(self) -> bool:
+        return False
+
+
 class RequestTimeout(ClusterError):
     """A request got no (complete) answer within the request timeout or a --wait deadline."""
 

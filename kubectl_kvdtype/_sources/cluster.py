@@ -33,12 +33,13 @@ from kubectl_kvdtype._kits.status import (
     Conflict,
     KvdtypeError,
     NotFound,
+    NotServed,
     RequestTimeout,
 )
 from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources.client import ApiException, RESTClientObject
 from kubectl_kvdtype._sources.credentials import _exec_bounded, _first_line, _seconds
-from kubectl_kvdtype._sources.kinds import Kind, Projection
+from kubectl_kvdtype._sources.kinds import FIELD_MANAGER, SETTINGS_GROUP, WORKER_GROUP, Kind, Projection
 from kubectl_kvdtype._sources.kubeconfig import (
     ConnectionOptions,
     _load_configuration,
@@ -118,11 +119,11 @@ class ClusterSource:
     # --- Writes (escape) ------------------------------------------------------------------
 
     def create(self, kind: Kind, namespace: Optional[str], body: dict, dry_run: bool = False) -> dict:
-        return self.request("POST", self.path(kind, namespace), query=_dry(dry_run), body=body,
+        return self.request("POST", self.path(kind, namespace), query=_written(dry_run), body=body,
                             verb="create", kind=kind, namespace=namespace)
 
     def merge_patch(self, kind: Kind, namespace: Optional[str], name: str, patch: dict, dry_run: bool = False) -> dict:
-        return self.request("PATCH", self.path(kind, namespace, name), query=_dry(dry_run), body=patch,
+        return self.request("PATCH", self.path(kind, namespace, name), query=_written(dry_run), body=patch,
                             content_type="application/merge-patch+json",
                             verb="patch", kind=kind, namespace=namespace)
 
@@ -130,7 +131,7 @@ class ClusterSource:
                    dry_run: bool = False) -> dict:
         """A JSON patch (RFC 6902) of one object (find-flags --fix). Led by a ``test`` of
         /metadata/resourceVersion, the server applies it only to the version read, else answers 422."""
-        return self.request("PATCH", self.path(kind, namespace, name), query=_dry(dry_run), body=operations,
+        return self.request("PATCH", self.path(kind, namespace, name), query=_written(dry_run), body=operations,
                             content_type="application/json-patch+json",
                             verb="patch", kind=kind, namespace=namespace)
 
@@ -174,10 +175,10 @@ class ClusterSource:
                     raise
         version = self._versions[kind.group]
         if version is None:
-            raise ClusterError(
-                f"the API group {kind.group} ({'/'.join(kind.versions)}) is not served by this cluster: "
-                "gpustack-operator is not installed, or is too old for this tool"
-            )
+            served = f"the API group {kind.group} ({'/'.join(kind.versions)}) is not served by this cluster"
+            if kind.group in (WORKER_GROUP, SETTINGS_GROUP):
+                raise NotServed(f"{served}: gpustack-operator is not installed, or is too old for this tool")
+            raise NotServed(f"{served} ({kind.resource} is not installed)")
         return version
 
     def _discover(self, kind: Kind) -> Optional[str]:
@@ -470,6 +471,12 @@ def _where(kind: Optional[Kind], namespace: Optional[str]) -> str:
 
 def _dry(dry_run: bool) -> Optional[dict]:
     return {"dryRun": "All"} if dry_run else None
+
+
+def _written(dry_run: bool) -> dict:
+    """The query of a create or patch: the plugin's field manager, so that the object's
+    managedFields say which fields it changed (a DELETE has no field manager)."""
+    return {"fieldManager": FIELD_MANAGER, **(_dry(dry_run) or {})}
 
 
 def _list_items(page: dict, kind: Kind, namespace: Optional[str], path: str) -> builtins.list:

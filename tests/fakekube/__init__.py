@@ -46,7 +46,16 @@ Behaviour worth knowing:
   (fine for the Python client, but kubectl then sends no credentials: use ``token=None``).
 - ``groups_versions`` overrides the default ``{"worker.gpustack.ai": ("v1", "v1alpha1"),
   "gpustack.ai": ("v1",)}`` per group (first version preferred); map a group to ``None`` to
-  leave it unserved (CRDs missing: absent from discovery, its paths 404).
+  leave it unserved (CRDs missing: absent from discovery, its paths 404).  Argo CD's
+  ``Application`` (argoproj.io) and Flux's ``Kustomization``/``HelmRelease``
+  (kustomize/helm.toolkit.fluxcd.io) are custom resources like the operator's, unserved unless
+  ``groups_versions`` names their groups (``GITOPS_GROUPS`` names all three).
+- ``metadata.managedFields`` (``fields.py``), as a real server keeps them for writes other than
+  server-side apply: a create, update or patch records the fields it set or changed under its
+  field manager (the ``fieldManager`` query parameter, else the User-Agent's first word) and takes
+  them from every other manager; lists are atomic in custom resources and keyed by ``name`` in
+  built-in kinds; status writes and ``fake.add``/``fake.update`` record nothing.  Seed an object
+  with the ``managedFields`` of appliers (``operation: Apply``) as stored data.
 - ``/version`` and ``/healthz|livez|readyz`` are open (like the default public-info RBAC);
   everything else needs ``Authorization: Bearer <token>`` (unless ``token=None``), a user of
   ``passwords`` in basic auth, or a client certificate signed by ``TEST_CLIENT_CA_PEM`` (the
@@ -76,6 +85,7 @@ set in ``FakeKube.__init__`` below, so one look shows it):
   SelfSubjectAccessReview, ``write_kubeconfig``.
 - ``faults.py``: ``FaultsMixin``: ``fail``/``delay``/``deny``/``expire_continue``/``admission``/
   ``fall_silent`` and where requests meet them; ``HangingServer``.
+- ``fields.py``: ``metadata.managedFields``: the field manager of a write and the fields it owns.
 - ``wire.py``: pure functions over the wire formats (selectors, merge and JSON patches, the
   protobuf SSAR, continue tokens); ``tls.py``: the test CA, certificates and SSL context.
 """
@@ -90,6 +100,7 @@ from .resources import (
     ALL_VERBS,
     BUILTIN_GROUPS,
     DEFAULT_GROUPS,
+    GITOPS_GROUPS,
     JSON,
     POD_FIELDS,
     READ_VERBS,
@@ -133,7 +144,7 @@ __all__ = [
     "find_type", "not_found", "conflict", "bad_request", "label_matcher", "field_matcher",
     "Matcher", "merge_patch", "json_patch", "ssar_from_protobuf", "JSON", "Key", "ALL_VERBS",
     "READ_VERBS", "MERGE_PATCH", "JSON_PATCH", "STRATEGIC_PATCH", "APPLY_PATCH", "PROTOBUF",
-    "REASONS", "DEFAULT_GROUPS", "BUILTIN_GROUPS", "POD_FIELDS", "EXPIRED_MESSAGE",
+    "REASONS", "DEFAULT_GROUPS", "GITOPS_GROUPS", "BUILTIN_GROUPS", "POD_FIELDS", "EXPIRED_MESSAGE",
     "TEST_CA_PEM", "TEST_CERT_PEM", "TEST_KEY_PEM", "TEST_CLIENT_CA_PEM",
     "TEST_CLIENT_CERT_PEM", "TEST_CLIENT_KEY_PEM",
 ]
@@ -176,3 +187,5 @@ class FakeKube(ServerMixin, VerbsMixin, FaultsMixin, StoreMixin):
         self._connections_accepted = 0
         self._server: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
+        #: The User-Agent of the request this thread serves: a write's field manager by default.
+        self._agent = threading.local()

@@ -50,9 +50,10 @@ def _builtin(group: str, plural: str, kind: str, namespaced: bool = True,
                         versions=kw.pop("versions", ("v1",)), **kw)
 
 
-def _custom(group: str, plural: str, kind: str, namespaced: bool, short: str) -> ResourceType:
+def _custom(group: str, plural: str, kind: str, namespaced: bool, short: str,
+            categories: tuple[str, ...] = ("gpustack",)) -> ResourceType:
     return ResourceType(group, plural, kind.lower(), kind, namespaced, (short,),
-                        custom=True, categories=("gpustack",))
+                        custom=True, categories=categories)
 
 
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
@@ -75,7 +76,19 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     _custom("worker.gpustack.ai", "modeldeployments", "ModelDeployment", True, "md"),
     _custom("worker.gpustack.ai", "instancetypes", "InstanceType", False, "instype"),
     _custom("gpustack.ai", "settings", "Setting", True, "set"),
+    # The GitOps tools' own objects (tests/test_managed.py): served only when groups_versions names
+    # their groups (GITOPS_GROUPS), as on a cluster where Argo CD and Flux are installed.
+    _custom("argoproj.io", "applications", "Application", True, "app", ()),
+    _custom("kustomize.toolkit.fluxcd.io", "kustomizations", "Kustomization", True, "ks", ()),
+    _custom("helm.toolkit.fluxcd.io", "helmreleases", "HelmRelease", True, "hr", ()),
 )
+
+#: ``FakeKube(groups_versions=GITOPS_GROUPS)``: Argo CD's and Flux's CRDs installed too.
+GITOPS_GROUPS: dict[str, tuple[str, ...]] = {
+    "argoproj.io": ("v1alpha1",),
+    "kustomize.toolkit.fluxcd.io": ("v1",),
+    "helm.toolkit.fluxcd.io": ("v2",),
+}
 
 
 BUILTIN_GROUPS: dict[str, tuple[str, ...]] = {

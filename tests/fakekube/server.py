@@ -267,6 +267,7 @@ class ServerMixin:
                                _nodelay(handler.connection), handler.path)
         with self._log_lock:
             self.requests.append(record)
+        self._agent.value = handler.headers.get("User-Agent")  # the write's field manager by default
         try:
             resp = self._respond(method, split.path, query, handler, raw)
         except ApiError as err:

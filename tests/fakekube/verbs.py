@@ -13,6 +13,7 @@ import time
 import uuid
 from typing import Any, Optional
 
+from .fields import manager_of, record, same_content
 from .resources import (
     JSON,
     ApiError,
@@ -120,6 +121,7 @@ class VerbsMixin:
         for k in ("uid", "creationTimestamp", "generation"):
             meta.pop(k, None)
         self._fill_metadata(meta, None)
+        meta["managedFields"] = record(None, obj, self._manager(query), not rt.custom, target.api_version)
         self._add_finalizers(rt, obj)
         obj = self._follow_spec(rt, key, obj) if not dry else obj
         self._admit("CREATE", obj, None)
@@ -163,7 +165,7 @@ class VerbsMixin:
         rv = new["metadata"].get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise conflict(target.rt, target.name)
-        return self._write(target, old, new, dry)
+        return self._write(target, old, new, dry, self._manager(query))
 
     def _do_patch(self, target: _Target, query: dict[str, str], ctype: str, raw: bytes,
                   dry: bool, **_: Any) -> _Response:
@@ -174,7 +176,11 @@ class VerbsMixin:
         rv = (new.get("metadata") or {}).get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise conflict(target.rt, target.name)
-        return self._write(target, old, self._validate_body(target, new), dry)
+        return self._write(target, old, self._validate_body(target, new), dry, self._manager(query))
+
+    def _manager(self, query: dict[str, str]) -> str:
+        """The field manager of the request being served (``fields.manager_of``)."""
+        return manager_of(query.get("fieldManager"), getattr(self._agent, "value", None))
 
     def _patched(self, target: _Target, old: JSON, ctype: str, raw: bytes) -> Any:
         rt = target.rt
@@ -199,8 +205,8 @@ class VerbsMixin:
             raise bad_request("the body of the request must be a JSON object")
         return merge_patch(base, _strip_directives(patch) if ctype == STRATEGIC_PATCH else patch)
 
-    def _write(self, target: _Target, old: JSON, new: JSON, dry: bool) -> _Response:
-        """Finish an update or patch: status semantics, metadata, admission, commit."""
+    def _write(self, target: _Target, old: JSON, new: JSON, dry: bool, manager: str = "unknown") -> _Response:
+        """Finish an update or patch: status semantics, metadata, managedFields, admission, commit."""
         rt = target.rt
         if target.sub == "status":
             new = {**old, "status": new.get("status")}
@@ -216,7 +222,12 @@ class VerbsMixin:
             if k in old["metadata"]:
                 meta[k] = old["metadata"][k]
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        meta.pop("managedFields", None)
+        if "managedFields" in old["metadata"]:
+            meta["managedFields"] = old["metadata"]["managedFields"]
         self._bump_generation(old, new)
+        if not target.sub and not same_content(old, new):
+            new["metadata"]["managedFields"] = record(old, new, manager, not rt.custom, target.api_version)
         key = self._key(rt, target.namespace, target.name)
         if not dry and not target.sub:
             new = self._follow_spec(rt, key, new)
