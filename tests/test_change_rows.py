@@ -37,6 +37,8 @@ HOLDERS = {
     ],
     "a connection flag": [
         "test_option_tables.py::test_a_connection_flag_row_is_parsed_overrides_is_redacted_and_completed"],
+    "a manager (another GitOps tool, a tracking method)": [
+        "test_managers.py::test_each_manager_is_recognized_served_by_the_fake_exercised_and_in_the_reference_table"],
     "a subcommand": ["test_change_rows.py::test_a_subcommand_row_is_listed_run_completed_and_in_the_man_page",
                      "test_layers.py::test_the_registry_names_every_subcommand_by_module_path"],
 }

@@ -201,3 +201,24 @@ def test_the_fake_keys_a_built_in_kinds_named_lists():
     assert flatten(entry["fieldsV1"]) == {("f:spec", "f:containers", 'k:{"name":"main"}', "."),
                                          ("f:spec", "f:containers", 'k:{"name":"main"}', "f:name"),
                                          ("f:spec", "f:containers", 'k:{"name":"main"}', "f:args")}
+
+
+def test_each_manager_is_recognized_served_by_the_fake_exercised_and_in_the_reference_table():
+    """Holds docs/development.md's row "a manager": a manager is its tool in ``_sources.managers``,
+    its own object's kind in ``MANAGER_KINDS`` (served by the fake), a case of
+    tests/_managed_cases.py expecting it, and a row of docs/reference.md's "Who manages an object"."""
+    from _support import ROOT
+    from fakekube.resources import RESOURCE_TYPES
+    from kubectl_kvdtype._sources.kinds import MANAGER_KINDS
+
+    tools = (_managers.HELM, _managers.ARGOCD, _managers.FLUX, _managers.CONTROLLER, _managers.FIELDS)
+    reference = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    table = reference.split("### Who manages an object", 1)[1].split("\n\n| field |", 1)[0]
+    rows = {line.split("|")[1].strip().lower() for line in table.splitlines() if line.startswith("| ")}
+    assert {tool.lower() for tool in tools} <= {row.removeprefix("a ") for row in rows}
+    served = {(rt.group, rt.kind) for rt in RESOURCE_TYPES}
+    assert {(kind.group, kind.name) for kind in MANAGER_KINDS} <= served
+    expected = {who for case in CASES for who, _, _ in (*case.managers, *case.rebinds, *case.verifies)}
+    assert set(tools) <= expected, "every manager needs a case in tests/_managed_cases.py"
+    extras = {obj["kind"] for case in CASES for obj in case.extra}
+    assert {kind.name for kind in MANAGER_KINDS} <= extras

@@ -454,7 +454,7 @@ def fix(context: Context, inventory: FlagInventory, found: Report, options: FixO
     return report
 
 
-#: Where a refused fix's patched objects are, for the source (``_managed.refuse``).
+#: Where a refused fix's patched objects are, for the source (``_changes.managed.refuse``).
 _SOURCE_HINT = "the plan's -o yaml prints the patched objects, and -o patch the JSON patches, to apply in the source"
 
 

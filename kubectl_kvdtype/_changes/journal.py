@@ -34,7 +34,7 @@ class RestoreOptions:
     apply: bool
     #: ``none``, ``client`` or ``server``.
     dry_run: str
-    #: --force-managed: recreate or patch objects that others manage (``_managed``).
+    #: --force-managed: recreate or patch objects that others manage (``_changes.managed``).
     force_managed: bool = False
 
 JOURNAL = "journal.json"

@@ -64,7 +64,7 @@ class Managed:
 
 
 def write_of(kind: str, obj: dict, verb: str, fields: Sequence[Field] = ()) -> Write:
-    """A write, its fields those a judgement of the same object names (``_managed.changed_fields``)
+    """A write, its fields those a judgement of the same object names (``_changes.managed.changed_fields``)
     unless given."""
     return Write(kind, obj, verb, tuple(fields) or tuple(changed_fields(kind, {})))
 

@@ -155,7 +155,7 @@ class Plan:
     force_unknown: bool = False  # --force-unknown-dtype
     lease: Optional[Lease] = None  # held while --apply writes
     report: Report = field(default_factory=lambda: Report(kind="RebindPlan"))
-    #: The objects others manage that --apply --force-managed writes, and who (``_managed.record``).
+    #: The objects others manage that --apply --force-managed writes, and who (``_changes.managed.record``).
     managed: list[dict] = field(default_factory=list)
 
 
@@ -851,7 +851,7 @@ def _header(plan: Plan) -> dict:
             "findings": [f.to_dict() for f in plan.report.findings], "managers": plan.managed}
 
 
-#: Where a refused rebind's new objects are, for the source (``_managed.refuse``).
+#: Where a refused rebind's new objects are, for the source (``_changes.managed.refuse``).
 _SOURCE_HINT = ("the plan's -o yaml prints the new Binding and ModelDeployments to put in the source in place of the "
                 "old ones")
 

@@ -55,7 +55,7 @@ class FlagInventory:
         return inventory
 
     def managers_reader(self, source: Source, offline: bool) -> ManagerReader:
-        """Who manages what was read (``_managed``), knowing every object read here: one per
+        """Who manages what was read (``_judging.managed``), knowing every object read here: one per
         inventory, so that judging and ``--fix`` read each manager's object once."""
         if self._reader is None:
             self._reader = reader_for(source, offline, (DEPLOYMENT.name, self.deployments),

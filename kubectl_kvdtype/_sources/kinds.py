@@ -51,14 +51,14 @@ WORKLOADS = (
 KINDS = (BINDING, POOL, DEPLOYMENT, SETTING, POD) + WORKLOADS
 #: What a Deployment's Pods are owned by: read only to climb a Pod's owner chain (its top owner).
 REPLICASET = Kind("ReplicaSet", "apps", ("v1",), "replicasets")
-#: The objects of the tools that manage others (``_managers``): read only when an object names one, never
+#: The objects of the tools that manage others (``_sources.managers``): read only when an object names one, never
 #: listed on every run, and not read from manifests (``kind_for`` does not know them, so -f skips them).
 APPLICATION = Kind("Application", "argoproj.io", ("v1alpha1",), "applications")
 KUSTOMIZATION = Kind("Kustomization", "kustomize.toolkit.fluxcd.io", ("v1", "v1beta2"), "kustomizations")
 HELMRELEASE = Kind("HelmRelease", "helm.toolkit.fluxcd.io", ("v2", "v2beta2", "v2beta1"), "helmreleases")
 MANAGER_KINDS = (APPLICATION, KUSTOMIZATION, HELMRELEASE)
 #: The field manager every write of the plugin names (``fieldManager``), so that an object's
-#: ``managedFields`` say which fields the plugin changed; ``_managers`` never counts it as another's.
+#: ``managedFields`` say which fields the plugin changed; ``_sources.managers`` never counts it as another's.
 FIELD_MANAGER = "kubectl-kvdtype"
 
 

@@ -296,7 +296,7 @@ class ManagerReader:
     source: Source
     offline: bool = False
     known: Mapping[ObjectKey, dict] = field(default_factory=dict)
-    #: What the reporting layer derives from the managers found, kept for the run (``_managed``).
+    #: What the reporting layer derives from the managers found, kept for the run (``_judging.managed``).
     memo: dict = field(default_factory=dict)
     _reads: dict = field(default_factory=dict)
     _applications: Optional[_Read] = None
