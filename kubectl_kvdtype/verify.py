@@ -227,7 +227,7 @@ def _wait(context: Context, name: Optional[str], wait: float, interval: float) -
 def _pending_become_errors(report: Report) -> None:
     """When --wait gives up, a replica still not rolled is a failure: the exit says so."""
     report.escalate(REPLICA_NOT_ROLLED)
-    report.headline = _headline(report)
+    report.headline = _headline
 
 
 def _failing(report: Report) -> list:
@@ -310,7 +310,7 @@ def build_verify_report(inventory: PodInventory, offline: bool = False) -> Repor
     report.items.sort(key=_item_order)
     report.judged = [ObjectRef(POD.name, item["namespace"], item["name"]) for item in report.items]
     report.summary = {**_summary(report, inventory, setting_on), "pending": pending}
-    report.headline = _headline(report)
+    report.headline = _headline
     return report
 
 

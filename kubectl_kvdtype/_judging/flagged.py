@@ -77,10 +77,16 @@ def build_find_flags_report(inventory: FlagInventory) -> Report:
                    resource=kind.resource)
     report.warnings += inventory.warnings
     report.summary = _summary(inventory, report)
-    report.headline = (f"{len(report.items)} place(s) pass --kv-cache-dtype themselves: "
-                       f"{report.summary['roles']} role(s), {report.summary['pods']} Pod(s), "
-                       f"{report.summary['templates']} Pod template(s); {report.findings_line()}.")
+    report.headline = _headline
+
     return report
+
+
+def _headline(report: Report) -> str:
+    """Made when the report is shown: its counts are the final report's (``Report.summary_line``)."""
+    return (f"{len(report.items)} place(s) pass --kv-cache-dtype themselves: {report.summary['roles']} role(s), "
+            f"{report.summary['pods']} Pod(s), {report.summary['templates']} Pod template(s); "
+            f"{report.findings_line()}.")
 
 
 def not_examined_ref(kind: Kind, namespace: Optional[str]) -> ObjectRef:

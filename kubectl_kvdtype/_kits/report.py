@@ -114,8 +114,13 @@ class Report:
     items: list[dict] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
-    #: One line for humans under the table, built by the subcommand from ``summary``.
-    headline: str = ""
+    #: The line(s) for humans under the table, built by the subcommand from ``summary``: text, or a
+    #: function of the report for a line that counts findings, made when the report is shown
+    #: (``summary_line``), once the command line has added the source's findings and dropped the
+    #: --ignore'd ones, so that it counts exactly what ``-o json`` counts (``counts``).
+    headline: Union[str, Callable[["Report"], str]] = ""
+    #: Said before the headline: where an empty result looked ("In namespace team-a: ").
+    lead: str = ""
     #: Said on stderr, not part of the result: things that limit what the report could see.
     warnings: list[str] = field(default_factory=list)
     #: Said on stderr when there are no items (kubectl: "No resources found").
@@ -183,6 +188,12 @@ class Report:
         return {"errors": self.count(ERROR), "warnings": self.count(WARNING), "info": self.count(INFO),
                 "ignored": self.ignored}
 
+    def summary_line(self) -> str:
+        """The headline as shown under the table (and in JUnit's system-out), counting the report
+        as it is now."""
+        text = self.headline(self) if callable(self.headline) else self.headline
+        return f"{self.lead}{text}" if text else ""
+
     def to_dict(self) -> dict:
         judged = {} if self.judged is None else {"judged": len(self.objects())}
         return {"kind": self.kind, "items": self.items,
@@ -191,10 +202,12 @@ class Report:
                 "summary": {**self.summary, **judged, "findings": self.counts()}}
 
     def findings_line(self) -> str:
-        parts = [_plural(self.count(ERROR), "error"), _plural(self.count(WARNING), "warning"),
-                 _plural(self.count(INFO), "info", "info")]
-        if self.ignored:
-            parts.append(f"{self.ignored} ignored")
+        """``2 errors, 1 warning, 0 info`` from ``counts``, the numbers ``-o json`` prints."""
+        counts = self.counts()
+        parts = [_plural(counts["errors"], "error"), _plural(counts["warnings"], "warning"),
+                 _plural(counts["info"], "info", "info")]
+        if counts["ignored"]:
+            parts.append(f"{counts['ignored']} ignored")
         return ", ".join(parts)
 
 
@@ -239,7 +252,7 @@ class FleetMember:
             return
         self._failing, self._counts = bool(report.failing()), report.counts()
         self.encoded = to_text(report.to_dict())
-        self.report = Report(kind=report.kind, warnings=report.warnings, headline=report.headline,
+        self.report = Report(kind=report.kind, warnings=report.warnings, headline=report.summary_line(),
                              empty_message=report.empty_message, fail_on=report.fail_on)
 
     def to_dict(self) -> dict:

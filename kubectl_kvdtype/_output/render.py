@@ -225,7 +225,7 @@ def _fleet_tables(fleet: FleetReport, *, wide: bool, no_headers: bool, all_names
                 blocks.append(table(["CONTEXT", "SEVERITY", "CODE", "OBJECT", "MESSAGE"], findings, no_headers))
     blocks = [block for block in blocks if block]
     if not no_headers:
-        blocks.append("".join(_context_lines(m.context, m.report.headline if m.report else f"error: {m.error}")
+        blocks.append("".join(_context_lines(m.context, m.report.summary_line() if m.report else f"error: {m.error}")
                               for m in fleet.members) + fleet.headline() + "\n")
     return "\n".join(blocks)
 
@@ -288,9 +288,10 @@ def _render_tables(report: Report, *, wide: bool, no_headers: bool, all_namespac
     if report.findings and report.findings_table:
         rows = [[_paint(f.severity, color), f.code, str(f.object), f.message] for f in report.findings]
         blocks.append(table(["SEVERITY", "CODE", "OBJECT", "MESSAGE"], rows, no_headers))
-    if report.headline and not no_headers:
+    headline = report.summary_line()
+    if headline and not no_headers:
         # The headline is the subcommand's own lines (preflight's verdict has several): each is shown safely.
-        blocks.append("\n".join(shown(line) for line in report.headline.split("\n")) + "\n")
+        blocks.append("\n".join(shown(line) for line in headline.split("\n")) + "\n")
     return "\n".join(blocks)
 
 
