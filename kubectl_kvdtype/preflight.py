@@ -119,7 +119,7 @@ def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: 
     verdict = report.summary["verdict"]
     if incomplete:  # never a clean GO over a partial read
         verdict += f" (incomplete: {', '.join(incomplete)} not examined)"
-    report.headline = "\n".join([setting["line"], _dry_run_line(predictions), f"{verdict}: {report.summary['reason']}"])
+    report.headline = [setting["line"], _dry_run_line(predictions), f"{verdict}: {report.summary['reason']}"]
     return report
 
 

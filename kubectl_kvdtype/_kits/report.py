@@ -9,7 +9,7 @@ preflight's NO-GO and ``-o junit``'s failures all ask it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from kubectl_kvdtype._kits.codes import ERROR, INFO, WARNING, lookup, severity_of
 from kubectl_kvdtype._kits.status import ExitStatus
@@ -22,6 +22,8 @@ FAIL_ON = (ERROR, WARNING)
 #: preflight's verdicts: NO-GO exactly when the run fails (exit 1); a fleet with a context that
 #: could not be checked is INCOMPLETE, never GO.
 GO, NO_GO, INCOMPLETE = "GO", "NO-GO", "INCOMPLETE"
+#: A report's line(s) under its table: one line, or several (``Report.headline``).
+Headline = Union[str, Sequence[str]]
 #: The severities that fail a run, for each ``--fail-on`` value. Info never fails.
 _FAILING = {ERROR: (ERROR,), WARNING: (ERROR, WARNING)}
 
@@ -114,11 +116,13 @@ class Report:
     items: list[dict] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
-    #: The line(s) for humans under the table, built by the subcommand from ``summary``: text, or a
-    #: function of the report for a line that counts findings, made when the report is shown
-    #: (``summary_line``), once the command line has added the source's findings and dropped the
-    #: --ignore'd ones, so that it counts exactly what ``-o json`` counts (``counts``).
-    headline: Union[str, Callable[["Report"], str]] = ""
+    #: The line(s) for humans under the table, built by the subcommand from ``summary``: one line,
+    #: or several (preflight's), or a function of the report giving them, for lines that count
+    #: findings: made when the report is shown (``summary_lines``), once the command line has added
+    #: the source's findings and dropped the --ignore'd ones, so that they count exactly what
+    #: ``-o json`` counts (``counts``). A line is one line whatever it holds: a line break a
+    #: cluster's string carries is escaped when shown, never a line of its own.
+    headline: Union[Headline, Callable[["Report"], Headline]] = ""
     #: Said before the headline: where an empty result looked ("In namespace team-a: ").
     lead: str = ""
     #: Said on stderr, not part of the result: things that limit what the report could see.
@@ -188,11 +192,14 @@ class Report:
         return {"errors": self.count(ERROR), "warnings": self.count(WARNING), "info": self.count(INFO),
                 "ignored": self.ignored}
 
-    def summary_line(self) -> str:
-        """The headline as shown under the table (and in JUnit's system-out), counting the report
-        as it is now."""
-        text = self.headline(self) if callable(self.headline) else self.headline
-        return f"{self.lead}{text}" if text else ""
+    def summary_lines(self) -> list[str]:
+        """The headline's lines as shown under the table (and in JUnit's system-out), counting the
+        report as it is now; the lead before the first."""
+        made = self.headline(self) if callable(self.headline) else self.headline
+        lines = [line for line in ([made] if isinstance(made, str) else made) if line]
+        if lines and self.lead:
+            lines[0] = self.lead + lines[0]
+        return lines
 
     def to_dict(self) -> dict:
         judged = {} if self.judged is None else {"judged": len(self.objects())}
@@ -252,7 +259,7 @@ class FleetMember:
             return
         self._failing, self._counts = bool(report.failing()), report.counts()
         self.encoded = to_text(report.to_dict())
-        self.report = Report(kind=report.kind, warnings=report.warnings, headline=report.summary_line(),
+        self.report = Report(kind=report.kind, warnings=report.warnings, headline=report.summary_lines(),
                              empty_message=report.empty_message, fail_on=report.fail_on)
 
     def to_dict(self) -> dict:
