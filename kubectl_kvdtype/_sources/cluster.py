@@ -474,8 +474,11 @@ def _dry(dry_run: bool) -> Optional[dict]:
 
 def _list_items(page: dict, kind: Kind, namespace: Optional[str], path: str) -> builtins.list:
     """A LIST page's items; an answer that is not a List of ``kind`` is no answer (an empty one
-    would read as "none exist": every consumer told its Binding is missing)."""
+    would read as "none exist": every consumer told its Binding is missing). A List of ``kind``
+    whose ``items`` is null is empty: a Go server encodes an empty list so (a nil slice)."""
     items = page.get("items")
+    if items is None and "items" in page and page.get("kind") == f"{kind.name}List":
+        return []
     if page.get("kind") != f"{kind.name}List" or not isinstance(items, builtins.list):
         answered = page.get("kind")
         shown = f"kind {_first_line(answered)[:60]!r}" if isinstance(answered, str) and answered else "no kind"
