@@ -120,6 +120,7 @@ class Journal:
         self.directory = directory.resolve()  # messages name it from anywhere: "resume from ..."
         self.data = data
         self._originals: list[dict] = []  # saved by create (``discard`` removes them)
+        self._made_directory = False  # created by create: ``discard`` removes it too
 
     # --- Reading ---------------------------------------------------------------------------
 
@@ -162,6 +163,7 @@ class Journal:
     def create(cls, directory: Path, header: dict, steps: list[dict], originals: list[dict]) -> "Journal":
         """Save the originals, then the journal: both exist before the plan's first write."""
         check_free(directory)
+        made = not directory.exists()
         try:
             directory.mkdir(parents=True, exist_ok=True)
             for obj in originals:
@@ -171,7 +173,7 @@ class Journal:
             raise KvdtypeError(f"cannot write the backups to {directory}: {error.strerror or error}; "
                                "nothing was changed in the cluster") from None
         journal = cls(directory, {"format": FORMAT, **header, "steps": steps, "done": {}, "sent": {}})
-        journal._originals = list(originals)
+        journal._originals, journal._made_directory = list(originals), made
         journal.save()
         return journal
 
@@ -192,13 +194,16 @@ class Journal:
             pass
 
     def discard(self) -> None:
-        """Remove what ``create`` wrote (the run was refused before its first write)."""
+        """Remove what ``create`` wrote (the run was refused before its first write): the backups,
+        the journal, and the directory when ``create`` made it (a --backup-dir given empty stays)."""
         names = {JOURNAL} | {backup_name(obj) for obj in self._originals}
         for name in names:
             try:
                 (self.directory / name).unlink()
             except OSError:
                 pass
+        if not self._made_directory:
+            return
         try:
             self.directory.rmdir()  # only if nothing else is left in it
         except OSError:

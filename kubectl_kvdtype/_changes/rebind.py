@@ -210,10 +210,11 @@ def rebind(context: Context, options: RebindOptions) -> Report:
 @contextmanager
 def _leased(context: Context, plan: Plan, journal: Journal, discard: bool = False) -> Iterator[None]:
     """The Binding's lease, held while the block writes and given back however it ends. A new
-    journal (``discard``) is removed when the lease is refused: that run changed nothing."""
+    journal (``discard``) is removed when the lease is not taken, whatever stopped it (a refusal,
+    Ctrl-C): that run changed nothing, and leaves nothing behind."""
     try:
         plan.lease = Lease(context.writable_source, plan.namespace, plan.binding, journal.directory).acquire()
-    except KvdtypeError:
+    except BaseException:
         if discard:
             journal.discard()
         raise
