@@ -128,7 +128,7 @@ class Journal:
     def read(cls, directory: Path) -> "Journal":
         path = directory / JOURNAL
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))  # the bounded structure reader, once it is wired in
         except (OSError, ValueError) as error:
             reason = getattr(error, "strerror", None) or error
             raise KvdtypeError(f"cannot read the journal {path}: {reason}; nothing was changed") from None
@@ -139,6 +139,19 @@ class Journal:
 
     def matches(self, namespace: str, binding: str) -> bool:
         return self.data.get("namespace") == namespace and self.data.get("binding") == binding
+
+    def check_cluster(self, source: object, instead: str) -> None:
+        """Refuse (exit 3, nothing written) a journal written for another cluster than ``source``'s:
+        its server or its kubeconfig context differs. Journals of versions before the record, and
+        runs on manifests, have nothing to compare. ``instead``: what the user can do then."""
+        recorded, current = self.data.get("cluster"), identity_of(source)
+        if not isinstance(recorded, dict) or current is None:
+            return
+        if all(recorded.get(key) == current.get(key) for key in ("server", "context")):
+            return
+        raise KvdtypeError(f"the journal in {self.directory}/ was written for the cluster at {recorded.get('server')} "
+                           f"({recorded.get('context')}), not for this one, {current.get('server')} "
+                           f"({current.get('context')}): {instead}; nothing was changed")
 
     @property
     def steps(self) -> list[dict]:
@@ -233,6 +246,13 @@ class Journal:
         except OSError as error:
             raise KvdtypeError(f"cannot write the rebind journal in {self.directory}: "
                                f"{error.strerror or error}") from None
+
+
+def identity_of(source: object) -> Optional[dict]:
+    """The cluster a source talks to (``ClusterSource.identity``), recorded in every journal so
+    that it is carried on or put back only there; None for manifests."""
+    found = getattr(source, "identity", None)
+    return found if isinstance(found, dict) else None
 
 
 def backup_name(obj: dict) -> str:

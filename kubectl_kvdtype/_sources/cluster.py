@@ -97,6 +97,12 @@ class ClusterSource:
     def default_namespace(self) -> Optional[str]:
         return self._namespace
 
+    @property
+    def identity(self) -> dict:
+        """Which cluster this is, as a journal records it and checks it before it is carried on:
+        the server (a password in its URL shown as ``user:***``) and the kubeconfig context."""
+        return {"server": self._shown_host, "context": self.description}
+
     def list(self, kind: Kind, namespace: Optional[str], selector: str = "",
              project: Optional[Projection] = None) -> list[dict]:
         """Every object, one paged LIST; restarted when the continue token expires (410)."""
