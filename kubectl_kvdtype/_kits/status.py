@@ -40,7 +40,7 @@ EXIT_MEANINGS = {
                            "kind asked for, a result that could not be written (a full disk, a closed stdout or "
                            "pipe), an internal error",
     ExitStatus.PARTIAL: "completed, but could not read everything the verdict depends on: a kind that could change "
-                        "it was refused (403, or 404 on a served group; a kind-not-examined finding names it), so "
+                        "it was refused (403, or 404 on a served group; a warning finding names it), so "
                         "preflight's verdict is INCOMPLETE, never GO; it goes before 1, and neither --exit-zero nor "
                         "--ignore makes it 0",
     ExitStatus.HANGUP: "ended by SIGHUP (the terminal closed); a write ends as on Ctrl-C, its message also "
