@@ -4,14 +4,15 @@ One run gives what ``check``, ``find-flags`` and ``escape status`` give separate
 judgements (their own report builders, not a copy of their rules), the Setting's state, and a
 dry run of the upgrade per pool-attached role and per injected Pod (``_judging.upgrade``). From those it
 builds an ordered to-do list, each item with the command to run, and one verdict: GO, or NO-GO
-while any error finding remains (warnings too with ``--fail-on warning``).
+while any error finding remains (warnings too with ``--fail-on warning``), or INCOMPLETE, never
+GO, when a kind that could change it could not be read (``Report.not_examined``).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 from kubectl_kvdtype._commands.command import Command, Context
 from kubectl_kvdtype._engines import verdicts as _engines
@@ -21,7 +22,19 @@ from kubectl_kvdtype._judging.flagged import FlagInventory, build_find_flags_rep
 from kubectl_kvdtype._judging.managed import MANAGED_BY, name_managers, title_of
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.codes import PREDICTED_DEPENDS, PREDICTED_FAILURE
-from kubectl_kvdtype._kits.report import ERROR, GO, NO_GO, WARNING, Column, Finding, ObjectRef, Report, Section, fails
+from kubectl_kvdtype._kits.report import (
+    ERROR,
+    GO,
+    INCOMPLETE,
+    NO_GO,
+    WARNING,
+    Column,
+    Finding,
+    ObjectRef,
+    Report,
+    Section,
+    fails,
+)
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.managers import ManagerReader
 
@@ -43,8 +56,9 @@ class PreflightCommand(Command):
         "and dry-runs the upgrade: for every role of a pool-attached ModelDeployment and every Pod opted "
         "into injection, the argv the upgraded operator or webhook renders, parsed as that engine at that "
         "version parses it (-o wide shows each one's predicted outcome). Prints an ordered to-do list with "
-        "the command for each item, then GO, or NO-GO while an error finding remains. Exit 0 GO, 1 NO-GO, "
-        "3 could not complete; --exit-zero gives 0 for both verdicts."
+        "the command for each item, then GO, or NO-GO while an error finding remains, or INCOMPLETE (never GO) "
+        "when a kind that could change the verdict could not be read. Exit 0 GO, 1 NO-GO, 3 could not complete, "
+        "4 INCOMPLETE; --exit-zero gives 0 for GO and NO-GO, never for 3 or 4."
     )
     examples = (
         ("start here: is the whole cluster ready for the upgrade?", "kubectl kvdtype preflight -A"),
@@ -89,8 +103,9 @@ def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: 
 
     ``source_findings`` (an object read twice from manifests) are added to the report by the
     command line after this; they count towards the verdict and the to-do list here. The verdict
-    is the exit status's rule (``_kits.report.fails``): NO-GO exactly when the run exits 1. ``managers``
-    reads who manages the objects found (``_judging.managed``): their items go to their source.
+    is the exit status's rule (``Report.exit_status``): INCOMPLETE exactly when the run exits 4,
+    else NO-GO exactly when it exits 1 (``_kits.report.fails``). ``managers`` reads who manages the
+    objects found (``_judging.managed``): their items go to their source.
     """
     ignore = ignore or set()
     checked = _judgement.build_check_report(check_inventory, system_namespace, offline=offline)
@@ -113,11 +128,11 @@ def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: 
     warnings = [f for f in counted if f.severity == WARNING]
     no_go = any(fails(f.severity, fail_on) for f in counted)
     setting = _setting_state(check_inventory, system_namespace, offline)
-    incomplete = [kind.resource for kind, _ in flags_inventory.not_examined]
+    report.unread = checked.unread + flagged.unread  # what could change the verdict, not read: never GO
     report.summary = {
-        "verdict": NO_GO if no_go else GO,
-        "incomplete": incomplete,
-        "reason": _reason(errors, warnings, fail_on),
+        "verdict": INCOMPLETE if report.unread else NO_GO if no_go else GO,
+        "incomplete": list(report.unread),
+        "reason": _reason(errors, warnings, fail_on, report.unread),
         "failOn": fail_on,
         "setting": setting,
         "dryRun": {"roles": sum(1 for p in predictions if p.kind == _upgrade.MODEL_DEPLOYMENT),
@@ -125,10 +140,8 @@ def build_report(check_inventory: _judgement.BindingInventory, flags_inventory: 
                    "outcomes": _upgrade.counts(predictions)},
         "todo": len(report.items),
     }
-    verdict = report.summary["verdict"]
-    if incomplete:  # never a clean GO over a partial read
-        verdict += f" (incomplete: {', '.join(incomplete)} not examined)"
-    report.headline = "\n".join([setting["line"], _dry_run_line(predictions), f"{verdict}: {report.summary['reason']}"])
+    report.headline = [setting["line"], _dry_run_line(predictions),
+                       f"{report.summary['verdict']}: {report.summary['reason']}"]
     return report
 
 
@@ -423,16 +436,21 @@ def _dry_run_line(predictions: list[_upgrade.Prediction]) -> str:
             "(-o wide shows each).")
 
 
-def _reason(errors: list[Finding], warnings: list[Finding], fail_on: str) -> str:
+def _reason(errors: list[Finding], warnings: list[Finding], fail_on: str, unread: Sequence[str] = ()) -> str:
     codes = ", ".join(dict.fromkeys(f.code for f in errors))
     if errors:
-        return (f"{len(errors)} error finding(s) ({codes}) must be fixed first: work through the to-do list in "
-                f"order, then run preflight again.")
-    if warnings and fail_on == "warning":
-        return f"no error finding, but {len(warnings)} warning(s) and --fail-on warning."
-    if warnings:
-        return f"no error finding; {len(warnings)} warning(s) worth a look in the to-do list."
-    return "no error or warning finding."
+        found = (f"{len(errors)} error finding(s) ({codes}) must be fixed first: work through the to-do list in "
+                 f"order, then run preflight again.")
+    elif warnings and fail_on == "warning":
+        found = f"no error finding, but {len(warnings)} warning(s) and --fail-on warning."
+    elif warnings:
+        found = f"no error finding; {len(warnings)} warning(s) worth a look in the to-do list."
+    else:
+        found = "no error or warning finding."
+    if not unread:
+        return found
+    return (f"{', '.join(unread)} could not be read (what is there may pass the flag or fail the upgrade unseen; "
+            f"run preflight as a user who may read it), so the verdict is not GO; in what was read, {found}")
 
 
 def _object_cell(item: dict) -> str:

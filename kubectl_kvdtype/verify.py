@@ -19,7 +19,7 @@ from kubectl_kvdtype._commands.command import Command, Context
 from kubectl_kvdtype._commands.flags import parse_duration
 from kubectl_kvdtype._engines import verdicts as _engines
 from kubectl_kvdtype._engines.argv import too_long
-from kubectl_kvdtype._judging.judgement import add_missing_binding, read_setting
+from kubectl_kvdtype._judging.judgement import add_missing_binding
 from kubectl_kvdtype._judging.managed import MANAGED_BY, index, name_managers, reader_for
 from kubectl_kvdtype._kits.codes import (
     ARGV_TOO_LONG,
@@ -39,7 +39,18 @@ from kubectl_kvdtype._kits.report import Column, FieldPath, ObjectRef, Report
 from kubectl_kvdtype._kits.status import ClusterError, KvdtypeError, UsageError
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources import names as _names
-from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD, Query, Source, bounded, list_many, unwrap
+from kubectl_kvdtype._sources.kinds import (
+    BINDING,
+    DEPLOYMENT,
+    POD,
+    SETTING,
+    Query,
+    Source,
+    bounded,
+    list_many,
+    not_readable,
+    unwrap,
+)
 from kubectl_kvdtype._sources.managers import ManagerReader
 
 OK, MISSING, MISMATCH, UNMANAGED, UNKNOWN = "ok", "missing", "mismatch", "unmanaged", "unknown"
@@ -71,6 +82,9 @@ class PodInventory:
     setting: Optional[dict]
     setting_error: Optional[str]
     named: bool = False
+    #: Where the Setting was asked for, when this user may not read it (``kinds.not_readable``):
+    #: the verdicts then rest on its default, and the report is incomplete.
+    setting_refused_in: Optional[str] = None
 
     @classmethod
     def read_named(cls, source: Source, namespace: Optional[str], name: str, system_namespace: str) -> "PodInventory":
@@ -80,12 +94,12 @@ class PodInventory:
         binding_name = _model.deployment_binding(deployment)
         binding = source.get(BINDING, namespace, binding_name) if binding_name else None
         selector = f"{REPLICA_SELECTOR},{_model.REPLICA_INSTANCE_LABEL}={name}"
-        setting, error = read_setting(source, system_namespace)
+        setting, error, refused = _read_setting(source, system_namespace)
         # A name that is no label value can label no Pod (and must not shape a selector).
         labelled = _names.is_valid(name, _names.LABEL_VALUE)
         pods = source.list(POD, namespace, selector, _model.slim_pod) if labelled else []
         return cls([deployment], {(namespace, binding_name or ""): binding} if binding else {},
-                   pods, [], setting, error, named=True)
+                   pods, [], setting, error, named=True, setting_refused_in=refused)
 
     @classmethod
     def read_all(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "PodInventory":
@@ -95,9 +109,23 @@ class PodInventory:
             Query(POD, namespace, REPLICA_SELECTOR, _model.slim_pod),
             Query(POD, namespace, f"{_model.INJECT_LABEL}=true", _model.slim_pod),
         ]))
-        setting, error = read_setting(source, system_namespace)
+        setting, error, refused = _read_setting(source, system_namespace)
         by_key = {(_model.namespace_of(b), _model.name_of(b)): b for b in bindings}
-        return cls([d for d in listed if _model.is_pool_attached(d)], by_key, replicas, injected, setting, error)
+        return cls([d for d in listed if _model.is_pool_attached(d)], by_key, replicas, injected, setting, error,
+                   setting_refused_in=refused)
+
+
+def _read_setting(source: Source, system_namespace: str) -> tuple[Optional[dict], Optional[str], Optional[str]]:
+    """The Setting the verdicts depend on (with it off no flag is expected), why it is not there,
+    and, when this user may not read it, the namespace it was asked in: judged by its default
+    then, the report incomplete (``kinds.not_readable``, the rule every optional kind follows)."""
+    try:
+        setting = source.get(SETTING, system_namespace, _model.SETTING_NAME)
+    except KvdtypeError as error:
+        return None, error.message, system_namespace if not_readable(error) else None
+    if setting is None:
+        return None, f"Setting {system_namespace}/{_model.SETTING_NAME} not found", None
+    return setting, None, None
 
 
 def _find_deployment(source: Source, namespace: Optional[str], name: str) -> dict:
@@ -236,7 +264,7 @@ def _wait(context: Context, name: Optional[str], wait: float, interval: float) -
 def _pending_become_errors(report: Report) -> None:
     """When --wait gives up, a replica still not rolled is a failure: the exit says so."""
     report.escalate(REPLICA_NOT_ROLLED)
-    report.headline = _headline(report)
+    report.headline = _headline
 
 
 def _failing(report: Report) -> list:
@@ -299,6 +327,11 @@ def build_verify_report(inventory: PodInventory, offline: bool = False) -> Repor
     report = Report(kind="VerifyReport", columns=POD_COLUMNS,
                     empty_message="No replica or injected Pod to verify.")
     setting_on = _model.setting_is_on(inventory.setting)
+    if inventory.setting_refused_in is not None:  # a half answer: the verdicts rest on a default
+        report.not_examined(ObjectRef(SETTING.name, inventory.setting_refused_in, _model.SETTING_NAME),
+                            SETTING.resource, inventory.setting_error or "it could not be read",
+                            "every Pod is judged as if it is on (its default): with it off, a replica carrying the "
+                            "flag is not rolled back yet")
     if setting_on is None:
         why = inventory.setting_error or f"Setting {_model.SETTING_NAME} has no readable value"
         if not offline or inventory.setting:
@@ -319,7 +352,7 @@ def build_verify_report(inventory: PodInventory, offline: bool = False) -> Repor
     report.items.sort(key=_item_order)
     report.judged = [ObjectRef(POD.name, item["namespace"], item["name"]) for item in report.items]
     report.summary = {**_summary(report, inventory, setting_on), "pending": pending}
-    report.headline = _headline(report)
+    report.headline = _headline
     return report
 
 

@@ -149,7 +149,7 @@ def test_missing_binding_and_binding_without_dtype(fake, kube_env):
 def test_forbidden_workload_list_is_a_warning_not_a_failure(cluster, fake):
     fake.deny("list", "cronjobs")
     result = kvdtype(cluster, "find-flags", "-A", "-o", "json")
-    assert result.returncode == 1
+    assert result.returncode == 4  # judged, but incomplete: before the findings' 1 (issue 40)
     assert "Warning: cronjobs.batch not examined" in result.stderr
     assert ("pod-flag", "team-c/nightly-eval") not in codes(report(result))
     assert ("role-flag", "team-c/qwen-flagged") in codes(report(result))

@@ -127,7 +127,7 @@ def test_every_exit_status_has_one_meaning_and_the_epilog_lists_them_in_order():
     epilog = exit_codes_epilog()
     positions = [epilog.index(f"{int(status)} {status.meaning}") for status in ExitStatus]
     assert positions == sorted(positions)
-    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3, 129, 130, 143]
+    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3, 4, 129, 130, 143]
 
 
 def test_errors_carry_their_exit_status():

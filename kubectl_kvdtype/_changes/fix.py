@@ -21,18 +21,27 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from kubectl_kvdtype._changes import managed as _managed
-from kubectl_kvdtype._changes.journal import JOURNAL, Journal, RestoreOptions, backup_name, fix_directory
+from kubectl_kvdtype._changes.journal import (
+    JOURNAL,
+    Journal,
+    RestoreOptions,
+    backup_name,
+    fix_directory,
+    identity_of,
+)
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._engines import verdicts as _engines
 from kubectl_kvdtype._kits.codes import FIX_CONFLICT, FIX_MANUAL, FIX_REFUSED, RESTORE_CONFLICT
 from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
 from kubectl_kvdtype._kits.status import ApiError, Interrupted, KvdtypeError, UsageError, interrupted_status
 from kubectl_kvdtype._sources import model as _model
+from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources.kinds import DEPLOYMENT, POD, REPLICASET, SETTING, WORKLOADS, Kind
 from kubectl_kvdtype._sources.managers import pointer_field
 
@@ -492,7 +501,8 @@ def _confirm(context: Context, ready: list[Target]) -> None:
 def _backup(context: Context, ready: list[Target], backup_dir: Optional[str], managers: list[dict]) -> Path:
     directory = Path(backup_dir) if backup_dir else fix_directory()
     steps = [_step(t) for t in ready]
-    Journal.create(directory, {"operation": OPERATION, "managers": managers}, steps, [t.as_read for t in ready])
+    Journal.create(directory, {"operation": OPERATION, "managers": managers, "cluster": identity_of(context.source)},
+                   steps, [t.as_read for t in ready])
     context.env.progress(f"saved {len(ready)} object(s) in {directory}/ (kubectl kvdtype escape restore {directory} "
                          "reverts the fix)")
     return directory
@@ -673,11 +683,14 @@ def restore_fix(context: Context, options: RestoreOptions) -> Report:
     """Put each patched object's lists back, only where its resourceVersion is the one the fix left."""
     directory = Path(options.directory)
     journal = Journal.read(directory)
+    journal.check_cluster(context.source, "put it back on that cluster (--context)")
+    for step in journal.steps:
+        _check_fix_step(journal, step)
     report = Report(kind="RestorePlan", columns=RESTORE_COLUMNS)
     ready = []
     reverts: list[_managed.Write] = []  # what restoring patches, for who manages it
     for step in journal.steps:
-        kind = Kind(step["kind"], step["group"], (step["version"],), step["plural"])
+        kind = _KINDS[step["kind"]]
         item = {"object": f"{step['kind']} {step['namespace']}/{step['name']}", "kind": step["kind"],
                 "namespace": step["namespace"], "name": step["name"], "state": "", "detail": ""}
         report.items.append(item)
@@ -723,6 +736,54 @@ def restore_fix(context: Context, options: RestoreOptions) -> Report:
         report.headline = (f"{'Dry run: ' if mode.startswith('dry') else ''}Restored {reverted} of "
                            f"{len(journal.steps)} object(s) the fix patched; each rolls its replicas again.")
     return report
+
+
+#: The lists a fix patches (and its restore puts back), by kind: a role's extraArgs, a Pod template
+#: container's command and args.
+_PATCHED_LISTS = {
+    DEPLOYMENT.name: re.compile(r"/spec/roles/\d+/extraArgs"),
+    "CronJob": re.compile(r"/spec/jobTemplate/spec/template/spec/containers/\d+/(command|args)"),
+}
+_TEMPLATE_LISTS = re.compile(r"/spec/template/spec/containers/\d+/(command|args)")
+
+
+def _check_fix_step(journal: Journal, step: object) -> None:
+    """A step of a fix journal is a patch find-flags --fix makes: of a kind it patches, named as the
+    API server names objects, putting back only the lists it removes the flag from. Anything else
+    (a planted or hand-edited journal) is refused before the first write."""
+    what = "a step that is no patch of a ModelDeployment or a workload"
+    if isinstance(step, dict) and isinstance(step.get("kind"), str) and step["kind"] in _KINDS:
+        kind = _KINDS[step["kind"]]
+        what = f"{kind.name} {step.get('namespace')}/{step.get('name')}"
+        lists = _PATCHED_LISTS.get(kind.name, _TEMPLATE_LISTS)
+        problem = _fix_step_problem(step, kind, lists)
+    else:
+        problem = "is not of a kind find-flags --fix patches"
+        if isinstance(step, dict):
+            what = f"{step.get('kind')} {step.get('namespace')}/{step.get('name')}"
+    if problem:
+        raise KvdtypeError(f"{journal.directory / JOURNAL} holds a step find-flags --fix never writes: {what} "
+                           f"{problem}; nothing was changed")
+
+
+def _fix_step_problem(step: dict, kind: Kind, lists: "re.Pattern[str]") -> str:
+    if (step.get("group"), step.get("plural")) != (kind.group, kind.plural):
+        return f"names the resource {step.get('plural')}.{step.get('group')}"
+    if not isinstance(step.get("id"), str) or _names.object_problem(kind, step.get("namespace"), step.get("name")):
+        return "has no name the API server accepts"
+    for field_name in ("revert", "after"):
+        entries = step.get(field_name)
+        if not isinstance(entries, list):
+            return f"has no {field_name} list"
+        for entry in entries:
+            path = entry.get("path") if isinstance(entry, dict) else None
+            if not isinstance(path, str) or not lists.fullmatch(path):
+                return f"writes {path!r}, no list a fix changes"
+            value = entry.get("value")
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or \
+                    (field_name == "revert" and entry.get("op") != "replace"):
+                return f"writes {path} with something else than a list of strings"
+    return ""
 
 
 def _in_flight(report: Report, item: dict, step: dict, existing: Optional[dict], directory: Path) -> str:

@@ -121,6 +121,7 @@ class Journal:
         self.directory = directory.resolve()  # messages name it from anywhere: "resume from ..."
         self.data = data
         self._originals: list[dict] = []  # saved by create (``discard`` removes them)
+        self._made_directory = False  # created by create: ``discard`` removes it too
 
     # --- Reading ---------------------------------------------------------------------------
 
@@ -128,7 +129,7 @@ class Journal:
     def read(cls, directory: Path) -> "Journal":
         path = directory / JOURNAL
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))  # the bounded structure reader, once it is wired in
         except (OSError, ValueError) as error:
             reason = getattr(error, "strerror", None) or error
             raise KvdtypeError(f"cannot read the journal {path}: {reason}; nothing was changed") from None
@@ -139,6 +140,19 @@ class Journal:
 
     def matches(self, namespace: str, binding: str) -> bool:
         return self.data.get("namespace") == namespace and self.data.get("binding") == binding
+
+    def check_cluster(self, source: object, instead: str) -> None:
+        """Refuse (exit 3, nothing written) a journal written for another cluster than ``source``'s:
+        its server or its kubeconfig context differs. Journals of versions before the record, and
+        runs on manifests, have nothing to compare. ``instead``: what the user can do then."""
+        recorded, current = self.data.get("cluster"), identity_of(source)
+        if not isinstance(recorded, dict) or current is None:
+            return
+        if all(recorded.get(key) == current.get(key) for key in ("server", "context")):
+            return
+        raise KvdtypeError(f"the journal in {self.directory}/ was written for the cluster at {recorded.get('server')} "
+                           f"({recorded.get('context')}), not for this one, {current.get('server')} "
+                           f"({current.get('context')}): {instead}; nothing was changed")
 
     @property
     def steps(self) -> list[dict]:
@@ -163,6 +177,7 @@ class Journal:
     def create(cls, directory: Path, header: dict, steps: list[dict], originals: list[dict]) -> "Journal":
         """Save the originals, then the journal: both exist before the plan's first write."""
         check_free(directory)
+        made = not directory.exists()
         try:
             directory.mkdir(parents=True, exist_ok=True)
             for obj in originals:
@@ -172,7 +187,7 @@ class Journal:
             raise KvdtypeError(f"cannot write the backups to {directory}: {error.strerror or error}; "
                                "nothing was changed in the cluster") from None
         journal = cls(directory, {"format": FORMAT, **header, "steps": steps, "done": {}, "sent": {}})
-        journal._originals = list(originals)
+        journal._originals, journal._made_directory = list(originals), made
         journal.save()
         return journal
 
@@ -193,13 +208,16 @@ class Journal:
             pass
 
     def discard(self) -> None:
-        """Remove what ``create`` wrote (the run was refused before its first write)."""
+        """Remove what ``create`` wrote (the run was refused before its first write): the backups,
+        the journal, and the directory when ``create`` made it (a --backup-dir given empty stays)."""
         names = {JOURNAL} | {backup_name(obj) for obj in self._originals}
         for name in names:
             try:
                 (self.directory / name).unlink()
             except OSError:
                 pass
+        if not self._made_directory:
+            return
         try:
             self.directory.rmdir()  # only if nothing else is left in it
         except OSError:
@@ -229,6 +247,13 @@ class Journal:
         except OSError as error:
             raise KvdtypeError(f"cannot write the rebind journal in {self.directory}: "
                                f"{error.strerror or error}") from None
+
+
+def identity_of(source: object) -> Optional[dict]:
+    """The cluster a source talks to (``ClusterSource.identity``), recorded in every journal so
+    that it is carried on or put back only there; None for manifests."""
+    found = getattr(source, "identity", None)
+    return found if isinstance(found, dict) else None
 
 
 def backup_name(obj: dict) -> str:

@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import json
 import re
+import shlex
 import socket
 import time
 from contextlib import contextmanager
@@ -21,8 +22,8 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from kubectl_kvdtype._changes import managed as _managed
-from kubectl_kvdtype._changes.journal import JOURNAL, Journal, default_directory, finished, unfinished
-from kubectl_kvdtype._changes.lease import LEASE_ANNOTATION, Lease
+from kubectl_kvdtype._changes.journal import JOURNAL, Journal, default_directory, finished, identity_of, unfinished
+from kubectl_kvdtype._changes.lease import LEASE_ANNOTATION, Lease, held_refusal, running_holder
 from kubectl_kvdtype._changes.setting import (
     OFF,
     ON,
@@ -42,6 +43,7 @@ from kubectl_kvdtype._judging.judgement import (
     consumer_verdict,
     read_setting,
 )
+from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits import progress as _progress
 from kubectl_kvdtype._kits.codes import (
     DTYPE_REJECTED,
@@ -190,9 +192,11 @@ def rebind(context: Context, options: RebindOptions) -> Report:
         raise UsageError("escape rebind works on one Binding in one namespace: use -n, not -A")
     namespace = context.namespace or "default"
     _validate_names(options)
-    journal = _find_journal(options, namespace) or _journal_in_cluster(context, namespace, options.binding)
+    journal = _find_journal(options, namespace)  # only where this command or the default directory puts it
     if journal is not None:
+        check_journal(context, journal, namespace, options.binding)  # before any step runs, or is shown
         return _resume(context, journal, options)
+    _refuse_under_way_elsewhere(context, namespace, options)
     plan = make_plan(context, namespace, options)
     managed = _managed.managed_writes(context, _managed_writes(plan, [s for s in plan.steps if s.action == "delete"]))
     _managed.note(plan.report, managed, options.force_managed)
@@ -206,7 +210,7 @@ def rebind(context: Context, options: RebindOptions) -> Report:
         check_access(context.writable_source, plan.steps)
         directory = Path(options.backup_dir) if options.backup_dir else default_directory(namespace, plan.binding)
         _record_location(plan, directory)
-        journal = Journal.create(directory, _header(plan), [dataclasses.asdict(s) for s in plan.steps],
+        journal = Journal.create(directory, _header(context, plan), [dataclasses.asdict(s) for s in plan.steps],
                                  plan.originals)  # the backups before any write, the lease included
         with _leased(context, plan, journal, discard=True):
             context.env.progress(f"Saved {len(plan.originals)} object(s) and the journal to {journal.directory}/")
@@ -217,10 +221,11 @@ def rebind(context: Context, options: RebindOptions) -> Report:
 @contextmanager
 def _leased(context: Context, plan: Plan, journal: Journal, discard: bool = False) -> Iterator[None]:
     """The Binding's lease, held while the block writes and given back however it ends. A new
-    journal (``discard``) is removed when the lease is refused: that run changed nothing."""
+    journal (``discard``) is removed when the lease is not taken, whatever stopped it (a refusal,
+    Ctrl-C): that run changed nothing, and leaves nothing behind."""
     try:
         plan.lease = Lease(context.writable_source, plan.namespace, plan.binding, journal.directory).acquire()
-    except KvdtypeError:
+    except BaseException:
         if discard:
             journal.discard()
         raise
@@ -845,8 +850,12 @@ def _still_there(source: Source, kind: Kind, step: Step, deadline: float) -> boo
         return source.get(kind, step.namespace, step.name) is not None
 
 
-def _header(plan: Plan) -> dict:
-    return {"namespace": plan.namespace, "binding": plan.binding, "options": plan.options,
+def _header(context: Context, plan: Plan) -> dict:
+    """What the journal says of itself besides its steps: the Binding it moves (and its uid) and the
+    cluster it was written for, all checked before it is carried on (``check_journal``)."""
+    old = next((s.expect for s in plan.steps if s.id == "create-binding" and s.expect), None) or {}
+    return {"namespace": plan.namespace, "binding": plan.binding, "uid": old.get("uid"),
+            "cluster": identity_of(context.source), "options": plan.options,
             "blockers": plan.blockers, "manifests": plan.manifests,
             "findings": [f.to_dict() for f in plan.report.findings], "managers": plan.managed}
 
@@ -902,29 +911,206 @@ def _record_location(plan: Plan, directory: Path) -> None:
             step.body["metadata"]["annotations"][JOURNAL_ANNOTATION] = location
 
 
-def _journal_in_cluster(context: Context, namespace: str, old: str) -> Optional[Journal]:
+def _refuse_under_way_elsewhere(context: Context, namespace: str, options: RebindOptions) -> None:
     """The cluster's own record of a rebind under way: a Binding rebound from this one while this
-    one still exists. Its journal is resumed when readable here; otherwise refuse, naming it."""
-    source = context.source
+    one still exists. Its journal is never looked for where the annotation says (anyone who may
+    create a Binding here writes that annotation): the refusal names the place, escaped when
+    shown, and the command that resumes it from there, where the journal is checked like any."""
+    source, old = context.source, options.binding
     origin = f"{namespace}/{old}"
     rebound = [b for b in source.list(BINDING, namespace)
                if _model.annotations_of(b).get(REBIND_ANNOTATION) == origin]
     if not rebound or source.get(BINDING, namespace, old) is None:
-        return None
+        return
+    held = running_holder(source, namespace, old)
+    if held is not None:  # the run that journals it is still at work: wait for it
+        raise KvdtypeError(held_refusal(namespace, old, held))
     new = rebound[0]
-    location = _model.annotations_of(new).get(JOURNAL_ANNOTATION) or ""
-    host, _, path = location.partition(":")
-    directory = Path(path) if path else None
-    if directory is not None and (directory / JOURNAL).is_file():
-        journal = Journal.read(directory)
-        if journal.matches(namespace, old) and journal.options.get("newName") == _model.name_of(new):
-            return journal
+    host, path = _journal_location(_model.annotations_of(new).get(JOURNAL_ANNOTATION))
+    dtype = _model.binding_dtype(new) or ""
+    dtype = dtype if _DTYPE.match(dtype) else "<the dtype it moves to>"
     where = f"journaled on {host} in {path}/" if path else "journaled elsewhere (its Binding does not say where)"
+    directory = shlex.quote(path) if path else "<its backup directory>"
+    resume = f"kubectl kvdtype escape rebind {old} -n {namespace} --dtype {dtype} --backup-dir {directory} --apply"
+    on = "" if host == socket.gethostname() else \
+        f" on {host or 'the machine that started it'} (or here, once the directory is copied here)"
     raise KvdtypeError(
-        f"a rebind of {origin} to {namespace}/{_model.name_of(new)} is under way ({where}) and its journal cannot "
-        f"be read here: run the same command on {host or 'the machine that started it'} to resume it, or put back "
-        f"what it deleted with kubectl kvdtype escape restore {path or '<its backup directory>'} (copy the directory "
-        "here first); nothing was changed")
+        f"a rebind of {origin} to {namespace}/{_model.name_of(new)} is under way ({where}), and a journal is only "
+        f"carried on from the current directory or --backup-dir, never from where a cluster says it is: resume it "
+        f"with {resume}{on}, or put back what it deleted with kubectl kvdtype escape restore {directory}; nothing "
+        "was changed")
+
+
+#: The longest journal location an annotation may give to be named in a message.
+_LOCATION_LIMIT = 4096
+
+
+def _journal_location(value: object) -> tuple[str, str]:
+    """(host, absolute path) an annotation ``<host>:<path>`` names; ("", "") for anything else. Only
+    ever said, never opened."""
+    if not isinstance(value, str) or len(value) > _LOCATION_LIMIT or "\0" in value:
+        return "", ""
+    host, _, path = value.partition(":")
+    return (host, path) if path.startswith("/") else ("", "")
+
+
+# --- escape rebind: a journal, checked before any step runs -----------------------------------------
+
+#: The fields a journal's step may have (``Step``'s).
+_STEP_FIELDS = {f.name for f in dataclasses.fields(Step)}
+_ACTIONS = {SETTING_OFF, SETTING_ON, "create", "delete", _OLD_SETTING_OFF}
+
+
+def check_journal(context: Context, journal: Journal, namespace: str, binding: str) -> None:
+    """A journal found where the user's command or the default directory put it is still a file
+    anyone may have written there (a shared /tmp): before any step runs it must be a rebind of this
+    Binding (namespace, name, the uid it recorded) on this cluster (server and context), and every
+    step one the plan for this Binding would make. Otherwise one sentence, exit 3, nothing written."""
+    where = f"{journal.directory}/"
+    check_shape(journal)
+    if not journal.matches(namespace, binding):
+        raise KvdtypeError(f"the journal in {where} is of a rebind of {journal.data['namespace']}/"
+                           f"{journal.data['binding']}, not of {namespace}/{binding}; nothing was changed")
+    journal.check_cluster(context.source, "run the command against that cluster, or pass another --backup-dir")
+    steps = [Step.from_journal(dict(entry)) for entry in journal.steps]
+    _check_uid(context, journal, steps, namespace, binding)
+    for index, step in enumerate(steps, 1):
+        problem = _outside_the_plan(context, journal, steps, step)
+        if problem:
+            raise KvdtypeError(f"the journal in {where} holds a step this rebind of {namespace}/{binding} would not "
+                               f"make: step {index} ({step.label()}) {problem}; nothing was changed")
+    for step_id, name in (journal.data.get("changed") or {}).items():
+        changed = next((s for s in steps if s.id == step_id), None)
+        if changed is None or not changed.expect or changed.expect.get("name") != name:
+            raise KvdtypeError(f"the journal in {where} records a change to {name!r} that none of its steps "
+                               "depends on; nothing was changed")
+
+
+def check_shape(journal: Journal) -> None:
+    """What the resumption reads of the journal, each of the type it needs (a hand-edited or planted
+    file would otherwise end in an internal error half-way)."""
+    data, options = journal.data, journal.data.get("options")
+    problems = []
+    if not isinstance(options, dict):
+        problems.append("no options")
+        options = {}
+    if not (isinstance(data.get("namespace"), str) and isinstance(data.get("binding"), str)):
+        problems.append("no namespace and binding")
+    if not (isinstance(options.get("dtype"), str) and _DTYPE.match(options["dtype"])):
+        problems.append("no dtype a Binding may have")
+    if not all(isinstance(options.get(key), str) and is_dns_label(options[key])
+               for key in ("newName", "domainName", "suffix")):
+        problems.append("a new name, domain or suffix that is no DNS label")
+    if options.get("strategy") not in (REPLACE, SIDE_BY_SIDE):
+        problems.append("no strategy")
+    steps = journal.steps
+    if not all(isinstance(e, dict) and set(e) <= _STEP_FIELDS and all(isinstance(e.get(k), str) for k in (
+            "id", "action", "kind", "namespace", "name")) and e["action"] in _ACTIONS and e["kind"] in KINDS_BY_NAME
+            and isinstance(e.get("expect") or {}, dict) and isinstance(e.get("origin", ""), str)
+            and isinstance(e.get("detail", ""), str) for e in steps):
+        problems.append("a step that is none of the Setting's, a KVCachePoolBinding's or a ModelDeployment's")
+    elif len({e["id"] for e in steps}) != len(steps):
+        problems.append("two steps of one id")
+    for key in ("done", "sent", "changed"):
+        if not isinstance(data.get(key) or {}, dict):
+            problems.append(f"a {key} that is no mapping")
+    if not all(isinstance(f, dict) and isinstance(f.get("object"), dict) and f.get("code") in _codes.BY_CODE
+               and isinstance(f.get("message"), str) and {"kind", "namespace", "name"} <= set(f["object"])
+               for f in _list(data.get("findings"))):
+        problems.append("a finding of no known code")
+    if not all(isinstance(m, dict) for m in _list(data.get("manifests"))) or \
+            not all(isinstance(b, str) for b in _list(data.get("blockers"))):
+        problems.append("manifests or blockers of another shape")
+    if problems:
+        raise KvdtypeError(f"{journal.directory / JOURNAL} is not a journal this version of kubectl-kvdtype can "
+                           f"carry on ({'; '.join(problems)}); nothing was changed")
+
+
+def _list(value: object) -> list:
+    """A journal's list ([] when absent); anything else, as one entry no check of entries passes."""
+    return value if isinstance(value, list) else [] if value is None else [None]
+
+
+def _check_uid(context: Context, journal: Journal, steps: list[Step], namespace: str, binding: str) -> None:
+    """The Binding the journal moves is the one it read (its uid), while it still exists."""
+    recorded = journal.data.get("uid") or next(
+        (s.expect.get("uid") for s in steps if s.expect and s.expect.get("name") == binding and s.kind == BINDING.name),
+        None)
+    if not recorded:
+        return
+    current = context.source.get(BINDING, namespace, binding)
+    uid = _model.dig(current, "metadata", "uid") if current is not None else None
+    if current is not None and uid != recorded:
+        raise KvdtypeError(f"the journal in {journal.directory}/ is of the KVCachePoolBinding {namespace}/{binding} "
+                           f"of uid {recorded}, and the one there now is another (uid {uid}): it was deleted and "
+                           "created again since; put back what that rebind changed with kubectl kvdtype escape "
+                           f"restore {journal.directory}, or pass another --backup-dir; nothing was changed")
+
+
+def _outside_the_plan(context: Context, journal: Journal, steps: list[Step], step: Step) -> str:
+    """Why ``step`` is no step of the plan for the journal's Binding ("" when it is one): the Setting
+    switched off and on, the new Binding created, the old one deleted, the ModelDeployments that use
+    it deleted, and their copies (naming the new Binding) created."""
+    namespace, old, options = journal.data["namespace"], journal.data["binding"], journal.options
+    if step.kind == SETTING.name:
+        if step.action not in (SETTING_OFF, SETTING_ON) or (step.namespace, step.name) != (
+                context.system_namespace, _model.SETTING_NAME):
+            return (f"writes the Setting {step.namespace}/{step.name}; the plan only switches "
+                    f"{context.system_namespace}/{_model.SETTING_NAME} (pass the --system-namespace it was run with)")
+        return "" if step.body == (OFF if step.action == SETTING_OFF else ON) else "writes another value"
+    if step.action in (SETTING_OFF, SETTING_ON):
+        return "writes the Setting's value to another kind"
+    if step.namespace != namespace:
+        return f"is in namespace {step.namespace}, and the plan writes in {namespace} only"
+    if step.kind == BINDING.name:
+        return _outside_for_binding(step, namespace, old, options)
+    return _outside_for_deployment(context, journal, steps, step)
+
+
+def _outside_for_binding(step: Step, namespace: str, old: str, options: dict) -> str:
+    expected = old if step.action == "delete" else options["newName"]
+    if step.name != expected:
+        return f"{step.action}s the KVCachePoolBinding {namespace}/{step.name}, and the plan {step.action}s {expected}"
+    if step.expect and step.expect.get("name") != old:
+        return f"depends on {step.expect.get('name')!r}, not the Binding moved"
+    if step.action == "create":
+        body = step.body if isinstance(step.body, dict) else {}
+        if not _is_copy(body, step, namespace, old) or _model.binding_dtype(body) != options["dtype"]:
+            return "creates another Binding than the new one of the journal's dtype"
+    return ""
+
+
+def _outside_for_deployment(context: Context, journal: Journal, steps: list[Step], step: Step) -> str:
+    namespace, old, options = journal.data["namespace"], journal.data["binding"], journal.options
+    moved = {s.name for s in steps if s.kind == DEPLOYMENT.name and s.action == "delete"}
+    if step.action == "create":
+        expected = step.origin if options["strategy"] == REPLACE else _label(step.origin, options["suffix"])
+        body = step.body if isinstance(step.body, dict) else {}
+        if step.origin not in moved or step.name != expected or not _is_copy(body, step, namespace, old) or \
+                _model.deployment_binding(body) != options["newName"]:
+            return "moves no ModelDeployment this plan deletes onto the new Binding"
+        if step.expect and step.expect.get("name") != step.origin:
+            return f"depends on {step.expect.get('name')!r}, not the deployment it copies"
+        return ""
+    if step.expect and step.expect.get("name") != step.name:
+        return f"depends on {step.expect.get('name')!r}, not the deployment it deletes"
+    if step.id in journal.done:
+        return ""
+    current = context.source.get(DEPLOYMENT, namespace, step.name)
+    if current is not None and _model.deployment_binding(current) != old and \
+            not (step.id in (journal.data.get("sent") or {}) and _model.dig(current, "metadata", "deletionTimestamp")):
+        return (f"deletes a ModelDeployment that does not use the Binding {old} (it names "
+                f"{_model.deployment_binding(current) or 'none'})")
+    return ""
+
+
+def _is_copy(body: dict, step: Step, namespace: str, old: str) -> bool:
+    """Whether a create step's body is the object its step names, marked as rebound from ``old``."""
+    meta = body.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    return (body.get("kind") == step.kind and meta.get("name") == step.name
+            and meta.get("namespace") in (None, namespace)
+            and _model.annotations_of(body).get(REBIND_ANNOTATION) == f"{namespace}/{old}")
 
 
 def _check_same_options(options: RebindOptions, journal: Journal) -> None:

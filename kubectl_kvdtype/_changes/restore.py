@@ -15,6 +15,7 @@ import yaml
 
 from kubectl_kvdtype._changes import managed as _managed
 from kubectl_kvdtype._changes.journal import JOURNAL, Journal, RestoreOptions
+from kubectl_kvdtype._changes.rebind import check_shape
 from kubectl_kvdtype._changes.setting import OFF, blockers_of
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report, consumers_of, read_setting
@@ -42,11 +43,15 @@ def restore(context: Context, options: RestoreOptions) -> Report:
     directory = Path(options.directory)
     from kubectl_kvdtype._changes import fix as _fix  # a find-flags --fix backup is reverted by patches, not re-created
 
+    journal = None
     if (directory / JOURNAL).exists():
-        Journal.read(directory)  # one that cannot be read is said (exit 3), never restored from half
+        journal = Journal.read(directory)  # one that cannot be read is said (exit 3), never restored from half
+        journal.check_cluster(source, "put it back on that cluster (--context)")
     if _fix.is_fix_backup(directory):
         return _fix.restore_fix(context, options)
     saved = read_backups(directory)
+    if journal is not None:
+        _check_saved(journal, saved)
     report = Report(kind="RestorePlan", columns=RESTORE_COLUMNS)
     missing = []
     for obj in saved:
@@ -79,6 +84,22 @@ def restore(context: Context, options: RestoreOptions) -> Report:
                       (f"dry-run-{options.dry_run}" if options.dry_run != "none" else "plan")}
     report.headline = _headline(report.summary["mode"], len(missing), len(saved), terminating, directory)
     return report
+
+
+def _check_saved(journal: Journal, saved: list[dict]) -> None:
+    """Every saved object is one the journaled rebind saved: its old Binding, the deployments it
+    moves, the Setting; a file put beside them (a planted backup) is refused before any create."""
+    check_shape(journal)
+    namespace, binding = journal.data["namespace"], journal.data["binding"]
+    moved = {s.get("name") for s in journal.steps if s.get("kind") == DEPLOYMENT.name and s.get("action") == "delete"}
+    for obj in saved:
+        kind, where, name = obj["kind"], _model.namespace_of(obj), _model.name_of(obj)
+        ours = kind == SETTING.name or (where == namespace and (
+            (kind == BINDING.name and name == binding) or (kind == DEPLOYMENT.name and name in moved)))
+        if not ours:
+            raise KvdtypeError(f"{journal.directory}/ holds a backup of {kind} {where}/{name}, which the rebind it "
+                               f"journals ({namespace}/{binding}) does not move: restore puts back only what that "
+                               "rebind saved; remove the file, or restore it by hand; nothing was changed")
 
 
 def read_backups(directory: Path) -> list[dict]:

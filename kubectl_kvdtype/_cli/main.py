@@ -110,7 +110,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequenc
         for warning in report.warnings:
             env.warn(warning)
         if not report.items and form.tabular:
-            print(shown(report.empty_message), file=env.stderr)
+            env.progress(report.empty_message)
         _write(env, render(report, options.output, no_headers=options.no_headers,
                            all_namespaces=context.namespace is None, color=env.color, command=options.command,
                            locate=locate, formats=formats))
@@ -153,7 +153,8 @@ def judge(context: Context) -> Report:
 def internal_error(error: Exception, env: Environment, argv: Sequence[str] = ()) -> str:
     """A bug, in one line (its traceback too with the debug variable set, credentials redacted)."""
     if env.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
-        print(redact(traceback.format_exc(), secrets_in(argv)).rstrip(), file=env.stderr)
+        trace = redact(traceback.format_exc(), secrets_in(argv)).rstrip()
+        print("\n".join(shown(line) for line in trace.split("\n")), file=env.stderr)  # a cluster's string in it too
     what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     return f"internal error: {what}; please report it with {DEBUG_VARIABLE}=1 output"
 
@@ -169,7 +170,7 @@ def _run_fleet(options: argparse.Namespace, env: Environment, ticker: Optional[_
         for warning in member.report.warnings if member.report else []:
             env.warn(f"[{member.context}] {warning}")
         if member.report is not None and not member.report.items and form.tabular:
-            print(f"[{member.context}] {member.report.empty_message}", file=env.stderr)
+            env.progress(f"[{member.context}] {member.report.empty_message}")
     caveat = form.fleet_warning(len(fleet.members)) if form.fleet_warning else None
     if caveat:
         env.warn(caveat)

@@ -146,8 +146,7 @@ class Context:
         scope = self.scope
         report.empty_message = f"{report.empty_message.rstrip('.')} {scope}."
         report.summary["scope"] = scope
-        if report.headline:
-            report.headline = f"{scope[0].upper()}{scope[1:]}: {report.headline}"
+        report.lead = f"{scope[0].upper()}{scope[1:]}: "
 
 
 class Command:

@@ -246,7 +246,8 @@ def add_global_flags(parser: argparse.ArgumentParser, tables: Tables = Tables(),
         help="read objects from manifests instead of a cluster: a file, a directory, or - (repeatable)")
     add("--system-namespace", metavar="NAMESPACE",
         help="the operator's namespace, where the Setting lives (default gpustack-system)")
-    add("--exit-zero", action="store_true", help="exit 0 even with findings that fail the run (see --fail-on)")
+    add("--exit-zero", action="store_true",
+        help="exit 0 even with findings that fail the run (see --fail-on); never when the run is incomplete (3, 4)")
     add("--ignore", action="append", metavar="CODE", help="drop findings with this code (repeatable)")
 
 

@@ -13,11 +13,21 @@ from kubectl_kvdtype._engines import verdicts as _engines
 from kubectl_kvdtype._engines.argv import too_long
 from kubectl_kvdtype._engines.verdicts import FlagOccurrence
 from kubectl_kvdtype._judging.managed import MANAGED_BY, reader_for
-from kubectl_kvdtype._kits.codes import ARGV_TOO_LONG, KIND_NOT_EXAMINED, POD_FLAG, ROLE_FLAG
+from kubectl_kvdtype._kits.codes import ARGV_TOO_LONG, POD_FLAG, ROLE_FLAG
 from kubectl_kvdtype._kits.report import Column, FieldPath, ObjectRef, Report
-from kubectl_kvdtype._kits.status import ApiError
 from kubectl_kvdtype._sources import model as _model
-from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD, WORKLOADS, Kind, Query, Source, list_many, unwrap
+from kubectl_kvdtype._sources.kinds import (
+    BINDING,
+    DEPLOYMENT,
+    POD,
+    WORKLOADS,
+    Kind,
+    Query,
+    Source,
+    list_many,
+    not_readable,
+    unwrap,
+)
 from kubectl_kvdtype._sources.managers import ManagerReader
 
 
@@ -43,10 +53,10 @@ class FlagInventory:
         deployments, bindings, pods = unwrap(results[:3])
         inventory = cls(deployments, bindings, pods, namespace=namespace)
         for kind, result in zip(WORKLOADS, results[3:], strict=True):
-            if isinstance(result, ApiError) and result.code in (403, 404):
+            if not_readable(result):
                 # Workload templates are a bonus over the guide (docs/reference.md, "Kinds that
                 # cannot be read"): a user who may not list them still gets the roles and Pods,
-                # and a warning finding says what was not examined.
+                # a warning finding says what was not examined, and the run is incomplete.
                 inventory.warnings.append(f"{kind.resource} not examined: {result.message}")
                 inventory.not_examined.append((kind, result.message))
                 continue
@@ -84,15 +94,20 @@ def build_find_flags_report(inventory: FlagInventory) -> Report:
             _pod_like(kind.name, workload, template, _model.pod_spec(template), dtypes, report,
                       _model.template_spec_path(workload))
     for kind, why in inventory.not_examined:
-        report.add(KIND_NOT_EXAMINED, not_examined_ref(kind, inventory.namespace),
-                   f"{kind.resource} not examined: {why}; their Pod templates may pass --kv-cache-dtype unseen.",
-                   resource=kind.resource)
+        report.not_examined(not_examined_ref(kind, inventory.namespace), kind.resource, why,
+                            "their Pod templates may pass --kv-cache-dtype unseen")
     report.warnings += inventory.warnings
     report.summary = _summary(inventory, report)
-    report.headline = (f"{len(report.items)} place(s) pass --kv-cache-dtype themselves: "
-                       f"{report.summary['roles']} role(s), {report.summary['pods']} Pod(s), "
-                       f"{report.summary['templates']} Pod template(s); {report.findings_line()}.")
+    report.headline = _headline
+
     return report
+
+
+def _headline(report: Report) -> str:
+    """Made when the report is shown: its counts are the final report's (``Report.summary_line``)."""
+    return (f"{len(report.items)} place(s) pass --kv-cache-dtype themselves: {report.summary['roles']} role(s), "
+            f"{report.summary['pods']} Pod(s), {report.summary['templates']} Pod template(s); "
+            f"{report.findings_line()}.")
 
 
 def not_examined_ref(kind: Kind, namespace: Optional[str]) -> ObjectRef:

@@ -137,7 +137,7 @@ def build_check_report(inventory: BindingInventory, system_namespace: str, offli
     _unknown_engines(inventory.consumers, report)
     _unrecorded_versions(inventory.consumers, report)
     report.summary = _summary(inventory, system_namespace, report)
-    report.headline = _headline(report.summary, report)
+    report.headline = _headline
     if inventory.setting_error and not offline:
         report.warnings.append(f"cannot read the Setting: {inventory.setting_error}")
     return report
@@ -330,7 +330,9 @@ def _summary(inventory: BindingInventory, system_namespace: str, report: Report)
     }
 
 
-def _headline(summary: dict, report: Report) -> str:
+def _headline(report: Report) -> str:
+    """Made when the report is shown: its counts are the final report's (``Report.summary_line``)."""
+    summary = report.summary
     upgrade, setting = summary["upgrade"], summary["setting"]
     value = f'"{setting["value"]}"' if setting["value"] is not None else "unknown"
     return (f"{summary['bindings']} Binding(s), {summary['consumers']} consumer(s): {report.findings_line()}. "

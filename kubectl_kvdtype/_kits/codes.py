@@ -100,9 +100,10 @@ CODES: tuple[Code, ...] = (
          (FIND_FLAGS,)),
     Code(POD_FLAG, ERROR, "an injected Pod or an opted-in workload template passes --kv-cache-dtype itself",
          (FIND_FLAGS,)),
-    Code(KIND_NOT_EXAMINED, WARNING, "a kind the judgement can do without (a workload kind's Pod templates) could not "
-                                     "be read (403, or 404 on a served group): its objects were not examined",
-         (FIND_FLAGS,)),
+    Code(KIND_NOT_EXAMINED, WARNING, "a kind whose objects could change the verdict (a workload kind's Pod templates, "
+                                     "the Setting verify judges by) could not be read (403, or 404 on a served "
+                                     "group): the run is incomplete (exit 4, preflight INCOMPLETE)",
+         (FIND_FLAGS, VERIFY)),
     Code(ARGV_TOO_LONG, WARNING, "a role's extraArgs or a container's argv is longer than the tool reads: not "
                                  "parsed, so whether it passes --kv-cache-dtype is unknown", (FIND_FLAGS, VERIFY)),
     Code(REPLICA_REJECTED, ERROR, "the engine refuses the replica's argv, so it never serves", (VERIFY,)),

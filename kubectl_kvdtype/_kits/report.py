@@ -3,15 +3,17 @@
 Subcommands build a ``Report`` from plain data and never print; ``_output.render`` turns it into text and
 the report itself decides the exit status (after ``--ignore``, ``--fail-on`` and ``--exit-zero``),
 so that rule lives in one place: ``fails`` says which findings fail a run, and the exit status,
-preflight's NO-GO and ``-o junit``'s failures all ask it.
+preflight's NO-GO and ``-o junit``'s failures all ask it. So does the rule for a half answer: a
+kind the verdict depends on that could not be read is recorded with ``Report.not_examined``, and
+the exit status says INCOMPLETE (``ExitStatus.PARTIAL``) before anything the findings say.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
-from kubectl_kvdtype._kits.codes import ERROR, INFO, WARNING, lookup, severity_of
+from kubectl_kvdtype._kits.codes import ERROR, INFO, KIND_NOT_EXAMINED, WARNING, lookup, severity_of
 from kubectl_kvdtype._kits.status import ExitStatus
 
 __all__ = ["ERROR", "FAIL_ON", "GO", "INCOMPLETE", "INFO", "NO_GO", "WARNING", "Column", "FieldPath", "Finding",
@@ -19,9 +21,12 @@ __all__ = ["ERROR", "FAIL_ON", "GO", "INCOMPLETE", "INFO", "NO_GO", "WARNING", "
 
 #: ``--fail-on``'s choices: the least severity that fails a run (exit 1), default ``error``.
 FAIL_ON = (ERROR, WARNING)
-#: preflight's verdicts: NO-GO exactly when the run fails (exit 1); a fleet with a context that
-#: could not be checked is INCOMPLETE, never GO.
+#: preflight's verdicts: NO-GO exactly when the run fails (exit 1); INCOMPLETE, never GO, when a
+#: kind the verdict depends on could not be read (exit 4), and for a fleet with a context that
+#: could not be checked (exit 3) or is incomplete.
 GO, NO_GO, INCOMPLETE = "GO", "NO-GO", "INCOMPLETE"
+#: A report's line(s) under its table: one line, or several (``Report.headline``).
+Headline = Union[str, Sequence[str]]
 #: The severities that fail a run, for each ``--fail-on`` value. Info never fails.
 _FAILING = {ERROR: (ERROR,), WARNING: (ERROR, WARNING)}
 
@@ -114,8 +119,15 @@ class Report:
     items: list[dict] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
-    #: One line for humans under the table, built by the subcommand from ``summary``.
-    headline: str = ""
+    #: The line(s) for humans under the table, built by the subcommand from ``summary``: one line,
+    #: or several (preflight's), or a function of the report giving them, for lines that count
+    #: findings: made when the report is shown (``summary_lines``), once the command line has added
+    #: the source's findings and dropped the --ignore'd ones, so that they count exactly what
+    #: ``-o json`` counts (``counts``). A line is one line whatever it holds: a line break a
+    #: cluster's string carries is escaped when shown, never a line of its own.
+    headline: Union[Headline, Callable[["Report"], Headline]] = ""
+    #: Said before the headline: where an empty result looked ("In namespace team-a: ").
+    lead: str = ""
     #: Said on stderr, not part of the result: things that limit what the report could see.
     warnings: list[str] = field(default_factory=list)
     #: Said on stderr when there are no items (kubectl: "No resources found").
@@ -139,6 +151,9 @@ class Report:
     judged: Optional[list[ObjectRef]] = None
     #: ``--fail-on``: the least severity that fails the run (set from the command line).
     fail_on: str = ERROR
+    #: The kinds (``plural.group``) the verdict depends on that could not be read (``not_examined``):
+    #: the report is incomplete, whatever its findings; ``--ignore`` drops their findings, not this.
+    unread: list[str] = field(default_factory=list)
 
     def add(self, code: str, obj: ObjectRef, message: str, *, field_path: Optional[FieldPath] = None,
             **fields: Any) -> Finding:
@@ -146,6 +161,19 @@ class Report:
         finding = Finding.of(code, obj, message, field_path=field_path, **fields)
         self.findings.append(finding)
         return finding
+
+    def not_examined(self, ref: ObjectRef, resource: str, why: str, unseen: str) -> None:
+        """A kind whose objects could change the verdict could not be read (403, or 404 on a served
+        group): a ``kind-not-examined`` finding says so, and the report is incomplete (exit 4, and
+        preflight's INCOMPLETE), the one rule of a half answer for every subcommand that judges."""
+        if resource not in self.unread:
+            self.unread.append(resource)
+        self.add(KIND_NOT_EXAMINED, ref, f"{resource} not examined: {why}; {unseen}.", resource=resource)
+
+    @property
+    def complete(self) -> bool:
+        """Whether everything the verdict depends on was read."""
+        return not self.unread
 
     def escalate(self, code: str) -> None:
         """Raise ``code``'s findings to the severity the registry gives it when a wait gives up."""
@@ -168,6 +196,10 @@ class Report:
         return [f for f in self.findings if fails(f.severity, self.fail_on)]
 
     def exit_status(self, exit_zero: bool = False) -> ExitStatus:
+        """4 when the report is incomplete (even with --exit-zero: it is not complete), else 1 when
+        findings fail the run (not with --exit-zero), else 0."""
+        if not self.complete:
+            return ExitStatus.PARTIAL
         if not exit_zero and self.failing():
             return ExitStatus.FINDINGS
         return ExitStatus.OK
@@ -183,18 +215,29 @@ class Report:
         return {"errors": self.count(ERROR), "warnings": self.count(WARNING), "info": self.count(INFO),
                 "ignored": self.ignored}
 
+    def summary_lines(self) -> list[str]:
+        """The headline's lines as shown under the table (and in JUnit's system-out), counting the
+        report as it is now; the lead before the first."""
+        made = self.headline(self) if callable(self.headline) else self.headline
+        lines = [line for line in ([made] if isinstance(made, str) else made) if line]
+        if lines and self.lead:
+            lines[0] = self.lead + lines[0]
+        return lines
+
     def to_dict(self) -> dict:
-        judged = {} if self.judged is None else {"judged": len(self.objects())}
+        judged = {} if self.judged is None else {"judged": len(self.objects()), "incomplete": list(self.unread)}
         return {"kind": self.kind, "items": self.items,
                 "findings": [f.to_dict() for f in self.findings],
                 **{section.key: section.rows for section in self.sections},
                 "summary": {**self.summary, **judged, "findings": self.counts()}}
 
     def findings_line(self) -> str:
-        parts = [_plural(self.count(ERROR), "error"), _plural(self.count(WARNING), "warning"),
-                 _plural(self.count(INFO), "info", "info")]
-        if self.ignored:
-            parts.append(f"{self.ignored} ignored")
+        """``2 errors, 1 warning, 0 info`` from ``counts``, the numbers ``-o json`` prints."""
+        counts = self.counts()
+        parts = [_plural(counts["errors"], "error"), _plural(counts["warnings"], "warning"),
+                 _plural(counts["info"], "info", "info")]
+        if counts["ignored"]:
+            parts.append(f"{counts['ignored']} ignored")
         return ", ".join(parts)
 
 
@@ -221,6 +264,11 @@ class FleetMember:
         return self.report is not None
 
     @property
+    def incomplete(self) -> bool:
+        """Checked, but a kind its verdict depends on could not be read (``Report.not_examined``)."""
+        return self.report is not None and not self.report.complete
+
+    @property
     def failing(self) -> bool:
         """Whether its findings fail the run (``--exit-zero`` aside)."""
         if self.encoded is not None:
@@ -239,8 +287,8 @@ class FleetMember:
             return
         self._failing, self._counts = bool(report.failing()), report.counts()
         self.encoded = to_text(report.to_dict())
-        self.report = Report(kind=report.kind, warnings=report.warnings, headline=report.headline,
-                             empty_message=report.empty_message, fail_on=report.fail_on)
+        self.report = Report(kind=report.kind, warnings=report.warnings, headline=report.summary_lines(),
+                             empty_message=report.empty_message, fail_on=report.fail_on, unread=report.unread)
 
     def to_dict(self) -> dict:
         """Its entry of the FleetReport; an encoded report is None here (``_output.render`` writes its text)."""
@@ -263,17 +311,21 @@ class FleetReport:
     kind: str = "FleetReport"
 
     def exit_status(self) -> ExitStatus:
-        """3 when a context could not be checked (even with --exit-zero), else 1 when a context has
-        findings that fail the run (not with --exit-zero), else 0."""
+        """The precedence of one run, over the contexts: 3 when a context could not be checked, else
+        4 when one is incomplete (both even with --exit-zero), else 1 when one has findings that fail
+        the run (not with --exit-zero), else 0."""
         if any(not m.checked for m in self.members):
             return ExitStatus.INCOMPLETE
+        if any(m.incomplete for m in self.members):
+            return ExitStatus.PARTIAL
         if not self.exit_zero and any(m.failing for m in self.members):
             return ExitStatus.FINDINGS
         return ExitStatus.OK
 
     def verdict(self) -> str:
-        """preflight's verdict over the fleet: GO only when every context is GO."""
-        if any(not m.checked for m in self.members):
+        """preflight's verdict over the fleet: GO only when every context is GO; INCOMPLETE when any
+        could not be checked or is incomplete, as the exit status puts them first."""
+        if any(not m.checked or m.incomplete for m in self.members):
             return INCOMPLETE
         return NO_GO if any(m.failing for m in self.members) else GO
 
@@ -289,6 +341,7 @@ class FleetReport:
             "contexts": len(self.members),
             "checked": sum(1 for m in self.members if m.checked),
             "notChecked": [m.context for m in self.members if not m.checked],
+            "incomplete": [m.context for m in self.members if m.incomplete],
             "failing": [m.context for m in self.members if m.failing],
             "findings": self.counts(),
             "exitStatus": int(self.exit_status()),
@@ -306,7 +359,10 @@ class FleetReport:
         checked = sum(1 for m in self.members if m.checked)
         failing = [m.context for m in self.members if m.failing]
         missing = [m.context for m in self.members if not m.checked]
+        partial = [m.context for m in self.members if m.incomplete]
         parts = [f"{checked} of {len(self.members)} context(s) checked"]
+        if partial:
+            parts.append(f"incomplete: {', '.join(partial)} (a kind the verdict depends on could not be read)")
         if failing:
             parts.append(f"failing findings in {', '.join(failing)}")
         if missing:

@@ -17,6 +17,7 @@ class ExitStatus(enum.IntEnum):
     FINDINGS = 1
     USAGE = 2
     INCOMPLETE = 3
+    PARTIAL = 4
     HANGUP = 129
     INTERRUPTED = 130
     TERMINATED = 143
@@ -29,14 +30,19 @@ class ExitStatus(enum.IntEnum):
 #: One line per exit status, the only place its meaning is written.
 EXIT_MEANINGS = {
     ExitStatus.OK: "completed, no finding that fails the run: no error finding, nor warning finding with --fail-on "
-                   "warning (after --ignore; --exit-zero always gives 0 when complete)",
+                   "warning (after --ignore; --exit-zero always gives 0 when complete, never instead of 3 or 4)",
     ExitStatus.FINDINGS: "completed, at least one error finding (or warning finding, with --fail-on warning)",
     ExitStatus.USAGE: "usage error (unknown flag, bad value, unknown --ignore code, a flag that needs another)",
     ExitStatus.INCOMPLETE: "could not complete: unreachable or silent cluster (a request timed out), TLS failure, "
-                           "bad kubeconfig or context, 401/403, the operator's API (worker.gpustack.ai) not "
-                           "served, an unreadable manifest, a deployment or Binding that does not exist, "
-                           "a refused escape, an answer that is not a list of the kind asked for, a result that "
-                           "could not be written (a full disk, a closed stdout or pipe), an internal error",
+                           "bad kubeconfig or context, 401, a 403 on a kind the run cannot do without, the "
+                           "operator's API (worker.gpustack.ai) not served, an unreadable manifest, a deployment "
+                           "or Binding that does not exist, a refused escape, an answer that is not a list of the "
+                           "kind asked for, a result that could not be written (a full disk, a closed stdout or "
+                           "pipe), an internal error",
+    ExitStatus.PARTIAL: "completed, but could not read everything the verdict depends on: a kind that could change "
+                        "it was refused (403, or 404 on a served group; a warning finding names it), so "
+                        "preflight's verdict is INCOMPLETE, never GO; it goes before 1, and neither --exit-zero nor "
+                        "--ignore makes it 0",
     ExitStatus.HANGUP: "ended by SIGHUP (the terminal closed); a write ends as on Ctrl-C, its message also "
                        "written into the backup directory",
     ExitStatus.INTERRUPTED: "interrupted (Ctrl-C); during escape rebind --apply the message says how to resume",

@@ -109,8 +109,8 @@ def _suite(root: ET.Element, report: Report, name: str, extra: Optional[dict] = 
     objects = report.objects()
     for ref in objects:
         _testcase(suite, ref, failing.get(ref, []), other.get(ref, []))
-    if report.headline:
-        ET.SubElement(suite, "system-out").text = safe(report.headline)
+    if report.summary_lines():
+        ET.SubElement(suite, "system-out").text = safe("\n".join(report.summary_lines()))
     if report.warnings:
         ET.SubElement(suite, "system-err").text = safe("\n".join(report.warnings))
     counts = {"tests": str(len(objects)), "failures": str(len(failing)), "errors": "0"}

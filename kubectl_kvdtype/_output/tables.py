@@ -62,8 +62,8 @@ def _fleet_tables(fleet: FleetReport, how: Rendering, wide: bool) -> str:
                 blocks.append(table(["CONTEXT", "SEVERITY", "CODE", "OBJECT", "MESSAGE"], findings, no_headers))
     blocks = [block for block in blocks if block]
     if not no_headers:
-        blocks.append("".join(_context_lines(m.context, m.report.headline if m.report else f"error: {m.error}")
-                              for m in fleet.members) + fleet.headline() + "\n")
+        blocks.append("".join(_context_lines(m.context, m.report.summary_lines() if m.report else [f"error: {m.error}"])
+                              for m in fleet.members) + shown(fleet.headline()) + "\n")
     return "\n".join(blocks)
 
 
@@ -74,11 +74,13 @@ def _context_table(columns: list[Column], rows: list[tuple[str, list[dict]]], wi
     return table(["CONTEXT"] + [c.header for c in shown], cells, no_headers) if cells else ""
 
 
-def _context_lines(context: str, text: str) -> str:
-    """A context's summary: its name, then its headline (a line each, indented under the first)."""
-    lines = text.splitlines() or [""]
-    indent = " " * (len(context) + 2)
-    return f"{context}: {lines[0]}\n" + "".join(f"{indent}{line}\n" for line in lines[1:])
+def _context_lines(context: str, lines: list[str]) -> str:
+    """A context's summary: its name, then its headline (a line each, indented under the first),
+    every string shown safely: a context's name or a cluster's message is one line, whatever it holds."""
+    name = shown(context)
+    lines = [shown(line) for line in lines] or [""]
+    indent = " " * (len(name) + 2)
+    return f"{name}: {lines[0]}\n" + "".join(f"{indent}{line}\n" for line in lines[1:])
 
 
 def _render_tables(report: Report, how: Rendering, wide: bool) -> str:
@@ -92,9 +94,11 @@ def _render_tables(report: Report, how: Rendering, wide: bool) -> str:
     if report.findings and report.findings_table:
         rows = [[_paint(f.severity, color), f.code, str(f.object), f.message] for f in report.findings]
         blocks.append(table(["SEVERITY", "CODE", "OBJECT", "MESSAGE"], rows, no_headers))
-    if report.headline and not no_headers:
-        # The headline is the subcommand's own lines (preflight's verdict has several): each is shown safely.
-        blocks.append("\n".join(shown(line) for line in report.headline.split("\n")) + "\n")
+    lines = report.summary_lines()
+    if lines and not no_headers:
+        # The headline is the subcommand's own lines (preflight's verdict has several): each is shown safely,
+        # a line break inside one (a cluster's string) escaped, never a line of its own.
+        blocks.append("".join(shown(line) + "\n" for line in lines))
     return "\n".join(blocks)
 
 

@@ -98,6 +98,12 @@ class ClusterSource:
     def default_namespace(self) -> Optional[str]:
         return self._namespace
 
+    @property
+    def identity(self) -> dict:
+        """Which cluster this is, as a journal records it and checks it before it is carried on:
+        the server (a password in its URL shown as ``user:***``) and the kubeconfig context."""
+        return {"server": self._shown_host, "context": self.description}
+
     def list(self, kind: Kind, namespace: Optional[str], selector: str = "",
              project: Optional[Projection] = None) -> list[dict]:
         """Every object, one paged LIST; restarted when the continue token expires (410)."""
@@ -481,8 +487,11 @@ def _written(dry_run: bool) -> dict:
 
 def _list_items(page: dict, kind: Kind, namespace: Optional[str], path: str) -> builtins.list:
     """A LIST page's items; an answer that is not a List of ``kind`` is no answer (an empty one
-    would read as "none exist": every consumer told its Binding is missing)."""
+    would read as "none exist": every consumer told its Binding is missing). A List of ``kind``
+    whose ``items`` is null is empty: a Go server encodes an empty list so (a nil slice)."""
     items = page.get("items")
+    if items is None and "items" in page and page.get("kind") == f"{kind.name}List":
+        return []
     if page.get("kind") != f"{kind.name}List" or not isinstance(items, builtins.list):
         answered = page.get("kind")
         shown = f"kind {_first_line(answered)[:60]!r}" if isinstance(answered, str) and answered else "no kind"

@@ -11,10 +11,10 @@ import functools
 import re
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Callable, ContextManager, Optional, Protocol, Sequence, Union
+from typing import Callable, ContextManager, Optional, Protocol, Sequence, TypeGuard, Union
 
 from kubectl_kvdtype._kits import threads
-from kubectl_kvdtype._kits.status import KvdtypeError
+from kubectl_kvdtype._kits.status import ApiError, KvdtypeError
 
 WORKER_GROUP = "worker.gpustack.ai"
 SETTINGS_GROUP = "gpustack.ai"
@@ -160,6 +160,15 @@ def list_many(source: Source, queries: Sequence[Query]) -> list[Union[list[dict]
         # Not `with`, whose exit waits for every thread: on Ctrl-C that is a silent server's answer.
         # Done, the threads are idle and end at once.
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def not_readable(error: object) -> TypeGuard[ApiError]:
+    """Whether a read of a kind the judgement can go on without failed because this user may not
+    read it (403) or the server does not serve it although its group is served (404): then the
+    kind is not examined and the report says so (``Report.not_examined``: incomplete, exit 4). Any
+    other failure (a timeout, 5xx, 401) is the whole run's (exit 3). The one rule; every reader of
+    such a kind asks it."""
+    return isinstance(error, ApiError) and error.code in (403, 404)
 
 
 def unwrap(results: Sequence[Union[list[dict], KvdtypeError]]) -> list[list[dict]]:
