@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from kubectl_kvdtype._kits import bounded as _bounded
 from kubectl_kvdtype._kits.status import Conflict, KvdtypeError, NotFound
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.kinds import BINDING, WritableSource
@@ -45,7 +46,7 @@ def holder_of(binding: Optional[dict]) -> Optional[dict]:
     """The lease recorded on ``binding`` (an untrusted annotation: anything unreadable is None)."""
     raw = _model.annotations_of(binding or {}).get(LEASE_ANNOTATION)
     try:
-        lease = json.loads(raw) if isinstance(raw, str) else None
+        lease = _bounded.loads(raw) if isinstance(raw, str) else None
     except ValueError:
         return None
     return lease if isinstance(lease, dict) else None
