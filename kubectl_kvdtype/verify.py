@@ -19,7 +19,7 @@ from kubectl_kvdtype._commands.command import Command, Context
 from kubectl_kvdtype._commands.flags import parse_duration
 from kubectl_kvdtype._engines import verdicts as _engines
 from kubectl_kvdtype._engines.argv import too_long
-from kubectl_kvdtype._judging.judgement import add_missing_binding, read_setting
+from kubectl_kvdtype._judging.judgement import add_missing_binding, add_table_added, read_setting
 from kubectl_kvdtype._kits.codes import (
     ARGV_TOO_LONG,
     DTYPE_UNKNOWN,
@@ -400,6 +400,8 @@ def _unrecorded(engine: _model.EngineInfo, ref: ObjectRef, report: Report) -> st
     if basis.note:
         report.add(VERSION_UNRECORDED, ref, f"{ref}: {basis.note}.", engine=engine.name,
                    engineVersion=engine.version, judgedAs=basis.table)
+    if basis.added:
+        add_table_added(report, ref, engine.name, engine.version, basis)
     return basis.note
 
 
