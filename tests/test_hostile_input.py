@@ -518,3 +518,18 @@ def test_a_manifest_bigger_than_memory_is_one_sentence(kube_env, tmp_path):
                              str(manifest)], env=kube_env, capture_output=True, text=True, timeout=DEADLINE)
     _refused(result, 3, f"cannot parse the manifest {manifest}: it holds more objects than this process has "
                         "memory for")
+
+
+def test_named_pipes_kubectl_reads_are_read(cluster, tmp_path):
+    """``-f <(...)`` and ``--certificate-authority <(...)``: a FIFO where kubectl reads one, read to
+    its end (the CA handed to the client as its data), with kubectl itself as the oracle."""
+    from fakekube import TEST_CA_PEM
+
+    (tmp_path / "ca.pem").write_text(TEST_CA_PEM)
+    env = dict(cluster, CA=str(tmp_path / "ca.pem"), DUMP=str(EXAMPLES / "team-a.yaml"))
+    for words in (f'"{kubectl_path()}" kvdtype check -f <(cat "$DUMP") -o json',
+                  f'"{kubectl_path()}" kvdtype check -A --certificate-authority <(cat "$CA") -o json',
+                  f'"{kubectl_path()}" get kvcpb -A --certificate-authority <(cat "$CA")'):
+        result = subprocess.run(["bash", "-c", f"exec {words}"], env=env, capture_output=True, text=True,
+                                timeout=DEADLINE)
+        assert result.returncode in (0, 1) and "error" not in result.stderr, (words, result.stderr)
