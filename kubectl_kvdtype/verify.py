@@ -19,7 +19,7 @@ from kubectl_kvdtype._commands.command import Command, Context
 from kubectl_kvdtype._commands.flags import parse_duration
 from kubectl_kvdtype._engines import verdicts as _engines
 from kubectl_kvdtype._engines.argv import too_long
-from kubectl_kvdtype._judging.judgement import add_missing_binding
+from kubectl_kvdtype._judging.judgement import add_missing_binding, add_table_added
 from kubectl_kvdtype._judging.managed import MANAGED_BY, index, name_managers, reader_for
 from kubectl_kvdtype._kits.codes import (
     ARGV_TOO_LONG,
@@ -442,6 +442,8 @@ def _unrecorded(engine: _model.EngineInfo, ref: ObjectRef, report: Report) -> st
     if basis.note:
         report.add(VERSION_UNRECORDED, ref, f"{ref}: {basis.note}.", engine=engine.name,
                    engineVersion=engine.version, judgedAs=basis.table)
+    if basis.added:
+        add_table_added(report, ref, engine.name, engine.version, basis)
     return basis.note
 
 

@@ -20,7 +20,6 @@ resourceVersion is still the one this tool left.
 from __future__ import annotations
 
 import copy
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from kubectl_kvdtype._changes.journal import (
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._engines import verdicts as _engines
 from kubectl_kvdtype._kits.codes import FIX_CONFLICT, FIX_MANUAL, FIX_REFUSED, RESTORE_CONFLICT
+from kubectl_kvdtype._kits.files import read_json
 from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
 from kubectl_kvdtype._kits.status import ApiError, Interrupted, KvdtypeError, UsageError, interrupted_status
 from kubectl_kvdtype._sources import model as _model
@@ -666,7 +666,7 @@ def _headline(counts: dict, directory: Optional[Path], writing: bool) -> str:
 
 def is_fix_backup(directory: Path) -> bool:
     try:
-        data = json.loads((directory / JOURNAL).read_text(encoding="utf-8"))
+        data = read_json(directory / JOURNAL)
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and data.get("operation") == OPERATION

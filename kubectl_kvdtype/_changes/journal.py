@@ -20,6 +20,7 @@ from typing import Optional
 
 import yaml
 
+from kubectl_kvdtype._kits.files import read_json
 from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._sources import model as _model
 
@@ -83,7 +84,7 @@ def check_free(directory: Path) -> None:
 def _what(directory: Path) -> str:
     """What the journal in ``directory`` records, for a refusal."""
     try:
-        data = json.loads((directory / JOURNAL).read_text(encoding="utf-8"))
+        data = read_json(directory / JOURNAL)
     except (OSError, ValueError):
         return "a journal that cannot be read"
     if isinstance(data, dict) and data.get("operation") == "find-flags-fix":
@@ -129,7 +130,7 @@ class Journal:
     def read(cls, directory: Path) -> "Journal":
         path = directory / JOURNAL
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))  # the bounded structure reader, once it is wired in
+            data = read_json(path)
         except (OSError, ValueError) as error:
             reason = getattr(error, "strerror", None) or error
             raise KvdtypeError(f"cannot read the journal {path}: {reason}; nothing was changed") from None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from kubectl_kvdtype._kits import bounded as _bounded
 from kubectl_kvdtype._kits.status import Conflict, KvdtypeError, NotFound
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.kinds import BINDING, Source, WritableSource
@@ -65,7 +66,7 @@ def holder_of(binding: Optional[dict]) -> Optional[dict]:
     if not isinstance(raw, str) or len(raw) > MAX_LEASE_CHARS:
         raise Unreadable(f"{len(raw) if isinstance(raw, str) else 'no'} characters of text, more than a lease holds")
     try:
-        lease = json.loads(raw)  # the bounded structure reader, once it is wired in
+        lease = _bounded.loads(raw)
     except (ValueError, RecursionError):
         raise Unreadable("it is not a JSON lease record") from None
     if not isinstance(lease, dict):

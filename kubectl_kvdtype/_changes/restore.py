@@ -19,10 +19,12 @@ from kubectl_kvdtype._changes.rebind import check_shape
 from kubectl_kvdtype._changes.setting import OFF, blockers_of
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report, consumers_of, read_setting
+from kubectl_kvdtype._kits import files as _files
 from kubectl_kvdtype._kits.codes import RESTORE_BREAKS
 from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
 from kubectl_kvdtype._kits.status import ApiError, Conflict, Interrupted, KvdtypeError, UsageError, interrupted_status
 from kubectl_kvdtype._sources import model as _model
+from kubectl_kvdtype._sources import yamlread as _yamlread
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, SETTING, Kind
 
 _KINDS = {k.name: k for k in (BINDING, DEPLOYMENT, SETTING)}
@@ -108,10 +110,11 @@ def read_backups(directory: Path) -> list[dict]:
         raise UsageError(f"{directory} is not a directory")
     found = []
     for path in sorted(directory.glob("*.yaml")):
-        try:
-            obj = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as error:
+        try:  # bounded like any input: the directory may be shared
+            documents = _yamlread.load_all(_files.read_text(str(path), _files.JOURNAL))
+        except (OSError, ValueError, yaml.YAMLError) as error:
             raise KvdtypeError(f"cannot read the backup {path}: {getattr(error, 'strerror', None) or error}") from None
+        obj = documents[0] if len(documents) == 1 else None
         if isinstance(obj, dict) and obj.get("kind") in _KINDS and _model.name_of(obj):
             found.append(obj)
     if not found:

@@ -30,6 +30,7 @@ from typing import Optional, Sequence
 from kubectl_kvdtype._cli.registry import build_parser, judging
 from kubectl_kvdtype._commands.command import CommonOptions, Context, connection_of
 from kubectl_kvdtype._kits import codes as _codes
+from kubectl_kvdtype._kits import settings as _settings
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.status import KvdtypeError
@@ -42,8 +43,8 @@ from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, Kind
 #: cobra's ShellCompDirective values, as kubectl's own completion reads them.
 DIRECTIVE_DEFAULT = 0  # the shell may complete file names
 DIRECTIVE_NO_FILES = 4  # ShellCompDirectiveNoFileComp
-TIMEOUT_VARIABLE = "KUBECTL_KVDTYPE_COMPLETION_TIMEOUT"
-DEFAULT_TIMEOUT = 2.0
+TIMEOUT_VARIABLE = _settings.COMPLETION_TIMEOUT.name
+DEFAULT_TIMEOUT: float = _settings.COMPLETION_TIMEOUT.default
 #: Listed only to complete -n; no subcommand reads Namespaces.
 NAMESPACE = Kind("Namespace", "", ("v1",), "namespaces", namespaced=False)
 
@@ -215,10 +216,8 @@ def _kubeconfig_names(scan: _Scan, env: Environment, section: str) -> list[str]:
 
 
 def _timeout(env: Environment) -> float:
-    try:
-        return max(0.0, float(env.environ.get(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT)))
-    except ValueError:
-        return DEFAULT_TIMEOUT
+    """The setting's value; a bad one is the default: completion never prints an error."""
+    return float(_settings.value_or_default(env.environ, _settings.COMPLETION_TIMEOUT))
 
 
 def _from_cluster(what: str, scan: _Scan, env: Environment) -> list[str]:

@@ -91,6 +91,14 @@ def select(options: argparse.Namespace, available: list[str]) -> list[str]:
     return list(chosen)
 
 
+def _selectable(names: list[str]) -> list[str]:
+    """A context named "" cannot be run on its own (kubectl reads --context "" as the current one)."""
+    if "" in names:
+        raise UsageError('the kubeconfig has a context named "", which --context cannot select (kubectl reads '
+                         '--context "" as no context at all): rename it to run it in a fleet')
+    return names
+
+
 #: Runs one context's subcommand and returns its report (``_cli.main.judge``).
 Judge = Callable[[Context], Report]
 
@@ -115,7 +123,7 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
     """Every selected context judged, at most ``--parallel`` at once; the fleet's report."""
     from kubectl_kvdtype._sources.kubeconfig import context_names  # imports the client: a live run
 
-    names = select(options, context_names(options.kubeconfig, dict(env.environ)))
+    names = _selectable(select(options, context_names(options.kubeconfig, dict(env.environ))))
     started = time.monotonic()  # verify --wait: one deadline for the whole fleet
     members: list[Optional[FleetMember]] = [None] * len(names)
     pending = list(range(len(names)))

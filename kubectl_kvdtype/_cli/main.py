@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 from kubectl_kvdtype._cli import fleet as _fleet
 from kubectl_kvdtype._cli.registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
 from kubectl_kvdtype._commands.command import CommonOptions, Context
-from kubectl_kvdtype._commands.flags import check_header_flags, normalize_booleans, secrets_in
+from kubectl_kvdtype._commands.flags import DEFAULT_PARALLEL, check_header_flags, normalize_booleans, secrets_in
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits import progress as _progress
-from kubectl_kvdtype._kits.display import shown
+from kubectl_kvdtype._kits import settings as _settings
+from kubectl_kvdtype._kits.display import cut_words, shown
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.secrets import redact
 from kubectl_kvdtype._kits.status import SIGNAL_STATUS, ExitStatus, KvdtypeError, Signalled, UsageError
@@ -68,6 +69,17 @@ def _validate(options: argparse.Namespace, formats: Sequence[Format] = FORMATS,
     check_header_flags(options, connection)
     if _fleet.requested(options):
         _fleet.validate(options)
+    _partners(options)
+
+
+def _partners(options: argparse.Namespace) -> None:
+    """Flags that mean nothing without their partner are refused, not ignored; then the defaults
+    that wait for the partner are set."""
+    if getattr(options, "parallel", None) is not None and not _fleet.requested(options):
+        raise UsageError("--parallel needs --contexts or --all-contexts: it is how many contexts of a fleet are "
+                         "judged at once")
+    if hasattr(options, "parallel") and options.parallel is None:
+        options.parallel = DEFAULT_PARALLEL
 
 
 #: The command-line values that name an object (the attribute, what kubectl calls it, its kind):
@@ -94,6 +106,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequenc
     options: Optional[argparse.Namespace] = None
     try:
         options = parse(argv, formats)
+        _settings.check(env.environ)  # a bad value of the plugin's own settings: one sentence, exit 2
         _extra_engine_tables(env)
         _RUN["writes"] = _may_write(options)
         if _fleet.requested(options):
@@ -133,6 +146,9 @@ def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequenc
         _silence_stdout()
         return _fail(env, f"cannot write the result to standard output: {error.reason}", ExitStatus.INCOMPLETE,
                      ticker, argv)
+    except MemoryError:  # an input bigger than the memory this process may use (ulimit -v): not a bug
+        return _fail(env, "ran out of memory: an input (a manifest, an API answer) holds more than this process "
+                          "may use", ExitStatus.INCOMPLETE, ticker, argv)
     except Exception as error:  # noqa: BLE001 - a bug: say so in one line, exit "could not complete"
         return _fail(env, internal_error(error, env, argv), ExitStatus.INCOMPLETE, ticker, argv)
     finally:
@@ -152,7 +168,7 @@ def judge(context: Context) -> Report:
 
 def internal_error(error: Exception, env: Environment, argv: Sequence[str] = ()) -> str:
     """A bug, in one line (its traceback too with the debug variable set, credentials redacted)."""
-    if env.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+    if _settings.value_or_default(env.environ, _settings.DEBUG):
         trace = redact(traceback.format_exc(), secrets_in(argv)).rstrip()
         print("\n".join(shown(line) for line in trace.split("\n")), file=env.stderr)  # a cluster's string in it too
     what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
@@ -178,12 +194,12 @@ def _run_fleet(options: argparse.Namespace, env: Environment, ticker: Optional[_
                              all_namespaces=options.all_namespaces, color=env.color, formats=formats))
     return int(fleet.exit_status())
 #: Names an extra recorded engine table file (scripts/engine-tables --only ENGINE==VERSION --out FILE).
-ENGINE_TABLES_VARIABLE = "KUBECTL_KVDTYPE_ENGINE_TABLES"
+ENGINE_TABLES_VARIABLE = _settings.ENGINE_TABLES.name
 
 
 def _extra_engine_tables(env: Environment) -> None:
     """Add the engine tables $KUBECTL_KVDTYPE_ENGINE_TABLES names (an engine release newer than the data)."""
-    path = env.environ.get(ENGINE_TABLES_VARIABLE, "")
+    path = _settings.value(env.environ, _settings.ENGINE_TABLES)
     if not path:
         return
     from kubectl_kvdtype._engines import argv as _argv
@@ -238,11 +254,18 @@ def _fail(env: Environment, message: str, status: ExitStatus, ticker: Optional[_
         ticker.stop()
     message = redact(message, secrets_in(argv))  # a token or password typed is never echoed
     message = shown(message)  # one line whatever was typed or answered: a newline in an argument escaped
+    # And a 100 kB value typed is not echoed whole: a usage error's values are cut short, any
+    # other message's only past the longest path a file system has (a resume command stays whole).
+    message = cut_words(message) if status == ExitStatus.USAGE else cut_words(message, _LONGEST_PATH)
     try:
         print(f"error: {message}", file=env.stderr)
     except (OSError, ValueError):
         pass  # stderr itself is gone: the exit status still tells
     return int(status)
+
+
+#: PATH_MAX on Linux: no word of a message that is a real path is longer.
+_LONGEST_PATH = 4096
 
 
 def _with_help_hint(message: str, options: Optional[argparse.Namespace]) -> str:

@@ -26,6 +26,7 @@ from kubectl_kvdtype._commands.flags import (
     global_pointer,
 )
 from kubectl_kvdtype._kits import codes as _codes
+from kubectl_kvdtype._kits import settings as _settings
 from kubectl_kvdtype._kits.status import exit_codes_epilog
 from kubectl_kvdtype._output.format import Format
 from kubectl_kvdtype._output.render import FORMATS
@@ -34,7 +35,7 @@ from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag
 PROG = "kubectl kvdtype"
 VERSION = f"kubectl-kvdtype v{__version__}"
 #: Set to 1 to see the traceback of an internal error (a bug) instead of its one-line summary.
-DEBUG_VARIABLE = "KUBECTL_KVDTYPE_DEBUG"
+DEBUG_VARIABLE = _settings.DEBUG.name
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,15 @@ the two: a later value wins, repeatable flags add up.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
+from kubectl_kvdtype._kits.display import cut
 from kubectl_kvdtype._kits.report import ERROR, FAIL_ON
 from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header
+from kubectl_kvdtype._kits.settings import FALSE_WORDS, TRUE_WORDS
 from kubectl_kvdtype._kits.status import UsageError
 from kubectl_kvdtype._output.format import EVERY, JUDGING, Format
 from kubectl_kvdtype._output.render import FORMATS
@@ -53,39 +56,77 @@ def secret_flags(connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> tup
 SECRET_FLAGS = secret_flags()
 #: kubectl's boolean flags also take ``=true``/``=false``; argparse's store_true takes no value.
 _BOOLEANS = ("--all-namespaces", "--no-headers", "--exit-zero")
-_TRUE = ("true", "1", "t", "yes")
-_FALSE = ("false", "0", "f", "no")
+_TRUE = TRUE_WORDS
+_FALSE = FALSE_WORDS
 
 #: The longest duration any flag takes (a week): past it a timer overflows the platform's clock,
 #: and no request or wait of this tool should last longer.
 MAX_DURATION = 7 * 24 * 3600.0
 #: What a usage error about a duration shows.
-DURATION_FORMS = "accepted forms: 10m, 90s, 1m30s, 500ms, 1h, or plain seconds; at most 168h"
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+DURATION_FORMS = ("accepted forms: 10m, 90s, 1m30s, 500ms, 1h, .5s, 250us (Go's durations, as kubectl takes "
+                  "them), or plain seconds; at most 168h")
+#: Go's time.ParseDuration units, in nanoseconds (``us``, ``µs`` (U+00B5) and ``μs`` (U+03BC) alike).
+_UNIT_NANOSECONDS = {"ns": 1, "us": 1_000, "\u00b5s": 1_000, "\u03bcs": 1_000, "ms": 1_000_000,
+                     "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
+_GO_ELEMENT = re.compile(r"(\d*)(?:\.(\d*))?([^\d.]*)")
+_PLAIN_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_SIGNED_WHOLE = re.compile(r"[+-]?[0-9]{1,19}")
+_MAX_NANOSECONDS = (1 << 63) - 1
 
 
-def parse_duration(text: str) -> float:
-    """Seconds from kubectl-style durations: ``30s``, ``1m30s``, ``500ms``, or plain seconds."""
+def go_duration(text: str) -> Optional[float]:
+    """Seconds of a duration in Go's ``time.ParseDuration`` grammar (``1h30m``, ``+5s``, ``.5s``,
+    ``5.s``, ``5us``, ``5µs``, ``-0s``; ``0`` alone needs no unit), negative ones included;
+    None for anything Go refuses; infinity for one past its 64-bit nanoseconds (Go refuses it too)."""
+    rest = text[1:] if text[:1] in "+-" else text
+    negative = text[:1] == "-"
+    if rest == "0":
+        return 0.0
+    if not rest:
+        return None
+    total = 0
+    while rest:
+        match = _GO_ELEMENT.match(rest)
+        assert match is not None  # every part of the pattern may be empty
+        whole, fraction, unit = match.group(1), match.group(2), match.group(3)
+        if not whole and not fraction or unit not in _UNIT_NANOSECONDS:  # ".s", "5", "5x"
+            return None
+        scale = _UNIT_NANOSECONDS[unit]
+        total += int(whole or "0") * scale
+        if fraction:
+            total += int(fraction) * scale // 10 ** len(fraction)
+        if total > _MAX_NANOSECONDS:
+            return math.inf
+        rest = rest[match.end():]
+    return (-total if negative else total) / 1e9
+
+
+def parse_duration(text: str, negative: bool = False) -> float:
+    """Seconds of a duration: Go's grammar, as kubectl reads ``--request-timeout`` (see
+    ``go_duration``), or plain seconds (``10``, ``2.5``); blanks around it are ignored. A negative
+    one is refused unless ``negative`` (then it is returned as it is)."""
     value = text.strip()
-    if re.fullmatch(r"\d+(?:\.\d+)?", value):
-        seconds = float(value)
-    else:
-        parts = _DURATION.findall(value)
-        if not parts or "".join(n + u for n, u in parts) != value:
-            raise argparse.ArgumentTypeError(f"invalid duration {text!r} ({DURATION_FORMS})")
-        seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    seconds = float(value) if _PLAIN_SECONDS.fullmatch(value) else go_duration(value)
+    if seconds is None:
+        raise argparse.ArgumentTypeError(f"invalid duration {cut(text)!r} ({DURATION_FORMS})")
+    if seconds < 0 and not negative:
+        raise argparse.ArgumentTypeError(f"invalid duration {cut(text)!r}: it is negative ({DURATION_FORMS})")
     if seconds > MAX_DURATION:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: longer than the maximum, 168h")
+        raise argparse.ArgumentTypeError(f"invalid duration {cut(text)!r}: longer than the maximum, 168h")
     return seconds
 
 
 def _request_timeout(text: str) -> Optional[float]:
-    seconds = parse_duration(text)
+    """kubectl's ``--request-timeout``: a whole number is seconds, else a Go duration; ``0`` and,
+    as in kubectl, a negative one mean no limit; an empty value leaves the default (kubectl's too)."""
+    if not text.strip():
+        return DEFAULT_REQUEST_TIMEOUT
+    whole = _SIGNED_WHOLE.fullmatch(text.strip())  # kubectl's strconv.ParseInt first: "+5", "-0", "05"
+    seconds = float(int(whole.group())) if whole and int(whole.group()) >= 0 else parse_duration(text, negative=True)
     if seconds > MAX_REQUEST_TIMEOUT:
-        raise argparse.ArgumentTypeError(f"{text!r} is longer than the most a request may take "
+        raise argparse.ArgumentTypeError(f"{cut(text)!r} is longer than the most a request may take "
                                          f"({MAX_REQUEST_TIMEOUT:g}s; 0 waits without limit)")
-    return seconds or None  # kubectl: "0" means no timeout
+    return seconds if seconds > 0 else None  # kubectl: "0" (or less) means no timeout
 
 
 def normalize_booleans(argv: Sequence[str], connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> list[str]:
@@ -272,7 +313,7 @@ def _positive_int(text: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: a whole number from 1")
+        raise argparse.ArgumentTypeError(f"invalid value {cut(text)!r}: a whole number from 1")
     return value
 
 
@@ -287,7 +328,8 @@ def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
     contexts.comma_separated = True  # type: ignore[attr-defined]
     fleet.add_argument("--all-contexts", action="store_true", default=False,
                        help="run on every context of the kubeconfig (sorted by name)")
-    fleet.add_argument("--parallel", type=_positive_int, default=DEFAULT_PARALLEL, metavar="N",
+    # No default here: a --parallel given without a fleet is refused (``_cli``), then the default is set.
+    fleet.add_argument("--parallel", type=_positive_int, default=None, metavar="N",
                        help=f"with --contexts/--all-contexts: contexts judged at once (default {DEFAULT_PARALLEL})")
 
 

@@ -33,6 +33,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype._engines import records as _engines  # records and judgement only: _engines stands on this module
+from kubectl_kvdtype._engines import tables as _table_file
+from kubectl_kvdtype._kits import bounded as _bounded
+from kubectl_kvdtype._kits import files as _files
 
 VALUE = "value"
 ABSENT = "absent"
@@ -96,38 +99,50 @@ def _tables() -> dict:
     return data
 
 
+#: An extra table file: a regular file (a FIFO or a device is refused, not waited on), no bigger
+#: than the shipped tables could grow to.
+TABLE_FILE_RULE = _files.FileRule("an engine table file", 64 << 20, "the most read of one engine table file",
+                                  reads="write it with scripts/engine-tables --only ENGINE==VERSION --out FILE")
+
+
 def add_tables(path: str) -> None:
     """Add an extra recorded table file (an engine release newer than the shipped data).
 
-    Raises ValueError with one sentence when the file cannot be read or is not a table file."""
+    Raises ValueError with one sentence naming the file (and the field) when it cannot be read or
+    is not a table file, validated whole (``_tables.validate``)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            extra = json.load(handle)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raw = _files.read_json(path, TABLE_FILE_RULE)
+    except _files.Unreadable as error:
+        raise ValueError(f"the engine tables {path} {error.predicate}") from None
+    except (OSError, ValueError) as error:  # UnicodeDecodeError, bad JSON, nested too deep
         raise ValueError(f"cannot read the engine tables {path}: {getattr(error, 'strerror', None) or error}") \
             from None
-    if not _is_table_file(extra):
-        raise ValueError(f"{path} is not an engine table file written by scripts/engine-tables")
+    try:
+        extra = _table_file.validate(raw, _REWRITES, _build_all)
+    except _table_file.TableError as error:
+        raise ValueError(f"{path} is not an engine table file written by scripts/engine-tables: {error}") from None
     _EXTRA[path] = extra
     clear_caches()
 
 
-def _is_table_file(data: object) -> bool:
-    """Whether ``data`` has the shape scripts/engine-tables writes: readable versions, each with a table."""
-    if not isinstance(data, dict):
-        return False
-    versions, tables, same = data.get("versions"), data.get("tables"), data.get("same", {})
-    if not (isinstance(versions, dict) and isinstance(tables, dict) and isinstance(same, dict)):
-        return False
-    for engine, listed in versions.items():
-        own, aliases = tables.get(engine), same.get(engine, {})
-        if not (isinstance(listed, list) and isinstance(own, dict) and isinstance(aliases, dict)):
-            return False
-        for version in listed:
-            if not (isinstance(version, str) and _engines.parse_version(version)
-                    and isinstance(own.get(aliases.get(version, version)), (dict, str))):
-                return False
-    return True
+def _build_all(table: dict, where: str) -> None:
+    """Every parser one table describes (the validation of an added one: argparse's refusals)."""
+    _build(table, None)
+    if "top" in table:
+        _build(table["top"], None)
+    for point in table.get("entry_points", {}).values():
+        if point.get("parser") == "own":
+            _build(_entry_table(table, point), None)
+
+
+def added_by(engine: str, table: str) -> Optional[str]:
+    """The extra table file (``add_tables``) a recorded version's table comes from; None: shipped."""
+    key = _engines.record(engine).table
+    found = None
+    for path, extra in _EXTRA.items():  # the last added wins, as in _tables
+        if table in extra["versions"].get(key, []):
+            found = path
+    return found
 
 
 def clear_caches() -> None:
@@ -439,6 +454,11 @@ def _judge_validity(engine: str, version: object, value: str) -> Optional[bool]:
 _DASHES = re.compile(r"(?<=--)[^\.]*")
 
 
+class _TooDeep(Exception):
+    """An argv entry (vLLM's dotted JSON options) nested deeper than ``_bounded.MAX_DEPTH``: its
+    reading is UNKNOWN rather than followed (this reader's own walks would recurse that deep)."""
+
+
 class _Crash(Exception):
     """vLLM's pre-processing raising: the process ends with a traceback, exit 1."""
 
@@ -512,8 +532,13 @@ def _vllm_dotted(processed: list[str], human_readable: bool) -> list[str]:
                 arg = arg[:-1]
                 value_str = json.dumps(list(value_str.split(",")))
             key, *keys = arg.split(".")
+            if len(keys) >= _bounded.MAX_DEPTH:
+                raise _TooDeep(f"not read: {key}.... nests its keys more than {_bounded.MAX_DEPTH} levels deep")
             try:
-                value = json.loads(value_str)
+                value = _bounded.loads(value_str)
+            except _bounded.TooDeep:
+                raise _TooDeep(f"not read: the value of {key}.{keys[0] if keys else ''}... is JSON nested more than "
+                               f"{_bounded.MAX_DEPTH} levels deep") from None
             except json.decoder.JSONDecodeError:
                 value = _human_readable_int(value_str) if human_readable else value_str
             nested = value
@@ -649,6 +674,8 @@ def _read(engine: str, table: str, version_text: str, args: tuple, validity: Opt
         namespace = top.parse_args(argv)
     except _Crash as crash:
         return Reading(FAILED, error=str(crash), exit_code=1, table=table)
+    except _TooDeep as deep:  # what the engine makes of it is past what this reader follows
+        return Reading(UNKNOWN, error=str(deep), table=table)
     except _Stop as stop:
         return Reading(FAILED, error=str(stop), exit_code=stop.code, table=table)
     if not hasattr(namespace, _DEST):

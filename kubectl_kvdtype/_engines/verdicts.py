@@ -60,6 +60,13 @@ class Basis:
     choices: Optional[frozenset[str]]  # the recorded values that decide; None: the spelling table does
     note: str = ""  # "" when ``at`` is a recorded release
     at_start: bool = False  # the table's parser lets any value through; the engine checks it at start
+    #: The extra table file (KUBECTL_KVDTYPE_ENGINE_TABLES) ``table`` comes from; "" for a shipped one.
+    added: str = ""
+
+    @property
+    def added_clause(self) -> str:
+        """What a verdict resting on an added table says of it ("" when the table is shipped)."""
+        return f"by the {self.table} table added from {self.added}, not shipped with this tool" if self.added else ""
 
 
 def basis(engine: str, version: object) -> Basis:
@@ -81,9 +88,10 @@ def _basis(engine: str, version: object) -> Basis:
     table = _argv.table_version(engine, at_text)
     choices = _argv.recorded_choices(engine, table)
     at_start = _argv.start_check(engine, table) if choices is None else None
+    added = _argv.added_by(engine, table) or ""
     if _v(table) == at:
         decides = frozenset(choices) if choices is not None else at_start
-        return Basis(at_text, table, decides, note, at_start is not None)
+        return Basis(at_text, table, decides, note, at_start is not None, added)
     recorded = _argv.recorded_versions(engine)
     if at > _v(recorded[-1]):
         where = f"is newer than the newest recorded release, {table}"
@@ -97,7 +105,7 @@ def _basis(engine: str, version: object) -> Basis:
               f"KUBECTL_KVDTYPE_ENGINE_TABLES=FILE)") if at > _v(recorded[-1]) else ""
     return Basis(at_text, table, None,
                  f"{engine} {at_text} {where}: judged as {table}, the value by this tool's spelling table{extend}",
-                 at_start is not None)
+                 at_start is not None, added)
 
 
 _basis_cached = functools.lru_cache(maxsize=256)(_basis)
@@ -118,6 +126,13 @@ def judge(engine: str, version: object, dtype: str) -> Judgement:  # type: ignor
 
 def _judge(engine: str, version: object, dtype: str) -> Judgement:
     found = basis(engine, version)
+    judged = _judge_by(found, engine, version, dtype)
+    if found.added:  # an added table decided: the verdict says so wherever it is said
+        return replace(judged, reason=f"{judged.reason} ({found.added_clause})")
+    return judged
+
+
+def _judge_by(found: Basis, engine: str, version: object, dtype: str) -> Judgement:
     by_table = _records.judge(engine, version, dtype)
     failure = AT_START_FAILURE if found.at_start else AT_PARSING_FAILURE
     if by_table.verdict == REJECTED:
@@ -435,7 +450,9 @@ def _read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], vers
         return FlagReading(UNSURE if found else ABSENT, read[-1].value if read else None, occurrences=found,
                            culprit=read[-1] if read else None,
                            reason=f"the engine is none of {', '.join(ENGINES)}, so how it reads the argv is not known")
-    return replace(_parse(fields, engine, version, env, found), note=basis(engine, version).note)
+    judged_by = basis(engine, version)
+    note = "; ".join(part for part in (judged_by.note, judged_by.added_clause) if part)
+    return replace(_parse(fields, engine, version, env, found), note=note)
 
 
 def _parse(fields: Sequence[tuple[str, object]], engine: str, version: object, env: object,

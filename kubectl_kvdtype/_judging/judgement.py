@@ -22,6 +22,7 @@ from kubectl_kvdtype._kits.codes import (
     DTYPE_REJECTED,
     DTYPE_UNKNOWN,
     ENGINE_UNKNOWN,
+    TABLE_ADDED,
     VERSION_UNRECORDED,
 )
 from kubectl_kvdtype._kits.report import Column, FieldPath, ObjectRef, Report
@@ -313,6 +314,18 @@ def _unrecorded_versions(consumers: list[Consumer], report: Report) -> None:
             report.add(VERSION_UNRECORDED, consumer.ref, f"{consumer.ref}: {basis.note}.",
                        engine=consumer.engine.name, engineVersion=consumer.engine.version, judgedAs=basis.table,
                        field_path=consumer.engine_path)
+        if basis.added:
+            add_table_added(report, consumer.ref, consumer.engine.name, consumer.engine.version, basis,
+                            consumer.engine_path)
+
+
+def add_table_added(report: Report, ref: ObjectRef, engine: str, version: object, basis: _engines.Basis,
+                    field_path: Optional[FieldPath] = None) -> None:
+    """The engine-table-added finding: a verdict about ``ref`` rests on a table added for the run."""
+    report.add(TABLE_ADDED, ref, f"{ref}: {engine} {basis.at} is judged {basis.added_clause} "
+                                 "(KUBECTL_KVDTYPE_ENGINE_TABLES).",
+               engine=engine, engineVersion=version, judgedAs=basis.table, engineTables=basis.added,
+               field_path=field_path)
 
 
 def _summary(inventory: BindingInventory, system_namespace: str, report: Report) -> dict:

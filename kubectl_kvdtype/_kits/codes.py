@@ -27,6 +27,7 @@ BINDING_UNUSED = "binding-unused"
 BINDING_MISSING = "binding-missing"
 ENGINE_UNKNOWN = "engine-unknown"
 VERSION_UNRECORDED = "engine-version-unrecorded"
+TABLE_ADDED = "engine-table-added"
 # find-flags
 ROLE_FLAG = "role-flag"
 POD_FLAG = "pod-flag"
@@ -96,6 +97,8 @@ CODES: tuple[Code, ...] = (
     Code(VERSION_UNRECORDED, INFO, "a consumer's engine version is no recorded release (or is unreadable): it is "
                                    "judged with the recorded parser named, the value by the hand-kept spelling table",
          (CHECK, VERIFY)),
+    Code(TABLE_ADDED, INFO, "a consumer's verdict rests on an engine table added for the run "
+                            "(KUBECTL_KVDTYPE_ENGINE_TABLES), not on the tables this release ships", (CHECK, VERIFY)),
     Code(ROLE_FLAG, ERROR, "a role of a pool-attached ModelDeployment passes --kv-cache-dtype in its extraArgs",
          (FIND_FLAGS,)),
     Code(POD_FLAG, ERROR, "an injected Pod or an opted-in workload template passes --kv-cache-dtype itself",

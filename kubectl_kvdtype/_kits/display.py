@@ -17,3 +17,23 @@ def shown(text: str) -> str:
     if text.isprintable():  # the common case, at C speed
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+#: The most characters of one value a message shows: a value typed or answered may be 100 kB.
+SHOWN_AT_MOST = 120
+
+
+def cut(text: str, limit: int = SHOWN_AT_MOST) -> str:
+    """``text``, or its first ``limit`` characters and how long it was: the one way a message
+    shortens a value (a flag's, a setting's, a file's or a cluster's)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+def cut_words(message: str, limit: int = SHOWN_AT_MOST) -> str:
+    """``message`` with every run of non-blank characters longer than ``limit`` cut (``cut``): an
+    error names what was typed or answered, and a 100 kB value must not fill the terminal."""
+    if len(message) <= limit or all(len(word) <= limit for word in message.split()):
+        return message
+    return " ".join(cut(word, limit) for word in message.split(" "))

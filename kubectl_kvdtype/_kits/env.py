@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Mapping, TextIO
 
 from kubectl_kvdtype._kits.display import shown
-from kubectl_kvdtype._kits.status import UsageError
 
 
 @dataclass
@@ -78,17 +77,6 @@ class Environment:
             self.stderr.write(f"{shown(question)} ")
             self.stderr.flush()
             return self.stdin.readline().strip()
-
-
-def limit(environ: Mapping[str, str], variable: str, default: int, unit: str) -> int:
-    """A limit of the run (docs/reference.md, "Limits"): ``default``, unless ``variable`` sets
-    another whole number of ``unit`` above 0; anything else is a usage error."""
-    text = environ.get(variable, "").strip()
-    if not text:
-        return default
-    if not text.isdigit() or int(text) == 0:
-        raise UsageError(f"{variable} must be a whole number of {unit} above 0, not {text[:40]!r}")
-    return int(text)
 
 
 def _isatty(stream: TextIO) -> bool:

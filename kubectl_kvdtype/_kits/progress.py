@@ -14,14 +14,15 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, Mapping, Optional, TextIO
 
+from kubectl_kvdtype._kits import settings as _settings
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.display import shown
 
 #: Seconds of silence before the first progress line.
-DELAY = 1.0
+DELAY: float = _settings.PROGRESS_DELAY.default
 #: A test-only setting (docs/development.md, "Test-only settings"): the delay in seconds, so a test
 #: sees the display on a run of any length instead of on a run slower than ``DELAY`` on its machine.
-DELAY_VARIABLE = "KUBECTL_KVDTYPE_PROGRESS_DELAY"
+DELAY_VARIABLE = _settings.PROGRESS_DELAY.name
 #: Seconds between redraws.
 INTERVAL = 0.25
 
@@ -103,12 +104,9 @@ def current() -> str:
 
 
 def delay(environ: Mapping[str, str]) -> float:
-    """``DELAY``, or the test-only override when it is a number of seconds from 0 up."""
-    try:
-        value = float(environ.get(DELAY_VARIABLE, ""))
-    except ValueError:
-        return DELAY
-    return value if 0 <= value < float("inf") else DELAY
+    """``DELAY``, or the test-only override when it is a number of seconds it can take (a bad
+    one is the default here: the run's start says it, ``_settings.check``)."""
+    return float(_settings.value_or_default(environ, _settings.PROGRESS_DELAY))
 
 
 class Ticker:

@@ -4,6 +4,7 @@ subcommand that would create objects, ``-o yaml`` as the stream of their manifes
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from kubectl_kvdtype._kits.report import FleetReport, Report
@@ -82,6 +83,19 @@ def _plain_dumper(yaml: Any) -> Any:
     never writing anchors and aliases: a report shares lists between an item and its finding (the
     occurrences), which a reader of ``-o yaml`` should see written out, as ``-o json`` has them."""
     base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    return type("PlainDumper", (base,), {"ignore_aliases": lambda self, data: True})
+    dumper: Any = type("PlainDumper", (base,), {"ignore_aliases": lambda self, data: True})
+    dumper.add_representer(str, _str_without_surrogates)
+    return dumper
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _str_without_surrogates(dumper: Any, text: str) -> Any:
+    """A string as YAML, a lone surrogate (``"\\ud800"`` in a JSON manifest: no UTF-8 can carry
+    it, and libyaml's emitter fails on it) written as its backslash escape, as tables show it."""
+    if _SURROGATE.search(text):
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return dumper.represent_str(text)
 
 

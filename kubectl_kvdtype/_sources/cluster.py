@@ -9,7 +9,7 @@ pool); responses are read as plain JSON, never as generated model classes, becau
 from __future__ import annotations
 
 import builtins
-import json
+import http
 import os
 import socket
 import threading
@@ -22,9 +22,11 @@ import urllib3
 from urllib3 import HTTPHeaderDict
 
 from kubectl_kvdtype import __version__
+from kubectl_kvdtype._kits import bounded as _bounded
 from kubectl_kvdtype._kits import progress as _progress
+from kubectl_kvdtype._kits import settings as _settings
 from kubectl_kvdtype._kits import threads
-from kubectl_kvdtype._kits.env import limit
+from kubectl_kvdtype._kits.display import cut
 from kubectl_kvdtype._kits.report import Finding
 from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header, without_password
 from kubectl_kvdtype._kits.status import (
@@ -48,8 +50,8 @@ from kubectl_kvdtype._sources.kubeconfig import (
 PAGE_SIZE = 500
 #: Pages one LIST may take before it is abandoned as endless: 500,000 objects at PAGE_SIZE, five
 #: times a 100,000-Pod cluster; ``MAX_PAGES_VARIABLE`` sets another (docs/reference.md, "Limits").
-MAX_PAGES = 1000
-MAX_PAGES_VARIABLE = "KUBECTL_KVDTYPE_MAX_PAGES"
+MAX_PAGES: int = _settings.MAX_PAGES.default
+MAX_PAGES_VARIABLE = _settings.MAX_PAGES.name
 #: Attempts for a request answered 429 or 5xx (reads), or 429 (writes, which a 5xx may have done).
 ATTEMPTS = 4
 _RETRY_READ = {429, 500, 502, 503, 504}
@@ -89,7 +91,7 @@ class ClusterSource:
         self._credentials_failed: Optional[KvdtypeError] = None
         self._discovery_errors: dict[str, KvdtypeError] = {}  # met once, not again per waiting LIST
         self.request_count = 0
-        self._max_pages = limit(environ, MAX_PAGES_VARIABLE, MAX_PAGES, "pages")
+        self._max_pages = int(_settings.value(environ, _settings.MAX_PAGES))
         #: Objects the cluster answered with names the API server refuses (``_sources.names.refusal``).
         self.findings: builtins.list[Finding] = []
 
@@ -278,7 +280,7 @@ class ClusterSource:
                 data = self._read(response, clock)
             status = response.status
             if status < 300:
-                return _json(data)
+                return _json(data, verb or method.lower(), kind, namespace, path)
             retryable = status == 429 or (method == "GET" and status in _RETRY_READ)
             if retryable and attempt < ATTEMPTS:
                 clock.sleep(_backoff(attempt, response.headers.get("Retry-After")))
@@ -507,11 +509,18 @@ def _continue_token(page: dict) -> Optional[str]:
     return token if isinstance(token, str) and token else None
 
 
-def _json(data: bytes) -> dict:
+def _json(data: bytes, verb: str = "", kind: Optional[Kind] = None, namespace: Optional[str] = None,
+          path: str = "") -> dict:
     try:
-        parsed = json.loads(data or b"{}")
+        parsed = _bounded.loads(data or b"{}")
+    except _bounded.TooDeep as error:
+        raise ClusterError(f"{_describe(verb or 'request', kind, namespace, path)}: the API server's answer "
+                           f"cannot be read: {error}") from None
     except ValueError:
         raise ClusterError("the API server answered with something that is not JSON") from None
+    except MemoryError:
+        raise ClusterError(f"{_describe(verb or 'request', kind, namespace, path)}: the API server's answer holds "
+                           "more than this process has memory for") from None
     return parsed if isinstance(parsed, dict) else {}
 
 
@@ -537,15 +546,29 @@ def _connection_message(host: str, reason: object) -> str:
     return f"cannot reach the cluster at {host}: {detail}"
 
 
+def _phrase(status: int) -> str:
+    """HTTP's own name of a status (``Internal Server Error``), for an answer that says none."""
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+#: The most characters of an API server's error message an error shows (a 403's explanation fits).
+_SERVER_MESSAGE_SHOWN = 400
+
+
 def _api_error(status: int, data: bytes, verb: str, kind: Optional[Kind], namespace: Optional[str],
                path: str) -> ApiError:
     try:
-        body = json.loads(data or b"{}")
-    except ValueError:
+        body = _bounded.loads(data or b"{}")
+    except (ValueError, MemoryError):  # not JSON, or nested too deep: the status alone says it
         body = {}
     body = body if isinstance(body, dict) else {}
-    server_message = body.get("message") or ""
-    reason = body.get("reason") or _REASONS.get(status, "")
+    # The server's own words, when they are words: a proxy's or a hostile server's body may be anything.
+    server_message = cut(body["message"], _SERVER_MESSAGE_SHOWN) if isinstance(body.get("message"), str) else ""
+    reason = body["reason"] if isinstance(body.get("reason"), str) else _REASONS.get(status, "") or _phrase(status)
+    reason = cut(reason, 60)
     what = kind.resource if kind else path
     where = _where(kind, namespace)
     if status == 401:

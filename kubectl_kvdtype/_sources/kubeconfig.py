@@ -4,11 +4,13 @@ refused before any request."""
 
 from __future__ import annotations
 
+import base64
 import os
 from typing import Any, Iterator, Optional
 
 import urllib3
 
+from kubectl_kvdtype._kits import files as _files
 from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header, without_password
 from kubectl_kvdtype._kits.status import (
     KvdtypeError,
@@ -42,7 +44,7 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
     paths = kubeconfig_paths(options.kubeconfig, environ)
     if not paths and not options.server:
         return _in_cluster(configuration, options, environ)
-    documents = [(path, read_kubeconfig(path)) for path in paths]
+    documents = [(path, read_kubeconfig(path, options.request_timeout)) for path in paths]
     context_name = options.context or next(
         (d.get("current-context") for _, d in documents if d.get("current-context")), None)
     entry: dict = {}
@@ -62,7 +64,8 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
     if options.cluster and not options.server and _named(documents, "clusters", options.cluster) is None:
         raise KvdtypeError(f'no server found for cluster "{options.cluster}": the kubeconfig '
                            f'({", ".join(paths)}) has no such cluster')
-    cluster, user = _override_cluster(cluster, options), _override_user(_read_token_file(user), options)
+    cluster, user = _override_cluster(cluster, options), _override_user(_read_token_file(user, user_name), options)
+    cluster, user = _inline_pipes(cluster, options.request_timeout), _inline_pipes(user, options.request_timeout)
     refusals = _refusals(cluster_name, cluster, user_name, user)
     if refusals:
         raise (UsageError if options.overrides else KvdtypeError)("; ".join(refusals))
@@ -81,17 +84,24 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
     return configuration, namespace, what, _impersonation(user)
 
 
-def _read_token_file(user: dict) -> dict:
+#: A token file: a token is a few kB at most. A FIFO is refused, not waited on (kubectl hangs on
+#: one, reading it again at every refresh), and so is a device (``/dev/zero`` never ends).
+TOKEN_FILE_RULE = _files.FileRule("a token file", 1 << 20, "the most read of one token file (a token is a few kB)",
+                                  reads="kubectl hangs on a FIFO tokenFile too: write the token to a regular file")
+
+
+def _read_token_file(user: dict, user_name: str = "") -> dict:
     """The user with its ``tokenFile`` read into ``token``, surrounding blanks trimmed as kubectl
     trims them (``echo "$TOKEN" > file`` ends the file with a newline, no header may hold one).
-    An inline token wins over the file, as in kubectl; an unreadable file is left to the client's
-    own message."""
+    An inline token wins over the file, as in kubectl; a file that cannot be opened is left to the
+    client's own message, one that is no file or too big is refused (exit 3)."""
     path = user.get("tokenFile")
     if user.get("token") or not isinstance(path, str) or not path:
         return user
     try:
-        with open(path, encoding="utf-8") as handle:
-            token = handle.read().strip()
+        token = _files.read_text(path, TOKEN_FILE_RULE).strip()
+    except _files.Unreadable as error:
+        raise KvdtypeError(f'the tokenFile {path} of the kubeconfig user "{user_name}" {error.predicate}') from None
     except (OSError, UnicodeDecodeError):
         return user
     trimmed = {key: value for key, value in user.items() if key != "tokenFile"}
@@ -228,13 +238,41 @@ def _refusals(cluster_name: str, cluster: dict, user_name: str, user: dict) -> l
     return errors
 
 
+#: A certificate, key or CA file: a FIFO is read as kubectl reads one (``--certificate-authority
+#: <(vault ...)``) and handed to the client as the setting's ``-data``; a device is refused.
+CERTIFICATE_RULE = _files.FileRule("a certificate or key file", 8 << 20, "the most read of one certificate or key "
+                                   "file", pipes=_files.READ)
+#: The file settings a FIFO may stand for, and the setting that carries its content instead.
+_FILE_DATA = (("certificate-authority", "certificate-authority-data"),
+              ("client-certificate", "client-certificate-data"), ("client-key", "client-key-data"))
+
+
+def _inline_pipes(settings: dict, wait: Optional[float]) -> dict:
+    """``settings`` with each file setting that names a FIFO read into its ``-data`` setting (the
+    client opens files itself, and would wait on a FIFO with no limit); the rest unchanged."""
+    replaced = dict(settings)
+    for key, data_key in _FILE_DATA:
+        path = settings.get(key)
+        if not isinstance(path, str) or not path or settings.get(data_key) or not _files.is_pipe(path):
+            continue
+        try:
+            content = _files.read_bytes(path, CERTIFICATE_RULE, wait)
+        except OSError:
+            continue  # said by _unreadable, in kubectl's words
+        replaced.pop(key)
+        replaced[data_key] = base64.b64encode(content).decode("ascii")
+    return replaced
+
+
 def _unreadable(settings: dict, key: str, label: str, owner: str) -> list[str]:
     path = settings.get(key)
     if not path:
         return []
     try:
-        with open(path, "rb"):
-            return []
+        _files.read_bytes(path, CERTIFICATE_RULE, wait=1.0)  # never waiting on a FIFO, nor reading past the limit
+        return []
+    except _files.Unreadable as error:
+        return [f"unable to read {label} {path} for {owner}: {error}"]
     except OSError as error:
         reason = (error.strerror or str(error)).lower()
         return [f"unable to read {label} {path} for {owner} due to open {path}: {reason}"]

@@ -7,7 +7,6 @@ here imports the kubernetes client or opens a socket.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -15,9 +14,11 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, TextIO, Union
 
 import yaml
 
+from kubectl_kvdtype._kits import bounded as _bounded
+from kubectl_kvdtype._kits import files as _files
 from kubectl_kvdtype._kits import progress as _progress
+from kubectl_kvdtype._kits import settings as _settings
 from kubectl_kvdtype._kits.codes import DUPLICATE_OBJECT
-from kubectl_kvdtype._kits.env import limit
 from kubectl_kvdtype._kits.report import Finding, ObjectRef
 from kubectl_kvdtype._kits.status import ManifestError
 from kubectl_kvdtype._sources import model as _model
@@ -28,8 +29,15 @@ from kubectl_kvdtype._sources.kinds import Kind, Projection, kind_for, matches_s
 _EXTENSIONS = (".yaml", ".yml", ".json")
 #: The most -f reads of one file (or of standard input), in MiB of text: a 10,000-deployment JSON
 #: dump is about 60 MB. ``MAX_FILE_VARIABLE`` raises (or lowers) it for one run.
-MAX_FILE_MB = 512
-MAX_FILE_VARIABLE = "KUBECTL_KVDTYPE_MAX_FILE_MB"
+MAX_FILE_MB: int = _settings.MAX_FILE_MB.default
+MAX_FILE_VARIABLE = _settings.MAX_FILE_MB.name
+_HINT = f"set {MAX_FILE_VARIABLE} to read bigger ones"
+#: A file -f names (a pipe too: ``-f <(kubectl get ...)``), and a file met walking a directory
+#: (a FIFO there is refused: nothing says anyone will ever write to it).
+NAMED = _files.FileRule("a manifest file", MAX_FILE_MB << 20, "the most -f reads of one input", _HINT,
+                        pipes=_files.READ, reads="-f reads files, directories and pipes")
+IN_DIRECTORY = _files.FileRule("a manifest file", MAX_FILE_MB << 20, "the most -f reads of one input", _HINT,
+                               reads="in a directory -f reads regular files (name a pipe itself: -f <(...), or -f -)")
 _JSON_START = re.compile(r"\s*[{\[]")
 
 #: How -f identifies an object: (kind, namespace, name); the namespace is "" for a cluster-scoped kind.
@@ -177,7 +185,7 @@ def _first(entry: tuple) -> Any:
 
 def max_file_bytes(environ: Mapping[str, str]) -> int:
     """The most -f reads of one input, in bytes: ``MAX_FILE_MB``, or what ``MAX_FILE_VARIABLE`` says."""
-    return limit(environ, MAX_FILE_VARIABLE, MAX_FILE_MB, "MiB") << 20
+    return int(_settings.value(environ, _settings.MAX_FILE_MB)) << 20
 
 
 def read_path(path: str, stdin: TextIO, limit: int = MAX_FILE_MB << 20) -> Iterator[tuple[str, Optional[dict]]]:
@@ -196,19 +204,21 @@ def read_path(path: str, stdin: TextIO, limit: int = MAX_FILE_MB << 20) -> Itera
         _progress.done()
         return
     for file in manifest_files(path):
-        yield from _read_file(file, limit)
+        yield from _read_file(file, limit, named=file == path)
 
 
 def _located(where: str, objects: Iterator[Optional[dict]]) -> Iterator[tuple[str, Optional[dict]]]:
     return ((where, obj) for obj in objects)
 
 
-def _read_file(path: str, limit: int) -> Iterator[tuple[str, Optional[dict]]]:
+def _read_file(path: str, limit: int, named: bool = True) -> Iterator[tuple[str, Optional[dict]]]:
     _progress.note(f"reading {path}")
     try:
-        content = read_text(path, limit)
+        content = read_text(path, limit, named)
     except FileNotFoundError:
         raise ManifestError(f"the manifest {path} does not exist") from None
+    except _files.Unreadable as error:
+        raise ManifestError(f"{path} {error.predicate}") from None
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or str(error)
         raise ManifestError(f"cannot read the manifest {path}: {reason}") from None
@@ -225,14 +235,12 @@ def _refuse_device(stream: Any, shown: str) -> None:
     except (AttributeError, OSError, ValueError):  # an in-memory stream
         return
     if stat.S_ISCHR(mode) and not terminal:
-        raise ManifestError(f"{shown} is a character device, not a manifest file: -f reads files, directories "
-                            "and pipes")
+        raise ManifestError(f"{shown} {_files.refused(mode, NAMED)}")
 
 
 def _within(size: int, limit: int, shown: str) -> None:
     if size > limit:
-        raise ManifestError(f"{shown} holds more than {limit >> 20} MiB, the most -f reads of one input "
-                            f"(set {MAX_FILE_VARIABLE} to read bigger ones)")
+        raise ManifestError(f"{shown} {_files.too_big(NAMED.with_limit(limit)).predicate}")
 
 
 def _parse(content: str, where: str) -> list:
@@ -243,22 +251,24 @@ def _parse(content: str, where: str) -> list:
         at = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or "it is not valid YAML or JSON"
         raise ManifestError(f"cannot parse the manifest {where}{at}: {problem}") from None
-    except ValueError as error:  # an integer too long to convert (Python's 4300-digit limit), as JSON or YAML
+    except ValueError as error:  # nested too deep, too many aliases; an integer too long to convert (Python's
+        # 4300-digit limit), as JSON or YAML
         raise ManifestError(f"cannot parse the manifest {where}: {_first_sentence(error)}") from None
+    except MemoryError:  # a hostile dump of millions of empty lists: say it, never an internal error
+        raise ManifestError(f"cannot parse the manifest {where}: it holds more objects than this process has "
+                            "memory for") from None
 
 
 def _first_sentence(error: Exception) -> str:
     return str(error).split(": value has")[0].split("; use sys.")[0]
 
 
-def read_text(path: str, limit: int = MAX_FILE_MB << 20) -> str:
+def read_text(path: str, limit: int = MAX_FILE_MB << 20, named: bool = True) -> str:
     """A manifest's text as -f reads it (UTF-8, universal newlines: a CRLF is one line break), at
-    most ``limit`` bytes of it."""
-    with open(path, encoding="utf-8") as handle:
-        _refuse_device(handle, path)
-        content = handle.read(limit + 1)
-    _within(len(content), limit, path)
-    return content
+    most ``limit`` bytes of it; ``named``: -f named it (a FIFO is read), else a directory holds it
+    (a FIFO is refused). Raises ``_files.Unreadable`` for a special file or one too big."""
+    rule = (NAMED if named else IN_DIRECTORY).with_limit(limit)
+    return _files.read_text(path, rule)
 
 
 def looks_like_json(content: str) -> bool:
@@ -280,9 +290,9 @@ def _load_documents(content: str) -> list:
     error. YAML is built straight from libyaml's events (``_sources.yamlread``): the same objects as
     PyYAML's C loader, ~3x faster and without holding a node per value of a whole dump.
     """
-    if looks_like_json(content):
+    if looks_like_json(content) and not _bounded.too_deep(content):  # deep: the YAML reader says so, exactly
         try:
-            return [json.loads(content)]
+            return [_bounded.loads(content)]
         except ValueError:
             pass
     return _yamlread.load_all(content)

@@ -8,11 +8,11 @@ return plain Python values and never raise on a strange object.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._kits import bounded as _bounded
 from kubectl_kvdtype._kits.report import FieldPath
 
 INJECT_LABEL = "kvcache.gpustack.ai/inject"
@@ -181,7 +181,7 @@ def injected_record(pod: dict) -> Optional[dict]:
     if not isinstance(raw, str):
         return None
     try:
-        record = json.loads(raw)
+        record = _bounded.loads(raw)  # a tenant's annotation: refused past the depth limit, as unreadable
     except ValueError:
         return {}
     return record if isinstance(record, dict) else {}

@@ -10,6 +10,13 @@ scalar that is not a string is made by PyYAML's own constructor for its tag. Any
 anchor or alias, a merge key, a tag other than the standard ones, a collection as a mapping key,
 any error) sends the whole text to PyYAML's safe loader instead, which then decides and words
 the error as it always did. ``tests/test_yamlread.py`` compares the two on generated documents.
+
+Both paths are bounded (``_kits/bounded``): nesting deeper than ``MAX_DEPTH`` is refused as the
+events arrive, and before PyYAML's loader builds anything the events are walked once more
+(:func:`check_structure`) for what anchors and aliases would make: a "billion laughs" document,
+small as text and huge once its aliases are expanded, is refused by go-yaml's own rule (the one
+kubectl refuses it by), as is an anchor that holds an alias to itself, and an alias that nests
+a deep anchor deeper than the limit.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ from typing import Any, Callable, Optional
 
 import yaml
 from yaml.events import (
+    AliasEvent,
     DocumentEndEvent,
+    DocumentStartEvent,
     MappingEndEvent,
     MappingStartEvent,
     ScalarEvent,
@@ -28,6 +37,8 @@ from yaml.events import (
 )
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
+
+from kubectl_kvdtype._kits.bounded import MAX_DEPTH, ExcessiveAliasing, TooDeep, excessive_aliasing
 
 #: libyaml's parser as PyYAML wraps it, or None when PyYAML was built without libyaml (its
 #: pure-Python loader then does everything).
@@ -54,13 +65,81 @@ class _Unusual(Exception):
 
 
 def load_all(text: str) -> list:
-    """Every document of ``text``, as ``list(yaml.load_all(text, Loader=SAFE_LOADER))`` gives them."""
+    """Every document of ``text``, as ``list(yaml.load_all(text, Loader=SAFE_LOADER))`` gives them.
+
+    Raises ``TooDeep`` or ``ExcessiveAliasing`` (both ``ValueError``) for what is refused."""
     if CParser is not None:
         try:
             return _Reader(text).documents()
+        except TooDeep:
+            raise
         except Exception:  # noqa: BLE001 - anything unusual, errors included: PyYAML's loader decides
             pass
+    check_structure(text)
     return list(yaml.load_all(text, Loader=SAFE_LOADER))
+
+
+#: A scalar's bytes count as this many nodes, so that an alias of a long string weighs what it
+#: costs once expanded (go-yaml counts nodes only; a Python reader copies what it expands).
+_BYTES_PER_NODE = 64
+
+
+def check_structure(text: str, limit: int = MAX_DEPTH) -> None:
+    """Walk the parse events of ``text`` as PyYAML's loader would expand them, without building
+    anything: ``TooDeep`` past ``limit`` (an alias counting as the depth of its anchor's value),
+    ``ExcessiveAliasing`` for aliases expanding a document beyond go-yaml's ratio of its nodes or
+    for an anchor holding an alias to itself. A text the parser refuses is left to the loader."""
+    try:
+        for _ in _documents_checked(yaml.parse(text, Loader=SAFE_LOADER), limit):
+            pass
+    except yaml.YAMLError:
+        return  # the loader says what is wrong, in its words
+
+
+def _documents_checked(events: Any, limit: int) -> Any:
+    """One item per document, each checked (see ``check_structure``)."""
+    sizes: dict[str, tuple[int, int]] = {}  # anchor -> (nodes once expanded, height)
+    stack: list[list] = []  # per open collection: [anchor, nodes, height]
+    decoded = aliased = 0
+    for event in events:
+        kind = event.__class__
+        if kind is DocumentStartEvent:
+            sizes, decoded, aliased = {}, 1, 0
+            continue
+        if kind is DocumentEndEvent:
+            yield decoded
+            continue
+        if kind is MappingStartEvent or kind is SequenceStartEvent:
+            decoded += 1
+            stack.append([event.anchor, 1, 0])
+            if len(stack) > limit:
+                raise TooDeep(limit)
+            continue
+        if kind is MappingEndEvent or kind is SequenceEndEvent:
+            anchor, nodes, height = stack.pop()
+            node = (nodes, height + 1)
+        elif kind is ScalarEvent:
+            decoded += 1
+            anchor, node = event.anchor, (1 + len(event.value) // _BYTES_PER_NODE, 0)
+        elif kind is AliasEvent:
+            if any(open_[0] == event.anchor for open_ in stack):
+                raise ExcessiveAliasing(event.anchor)
+            if event.anchor not in sizes:
+                return  # an undefined alias: the loader's error
+            anchor, node = None, sizes[event.anchor]
+            decoded += 1 + node[0]
+            aliased += node[0]
+            if len(stack) + node[1] > limit:
+                raise TooDeep(limit)
+        else:
+            continue
+        if excessive_aliasing(decoded, aliased):
+            raise ExcessiveAliasing()
+        if anchor is not None:
+            sizes[anchor] = node
+        if stack:
+            stack[-1][1] += node[0]
+            stack[-1][2] = max(stack[-1][2], node[1])
 
 
 class _Reader:
@@ -98,6 +177,7 @@ class _Reader:
         resolved_first = self._resolved_first or ()
         every_first = self._resolved_first is None
         stack: list[tuple[Any, Any, bool]] = []
+        limit = MAX_DEPTH
         container: Any = None  # the dict or list being filled; None at the document's top
         in_list = False
         key: Any = _NO_KEY  # in a mapping, the key waiting for its value
@@ -117,6 +197,8 @@ class _Reader:
                     raise _Unusual  # an anchor, or a collection as a mapping key
                 if event.tag not in (_MAPPING_TAGS if kind is MappingStartEvent else _SEQUENCE_TAGS):
                     raise _Unusual
+                if len(stack) >= limit:
+                    raise TooDeep(limit)
                 stack.append((container, key, in_list))
                 in_list = kind is SequenceStartEvent
                 container, key = ([] if in_list else {}), _NO_KEY

@@ -17,7 +17,8 @@ Public API::
         fake.remove(kind_or_resource, namespace, name) -> bool
         fake.deny(verb, resource, namespace=None, group=None)   # 403 + SSAR allowed=false
         fake.fail(status, method=None, path=None, times=1, retry_after=None, delay=0.0,
-                  message=None, reason=None)    # path: regex searched in the URL path
+                  message=None, reason=None, body=None)   # path: regex searched in the URL path;
+                                                # body: bytes sent instead of the Status
         fake.delay(seconds, method=None, path=None, times=1)   # times=None: every match
         fake.hold(method=None, path=None, times=1) -> Hold   # hold matches until .release()
                                                 # (.arrived / .wait_arrived(): one is waiting)

@@ -40,6 +40,7 @@ class _Rule:
     after: int = 0
     answer: Optional[bytes] = None  # a 200 body served instead of the real answer
     pace: float = 0.0  # seconds between the bytes of the body
+    body: Optional[bytes] = None  # the error's body as it is, instead of a Status (``fail(body=...)``)
 
     def matches(self, method: str, path: str) -> bool:
         if self.times is not None and self.times <= 0:
@@ -56,7 +57,9 @@ class _Rule:
             headers["Retry-After"] = str(seconds)
             details["retryAfterSeconds"] = seconds
         message = self.message or f"injected fault: HTTP {code}"
-        return ApiError(code, message, self.reason, details, headers=headers)
+        error = ApiError(code, message, self.reason, details, headers=headers)
+        error.raw = self.body
+        return error
 
 
 class Hold:
@@ -144,11 +147,12 @@ class FaultsMixin:
     def fail(self, status: int, method: Optional[str] = None, path: Optional[str] = None,
              times: Optional[int] = 1, retry_after: Optional[float] = None,
              delay: float = 0.0, message: Optional[str] = None,
-             reason: Optional[str] = None, after: int = 0) -> None:
+             reason: Optional[str] = None, after: int = 0, body: Optional[bytes] = None) -> None:
         """Answer the next ``times`` (None = all) matching requests with ``status``, once ``after``
-        matching requests have been answered as usual (a fault placed by count, not by a clock)."""
+        matching requests have been answered as usual (a fault placed by count, not by a clock);
+        ``body``: these bytes instead of a Status (a proxy's page, a hostile server's answer)."""
         rule = _Rule(status, method, re.compile(path) if path else None, times, delay,
-                     retry_after, message, reason, after)
+                     retry_after, message, reason, after, body=body)
         with self._lock:
             self._rules.append(rule)
 

@@ -127,6 +127,8 @@ class ApiError(Exception):
         self.details = details or {}
         self.metadata = metadata or {}
         self.headers = headers or {}
+        #: The body sent as it is instead of ``body()`` (``fake.fail(body=...)``).
+        self.raw: Optional[bytes] = None
 
     def body(self) -> JSON:
         return {"kind": "Status", "apiVersion": "v1", "metadata": self.metadata,

@@ -271,7 +271,7 @@ class ServerMixin:
         try:
             resp = self._respond(method, split.path, query, handler, raw)
         except ApiError as err:
-            resp = _Response(err.code, err.body(), headers=err.headers)
+            resp = _Response(err.code, err.raw if err.raw is not None else err.body(), headers=err.headers)
         except Exception as err:  # pragma: no cover - a bug in the fake
             resp = _Response(500, ApiError(500, f"fake apiserver bug: {err!r}").body())
         record.status = resp.status

@@ -1,0 +1,100 @@
+"""The one bounded reader of structured text: JSON no deeper than ``MAX_DEPTH``.
+
+Every structure the plugin parses comes from someone else: a manifest, an API answer or error
+body, a kubeconfig, an engine table file, a journal, an annotation holding JSON. Nested deep
+enough, it ends Python's own parser in ``RecursionError`` (``json`` recurses in C per level), or,
+parsed, whatever walks it (a copy, a YAML dump of a backup, a comparison). So it is refused
+before it is parsed: JSON text is scanned for its nesting first (:func:`too_deep`), without
+recursion and in a few passes of C-speed byte operations, and YAML is checked on its parse
+events (``_sources/yamlread``, with the alias-expansion limit). Past the limit: one sentence
+(:class:`TooDeep`, a ``ValueError`` so that every reader's "cannot be read" handling applies),
+said by the caller with what it was reading, and its exit status.
+
+A Kubernetes object nests about 10 levels, a CRD's schema a few dozen: ``MAX_DEPTH`` leaves room
+for both, and keeps what walks a parsed object far from Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Union
+
+#: The deepest nesting of mappings and lists read, in any input.
+MAX_DEPTH = 100
+
+_KEPT = b'"[]{}'
+_OTHER_BYTES = bytes(b for b in range(256) if b not in _KEPT)
+
+
+class TooDeep(ValueError):
+    """Structured text nested deeper than the limit: ``str()`` is the sentence to show."""
+
+    def __init__(self, limit: int = MAX_DEPTH) -> None:
+        super().__init__(f"it is nested more than {limit} levels deep, deeper than any Kubernetes object")
+        self.limit = limit
+
+
+def too_deep(text: Union[str, bytes], limit: int = MAX_DEPTH) -> bool:
+    """Whether the JSON ``text`` nests mappings and lists more than ``limit`` levels deep
+    (brackets inside strings do not count). Linear and cheap: no Python loop over the text.
+
+    The text is reduced to its structure: escaped backslashes and quotes removed, then every byte
+    but quotes and brackets, then every string (a pair of quotes and the brackets between), so
+    that only the brackets outside strings remain; each pass then removes every innermost pair,
+    and more than ``limit`` passes mean deeper than ``limit``. Text that is not JSON gets an
+    answer too (the parser then refuses it in its own words)."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if len(data) < 64 * limit and data.count(b"[") + data.count(b"{") <= limit:  # an annotation, an error body
+        return False
+    if b"\\" in data:  # same-length replacements: CPython does them in place, much faster
+        data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    structure = data.translate(None, _OTHER_BYTES).replace(b'""', b"")
+    if b'"' in structure:  # strings holding brackets (a JSON document inside an annotation): drop them
+        structure = b"".join(structure.split(b'"')[::2])
+    structure = structure.replace(b"{", b"[").replace(b"}", b"]")
+    if b"[" * (limit + 1) in structure:  # the plain case of a hostile input, found in one search
+        return True
+    for _ in range(limit):
+        shorter = structure.replace(b"[]", b"")
+        if not shorter or len(shorter) == len(structure):  # done, or brackets that never close: not JSON
+            return False
+        structure = shorter
+    return bool(structure)
+
+
+def loads(text: Union[str, bytes], limit: int = MAX_DEPTH) -> Any:
+    """``json.loads(text)``, refusing text nested deeper than ``limit`` (:class:`TooDeep`)."""
+    if too_deep(text, limit):
+        raise TooDeep(limit)
+    try:
+        return json.loads(text)
+    except RecursionError:  # cannot happen after the scan; kept so that it can never be a traceback
+        raise TooDeep(limit) from None
+
+
+class ExcessiveAliasing(ValueError):
+    """YAML whose aliases expand it far beyond its own size (a "billion laughs" document), or an
+    anchor holding an alias to itself: refused as kubectl refuses it, in its words."""
+
+    def __init__(self, anchor: str = "") -> None:
+        super().__init__(f"anchor {anchor!r} value contains itself" if anchor else
+                         "document contains excessive aliasing (its YAML aliases would expand it far beyond its "
+                         "own size)")
+
+
+def _allowed_alias_ratio(decoded: int) -> float:
+    """The share of a document's nodes that may come from aliases, by its size: go-yaml's rule
+    (``allowedAliasRatio``), which kubectl applies: 99% for a small document, down to 10% past 4
+    million nodes."""
+    low, high = 400_000, 4_000_000
+    if decoded <= low:
+        return 0.99
+    if decoded >= high:
+        return 0.10
+    return 0.99 - 0.89 * (decoded - low) / (high - low)
+
+
+def excessive_aliasing(decoded: int, aliased: int) -> bool:
+    """Whether a document that decoded ``decoded`` nodes, ``aliased`` of them through aliases, is
+    refused (go-yaml's test, run at every node: kubectl's ``document contains excessive aliasing``)."""
+    return aliased > 100 and decoded > 1000 and aliased / decoded > _allowed_alias_ratio(decoded)
