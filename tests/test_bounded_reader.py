@@ -360,7 +360,7 @@ def test_a_100kb_flag_value_is_cut_in_the_usage_error():
 def test_the_yaml_report_writes_a_lone_surrogate_as_its_escape():
     import yaml
 
-    from kubectl_kvdtype._output.render import _plain_dumper
+    from kubectl_kvdtype._output.documents import _plain_dumper
 
     text = yaml.dump({"dtype": "bf\ud800x"}, Dumper=_plain_dumper(yaml))
     assert yaml.safe_load(text) == {"dtype": "bf\\ud800x"}

@@ -109,7 +109,7 @@ def add_tables(path: str) -> None:
     """Add an extra recorded table file (an engine release newer than the shipped data).
 
     Raises ValueError with one sentence naming the file (and the field) when it cannot be read or
-    is not a table file, validated whole (``_tables.validate``)."""
+    is not a table file, validated whole (``_engines.tables.validate``)."""
     try:
         raw = _files.read_json(path, TABLE_FILE_RULE)
     except _files.Unreadable as error:
@@ -139,7 +139,7 @@ def added_by(engine: str, table: str) -> Optional[str]:
     """The extra table file (``add_tables``) a recorded version's table comes from; None: shipped."""
     key = _engines.record(engine).table
     found = None
-    for path, extra in _EXTRA.items():  # the last added wins, as in _tables
+    for path, extra in _EXTRA.items():  # the last added wins, as when the tables are merged
         if table in extra["versions"].get(key, []):
             found = path
     return found
@@ -455,7 +455,7 @@ _DASHES = re.compile(r"(?<=--)[^\.]*")
 
 
 class _TooDeep(Exception):
-    """An argv entry (vLLM's dotted JSON options) nested deeper than ``_bounded.MAX_DEPTH``: its
+    """An argv entry (vLLM's dotted JSON options) nested deeper than ``_kits.bounded.MAX_DEPTH``: its
     reading is UNKNOWN rather than followed (this reader's own walks would recurse that deep)."""
 
 

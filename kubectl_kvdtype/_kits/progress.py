@@ -105,7 +105,7 @@ def current() -> str:
 
 def delay(environ: Mapping[str, str]) -> float:
     """``DELAY``, or the test-only override when it is a number of seconds it can take (a bad
-    one is the default here: the run's start says it, ``_settings.check``)."""
+    one is the default here: the run's start says it, ``_kits.settings.check``)."""
     return float(_settings.value_or_default(environ, _settings.PROGRESS_DELAY))
 
 

@@ -266,7 +266,7 @@ def _first_sentence(error: Exception) -> str:
 def read_text(path: str, limit: int = MAX_FILE_MB << 20, named: bool = True) -> str:
     """A manifest's text as -f reads it (UTF-8, universal newlines: a CRLF is one line break), at
     most ``limit`` bytes of it; ``named``: -f named it (a FIFO is read), else a directory holds it
-    (a FIFO is refused). Raises ``_files.Unreadable`` for a special file or one too big."""
+    (a FIFO is refused). Raises ``_kits.files.Unreadable`` for a special file or one too big."""
     rule = (NAMED if named else IN_DIRECTORY).with_limit(limit)
     return _files.read_text(path, rule)
 
