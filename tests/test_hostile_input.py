@@ -374,8 +374,8 @@ def test_engine_tables_check_says_pips_error_not_its_command_line(tmp_path):
 
 #: Forms the real kubectl takes; the plugin's reading of each (and of those kubectl refuses) is
 #: tests/test_bounded_reader.py's, in process: here a few run whole, against the fake.
-FORMS = ["1h", "+5s", ".5s", "5.s", "-0s", "5", "+5", "-5s", "1m1.5s", "0.0000000001ns"]
-RUN = ("+5s", ".5s", "5.s", "-0s", "+5")
+FORMS = ["1h", "1h30m", "+5s", ".5s", "5.s", "-0s", "5", "+5", "-5s", "1m1.5s", "0.0000000001ns"]
+RUN = ("1h30m", "+5s", ".5s", "5.s", "-0s", "+5")
 
 
 def test_request_timeout_takes_the_forms_kubectl_takes(cluster):
