@@ -268,9 +268,7 @@ def test_the_development_guide_lists_the_test_settings():
 
 
 def _default(setting: kvsettings.Setting) -> str:
-    if setting.kind == kvsettings.SWITCH:
-        return "0"
-    return "none" if setting.default is None else f"{setting.default:g}"
+    return setting.default_text
 
 
 @pytest.mark.parametrize(("name", "text"), [

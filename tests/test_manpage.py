@@ -71,6 +71,21 @@ def test_man_page_renders_every_subcommand_and_flag():
         assert flag in text, flag
 
 
+@pytest.mark.skipif(not shutil.which("groff"), reason="groff is not installed")
+def test_environment_lists_every_user_setting_of_the_settings_table():
+    """ENVIRONMENT is written from ``SETTINGS``: each user setting with its help, value and default;
+    the test-only ones are left out (docs/development.md lists them)."""
+    from kubectl_kvdtype._kits.settings import SETTINGS, USER
+
+    section = _render(MANPAGE).split("ENVIRONMENT", 1)[1].split("EXAMPLES", 1)[0]
+    flat = " ".join(section.split())
+    for setting in SETTINGS:
+        if setting.audience == USER:
+            assert f"{setting.name} {setting.help} ({setting.takes}; default {setting.default_text})" in flat
+        else:
+            assert setting.name not in section
+
+
 def test_wheel_ships_the_man_page_and_the_completion_helper(tmp_path):
     result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                              "--disable-pip-version-check", "-w", str(tmp_path), str(ROOT)],

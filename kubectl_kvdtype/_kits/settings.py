@@ -59,6 +59,13 @@ class Setting:
             return "1 or 0 (also true/false, yes/no)"
         return "the path of a file"
 
+    @property
+    def default_text(self) -> str:
+        """The default as the docs and the man page say it."""
+        if self.kind == SWITCH:
+            return "0"
+        return "none" if self.default is None else f"{self.default:g}"
+
     def parse(self, text: str) -> Any:
         """The typed value of ``text`` (unset or blank: the default); a bad one raises UsageError."""
         stripped = text.strip()
