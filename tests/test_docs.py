@@ -209,3 +209,16 @@ def test_the_docs_name_paths_relative_to_the_repository_or_the_home_directory():
 ])
 def test_a_path_of_one_machine_is_found(text, machine):
     assert bool(_ONE_MACHINE.findall(text)) is machine
+
+
+def test_the_docs_list_the_output_formats_of_the_formats_table():
+    """README's tour and the reference write ``-o`` as the list of every format a run takes without
+    another flag (``-o patch`` goes with ``find-flags --fix`` and is documented there): one list,
+    ``FORMATS``'s, so a new row fails this until the docs name it."""
+    from kubectl_kvdtype._output.render import FORMATS
+
+    listed = "|".join(form.name for form in FORMATS if form.needs is None)
+    for doc in (ROOT / "README.md", ROOT / "docs" / "reference.md"):
+        text = " ".join(doc.read_text(encoding="utf-8").split())
+        written = re.findall(r"-o(?:/--output)? (table\|[a-z|]+)", text)
+        assert written and set(written) == {listed}, (doc.name, written, listed)
