@@ -53,7 +53,9 @@ MAX_PAGES_VARIABLE = "KUBECTL_KVDTYPE_MAX_PAGES"
 ATTEMPTS = 4
 _RETRY_READ = {429, 500, 502, 503, 504}
 _MAX_RETRY_AFTER = 10.0
-_LIST_RESTARTS = 3
+#: Reads of one LIST from its first page when its continue token expires (410 Expired: the server
+#: compacted the revision the list was reading, docs/reference.md, "Limits").
+LIST_READS = 3
 _REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
             410: "Gone", 415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests"}
 
@@ -99,13 +101,18 @@ class ClusterSource:
 
     def list(self, kind: Kind, namespace: Optional[str], selector: str = "",
              project: Optional[Projection] = None) -> list[dict]:
-        """Every object, one paged LIST; restarted when the continue token expires (410)."""
+        """Every object, one paged LIST; read again from its first page when the continue token
+        expires (410), a list being a snapshot of one revision: pages of two revisions would miss
+        or repeat objects."""
         path = self.path(kind, namespace)
-        for _ in range(_LIST_RESTARTS):
+        for _ in range(LIST_READS):
             items, expired = self._list_pages(path, selector, kind, namespace, project)
             if not expired:
                 return items
-        raise ClusterError(f"listing {kind.resource} kept failing: the list changed faster than it could be read")
+        raise ClusterError(f"{_describe('list', kind, namespace, path)}: the API server expired the list's continue "
+                           f"token (410 Expired: it compacted the revision the list was reading) on each of "
+                           f"{LIST_READS} reads from the first page, so the list could not be read whole; run the "
+                           "command again")
 
     def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
         if _names.object_problem(kind, namespace, name) is not None:
