@@ -454,6 +454,29 @@ def test_permissions_are_checked_up_front(cluster, fake, tmp_path):
     assert writes(fake) == [] and state(fake) == before and backup_dirs(tmp_path) == []
 
 
+def test_a_verb_granted_on_the_setting_alone_is_asked_for_by_its_name(cluster, fake, tmp_path):
+    """kvdtype-writer grants patch on the one Setting (resourceNames): a review naming no object is
+    refused, one naming the Setting allowed, so the rebind asks again naming it, and goes on."""
+    fake.deny("patch", "settings", but=[SETTING])
+    result = kvdtype(cluster, tmp_path, *REBIND, "--apply")
+    assert result.returncode == 0, result.stderr
+    reviews = [r.body["spec"]["resourceAttributes"] for r in fake.requests if "selfsubjectaccessreviews" in r.path]
+    asked = [(a["verb"], a["resource"], a.get("name")) for a in reviews if a["resource"] == "settings"]
+    assert asked == [("patch", "settings", None), ("patch", "settings", SETTING)]
+    assert fake.get("Setting", SYSTEM, SETTING)["spec"]["value"] == "true"  # turned off, then on again
+
+
+def test_a_verb_refused_on_one_named_object_names_it(cluster, fake, tmp_path):
+    fake.deny("delete", "modeldeployments", "team-a", but=["qwen-legacy"])
+    before = state(fake)
+    result = kvdtype(cluster, tmp_path, *REBIND, "--apply")
+    assert result.returncode == 3
+    assert_one_clean_line(result.stderr)
+    assert ("you may not delete modeldeployments.worker.gpustack.ai qwen-legacy-b in namespace team-a "
+            "(SelfSubjectAccessReview)") in result.stderr
+    assert writes(fake) == [] and state(fake) == before and backup_dirs(tmp_path) == []
+
+
 @pytest.mark.parametrize("args, message", [
     (("-f", str(EXAMPLES / "team-a.yaml")), "escape rebind changes a live cluster"),
     (("-A",), "use -n, not -A"),

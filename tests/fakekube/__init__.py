@@ -15,7 +15,8 @@ Public API::
         fake.objects(kind_or_resource, namespace=None) -> list[dict] (deep copies, sorted)
         fake.update(kind_or_resource, namespace, name, merge_patch) -> dict  (status too)
         fake.remove(kind_or_resource, namespace, name) -> bool
-        fake.deny(verb, resource, namespace=None, group=None)   # 403 + SSAR allowed=false
+        fake.deny(verb, resource, namespace=None, group=None, but=())   # 403 + SSAR allowed=false;
+                                                # but: names the verb stays allowed on (resourceNames)
         fake.fail(status, method=None, path=None, times=1, retry_after=None, delay=0.0,
                   message=None, reason=None)    # path: regex searched in the URL path
         fake.delay(seconds, method=None, path=None, times=1)   # times=None: every match

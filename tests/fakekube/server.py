@@ -456,7 +456,7 @@ class ServerMixin:
             resource = (attrs.get("resource") or "") + \
                 (f"/{attrs['subresource']}" if attrs.get("subresource") else "")
             allowed = self.is_allowed(attrs.get("verb") or "", attrs.get("group") or "",
-                                      resource, attrs.get("namespace") or "")
+                                      resource, attrs.get("namespace") or "", attrs.get("name") or "")
         status: JSON = {"allowed": allowed}  # RBAC gives no reason, so kubectl says "no"
         out = {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
                **{k: v for k, v in body.items() if k not in ("kind", "apiVersion")},
