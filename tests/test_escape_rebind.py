@@ -303,8 +303,9 @@ def test_a_403_from_admission_half_way_is_journaled_and_resumable(cluster, fake,
                    and (new or {}).get("kind") == "ModelDeployment" else None)
     first = kvdtype(cluster, tmp_path, *REBIND, "--apply")
     assert first.returncode == 3
-    assert "step 4 of 8 (create ModelDeployment team-a/qwen-legacy) failed: you may not create" in first.stderr
-    assert "quota exceeded" in first.stderr and "Done so far:" in first.stderr
+    assert ("step 4 of 8 (create ModelDeployment team-a/qwen-legacy) failed: create modeldeployments.worker."
+            'gpustack.ai in namespace "team-a" refused by the cluster\'s admission (403 Forbidden): admission webhook '
+            '"validate.gpustack.ai" denied the request: quota exceeded. Done so far:') in first.stderr
     refuse["on"] = False
     assert kvdtype(cluster, tmp_path, *REBIND, "--apply").returncode == 0
     assert state(fake) == uninterrupted(kube_env, tmp_path, *REBIND)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -56,6 +57,9 @@ _MAX_RETRY_AFTER = 10.0
 #: Reads of one LIST from its first page when its continue token expires (410 Expired: the server
 #: compacted the revision the list was reading, docs/reference.md, "Limits").
 LIST_READS = 3
+#: How kube-apiserver words a 403 from admission (a webhook's "denied the request", a
+#: ValidatingAdmissionPolicy's "denied request"), as opposed to RBAC's "cannot VERB resource".
+_ADMISSION_REFUSAL = re.compile(r"\bdenied (the )?request\b")
 _REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
             410: "Gone", 415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests"}
 
@@ -541,6 +545,8 @@ def _api_error(status: int, data: bytes, verb: str, kind: Optional[Kind], namesp
     where = _where(kind, namespace)
     if status == 401:
         message = "the cluster refused your credentials (401 Unauthorized): log in again or check the kubeconfig user"
+    elif status == 403 and _ADMISSION_REFUSAL.search(server_message):  # allowed by RBAC, refused by a rule
+        message = f"{verb} {what}{where} refused by the cluster's admission (403 Forbidden): {server_message}"
     elif status == 403:
         message = f"you may not {verb} {what}{where} (403 Forbidden)" + (
             f": {server_message}" if server_message else "")
