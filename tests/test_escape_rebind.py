@@ -257,6 +257,9 @@ def test_dry_run_server_sends_every_write_with_dry_run_all(cluster, fake, tmp_pa
     assert result.returncode == 0, result.stderr
     sent = [r for r in fake.requests if r.method in WRITES and "selfsubjectaccessreviews" not in r.path]
     assert len(sent) == 8 and all(r.query.get("dryRun") == "All" for r in sent)
+    # A DELETE's options come from its body when it has one (its query is then ignored): there too.
+    deletes = [r for r in sent if r.method == "DELETE"]
+    assert deletes and all(r.body["dryRun"] == ["All"] and r.body["preconditions"] for r in deletes)
     assert state(fake) == before and backup_dirs(tmp_path) == []
     document = json.loads(result.stdout)
     assert document["summary"]["mode"] == "dry-run-server"

@@ -148,8 +148,18 @@ class ClusterSource:
     def delete(self, kind: Kind, namespace: Optional[str], name: str, dry_run: bool = False,
                preconditions: Optional[dict] = None) -> dict:
         """``preconditions`` (``uid``, ``resourceVersion``): the server deletes only that object in
-        that version, else answers 409, so an edit made since it was read is never lost."""
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions} if preconditions else None
+        that version, else answers 409, so an edit made since it was read is never lost.
+
+        A dry run says so in the DeleteOptions as well as in the query: kube-apiserver reads a
+        DELETE's options from its body when it has one and then ignores the query, so a
+        ``?dryRun=All`` beside a body of preconditions deletes the object for real."""
+        body: Optional[dict] = None
+        if preconditions or dry_run:
+            body = {"apiVersion": "v1", "kind": "DeleteOptions"}
+            if preconditions:
+                body["preconditions"] = preconditions
+            if dry_run:
+                body["dryRun"] = ["All"]
         return self.request("DELETE", self.path(kind, namespace, name), query=_dry(dry_run), body=body,
                             verb="delete", kind=kind, namespace=namespace)
 

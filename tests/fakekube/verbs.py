@@ -234,6 +234,10 @@ class VerbsMixin:
                    **_: Any) -> _Response:
         rt, old = target.rt, self._existing(target)
         options = _try_json(raw) or {}
+        if raw.strip() and isinstance(options, dict):
+            # As kube-apiserver decodes a DELETE: DeleteOptions from the body when there is one,
+            # else from the query, never both; so a body's ``dryRun`` alone makes it a dry run.
+            dry = "All" in (options.get("dryRun") or [])
         pre = options.get("preconditions") or {} if isinstance(options, dict) else {}
         if pre.get("resourceVersion") and pre["resourceVersion"] != \
                 old["metadata"]["resourceVersion"]:
