@@ -183,8 +183,8 @@ def predict_pod(pod: dict, dtypes: dict) -> Prediction:
     name = engine.name
     found = _model.container_flags(container, engine)
     webhook = _model.webhook_copy(pod, found)
-    if any(o is not webhook for o in found):
-        return prediction(outcome=REFUSED,
+    if any(o is not webhook and o.read for o in found):  # a form the engine does not read is not the flag:
+        return prediction(outcome=REFUSED,                # admitted, it fails at startup (rendered below)
                           text="refused at admission: the Pod passes the flag itself, so its next incarnation "
                                "is not created")
     command, args = rendered_pod_argv(pod, container, dtype)
