@@ -139,6 +139,16 @@ def test_a_pod_passing_the_flag_in_a_form_its_engine_does_not_read_is_admitted_a
     assert _upgrade.predict_pod(read, {("team-a", "chat"): "bfloat16"}).outcome == _upgrade.REFUSED
 
 
+def test_a_pod_of_another_engine_passing_the_flag_is_refused_as_find_flags_says():
+    """The webhook reads another engine's Pod as any engine would (find-flags reports its copy):
+    refused, not "not judged"; without a copy it is not judged."""
+    for engine in ("TensorRT-LLM", ""):
+        pod = _pod(["--kv_cache_dt=fp8"], engine=engine, injected=False)  # vLLM 0.18's reading of it
+        assert _upgrade.predict_pod(pod, {("team-a", "chat"): "bfloat16"}).outcome == _upgrade.REFUSED, engine
+        assert _upgrade.predict_pod(_pod([], engine=engine), {("team-a", "chat"): "bfloat16"}).outcome == \
+            _upgrade.NOT_JUDGED
+
+
 def test_a_pod_with_several_containers_and_no_target_is_unsure():
     pod = _pod([], containers=[{"name": "a", "args": []}, {"name": "b", "args": []}])
     assert _upgrade.predict_pod(pod, {("team-a", "chat"): "fp8"}).outcome == _upgrade.UNSURE
