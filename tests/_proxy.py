@@ -149,7 +149,7 @@ class ApiProxy:
             raise ValueError(f"an https://host:port upstream is needed, not {upstream!r}")
         self.upstream = (parts.hostname, parts.port)
         self._client_ssl = ssl.create_default_context(cadata=ca_pem)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a ``when`` predicate may read the log
         self._state = _State()
         self._server: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
