@@ -63,6 +63,10 @@ Behaviour worth knowing:
   its finalizer to every existing and created object of that kind, and removes it ``after``
   seconds past the deletion request, and not while ``held_by(fake, obj)`` is true (e.g. a
   Binding still named by a ModelDeployment).  ``status`` is dropped on create, as ever.
+- A DELETE's options (preconditions, ``dryRun``) come from its body when it has one, else from its
+  query, as kube-apiserver decodes them; a failed precondition, a failed JSON patch ``test``
+  and an expired continue token are worded as kube-apiserver words them
+  (tests/test_fake_vs_real.py holds the fake to the real server's answers).
 - Not served: watch (405), OpenAPI (404: ``kubectl create/apply`` need ``--validate=false``),
   server-side apply (415), Table output (kubectl falls back to NAME/AGE columns).
 
