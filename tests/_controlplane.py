@@ -35,6 +35,7 @@ The ``ControlPlane`` (fixture ``control_plane``, shared by every test of the run
     plane.request(method, path, body=None, user="admin", query=None, content_type=None) -> Answer
                                                  # .status, .body (parsed JSON), .text; any status
     plane.create(obj, user="admin", namespace=None, query=None) -> dict   # POST; else ApiFailure
+    plane.create_all(objects, namespace)         # many at once (concurrent POSTs), no status
     plane.apply(objects, namespace=None) -> list[dict]   # create, or merge-patch what exists, then
                                                  # each one's status through the status subresource
     plane.get(kind, namespace, name, user="admin") -> dict | None
@@ -647,6 +648,25 @@ class ControlPlane:
         namespace = namespace or obj["metadata"].get("namespace")
         path = resource.path(namespace, obj["metadata"]["name"], "status")
         return self._checked("PATCH", path, {"status": obj["status"]}, content_type="application/merge-patch+json")
+
+    def create_all(self, objects: list[dict], namespace: str, writers: int = 16) -> None:
+        """Many objects created at once: concurrent POSTs, each writer on its kept-alive connection
+        (the API server, not the client, is what they wait on). No status is written."""
+        failures: list[str] = []
+
+        def create(share: list[dict]) -> None:
+            for obj in share:
+                answer = self.request("POST", self._of(obj).path(namespace), obj)
+                if answer.status != 201:
+                    failures.append(f"{obj['metadata']['name']}: {answer.status} {answer.text[:200]}")
+
+        threads = [threading.Thread(target=create, args=(objects[k::writers],)) for k in range(writers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise RuntimeError(f"{len(failures)} create(s) failed, the first: {failures[0]}")
 
     def apply(self, objects: Iterable[dict], namespace: Optional[str] = None) -> list[dict]:
         """Each object created (or, where it exists, merge-patched to it), then its status written

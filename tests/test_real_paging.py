@@ -7,7 +7,6 @@ docs/reference.md says, and a token that expires every time ends the run in one 
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
@@ -21,8 +20,6 @@ pytestmark = pytest.mark.real
 BINDINGS = 2100
 PAGE = 500
 LISTS = r"/kvcachepoolbindings$"
-#: Concurrent writers filling the namespace (the API server, not the client, is what they wait on).
-WRITERS = 16
 
 
 def _binding(index: int) -> dict:
@@ -33,24 +30,9 @@ def _binding(index: int) -> dict:
 
 @pytest.fixture(scope="module")
 def crowded(control_plane):
-    """A namespace of BINDINGS Bindings, created once for the module: concurrent POSTs over
-    kept-alive connections (the plane's requests keep one per thread)."""
+    """A namespace of BINDINGS Bindings, created once for the module (concurrently)."""
     namespace = control_plane.namespace("paging")
-    path = control_plane.resource("KVCachePoolBinding").path(namespace)
-    failures: list[str] = []
-
-    def create(indexes: range) -> None:
-        for index in indexes:
-            answer = control_plane.request("POST", path, _binding(index))
-            if answer.status != 201:
-                failures.append(f"{index}: {answer.status} {answer.text[:200]}")
-
-    workers = [threading.Thread(target=create, args=(range(k, BINDINGS, WRITERS),)) for k in range(WRITERS)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    assert not failures, failures[:3]
+    control_plane.create_all([_binding(i) for i in range(BINDINGS)], namespace)
     try:
         yield namespace
     finally:
