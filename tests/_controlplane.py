@@ -10,9 +10,11 @@ namespace (fixture ``real``, a ``Cluster``; ``real_examples`` also holds example
 A test's ``Cluster`` (fixture ``real``)::
 
     real.namespace                               # fresh, its kubeconfigs' default; emptied after the test
-    real.kubectl(*args, user="admin", input=None, timeout=60)   # the real kubectl as that user
+    real.kubectl(*args, user="admin", input=None, timeout=60, server=None, cwd=None)
+                                                 # the real kubectl as that user, in cwd (default: the
+                                                 # test's HOME); server: another address, e.g. a proxy's
     real.kvdtype(*args, user="admin", ...)       # `kubectl kvdtype ARGS` (the plugin through kubectl)
-    real.env(user="admin") -> dict; real.kubeconfig(user="admin") -> Path
+    real.env(user="admin", server=None) -> dict; real.kubeconfig(user="admin", server=None) -> Path
     real.apply(objects) -> list[dict]            # into real.namespace (see plane.apply)
     real.write_status(obj) -> dict               # obj["status"] through the status subresource
     real.get(kind, name, namespace=None); real.list(kind, namespace=None)
@@ -23,14 +25,17 @@ The ``ControlPlane`` (fixture ``control_plane``, shared by every test of the run
     plane = ControlPlane(workdir, binaries()); plane.start() ... plane.stop()
     plane.url, plane.ca_pem, plane.etcd_url      # "https://127.0.0.1:<port>", the CA, "http://127.0.0.1:<port>"
     plane.users                                  # "admin" (system:masters), "reader" (kvdtype-reader),
-                                                 # "writer" (kvdtype-writer): manifests/rbac.yaml's roles
-    plane.kubeconfig(user="admin", namespace=None) -> Path   # one context, named after the user
+                                                 # "writer" (kvdtype-writer): manifests/rbac.yaml's roles;
+                                                 # "limited": bound to nothing
+    with plane.grant(user, rules) as role: ...   # user bound to a ClusterRole of rules while inside
+    plane.kubeconfig(user="admin", namespace=None, server=None) -> Path   # one context, named after the user
     plane.write_kubeconfig(path, users=("admin",), namespace=None, server=None) -> Path
                                                  # a context per user (a fleet: two contexts)
-    plane.env(user="admin", home=None, namespace=None) -> dict   # for kubectl and the plugin
+    plane.env(user="admin", home=None, namespace=None, server=None) -> dict   # for kubectl and the plugin
     plane.request(method, path, body=None, user="admin", query=None, content_type=None) -> Answer
                                                  # .status, .body (parsed JSON), .text; any status
     plane.create(obj, user="admin", namespace=None, query=None) -> dict   # POST; else ApiFailure
+    plane.create_all(objects, namespace)         # many at once (concurrent POSTs), no status
     plane.apply(objects, namespace=None) -> list[dict]   # create, or merge-patch what exists, then
                                                  # each one's status through the status subresource
     plane.get(kind, namespace, name, user="admin") -> dict | None
@@ -41,6 +46,7 @@ The ``ControlPlane`` (fixture ``control_plane``, shared by every test of the run
     plane.namespace(prefix="t") -> str           # a fresh namespace with its default ServiceAccount
     plane.ensure_namespace(name)                 # that namespace (and its ServiceAccount) made if missing
     plane.clean(namespace)                       # delete what a test made there, finalizers and all
+    plane.drop(kind, namespace)                  # every custom resource of kind there, deleted in etcd at once
     plane.set_setting("true"|"false", wait=True) # spec.value; wait: until status follows and the
                                                  # policies act on it
     plane.setting() -> dict; plane.setting_lag = 0.0   # seconds before status.value follows
@@ -84,9 +90,10 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 from urllib.parse import quote, urlencode
 
 import yaml
@@ -120,6 +127,7 @@ USERS = {u.name: u for u in (
     User("admin", "admin-token", ("system:masters",)),
     User("reader", "reader-token", (), "kvdtype-reader"),
     User("writer", "writer-token", (), "kvdtype-writer"),
+    User("limited", "limited-token"),  # bound to nothing: a test grants it what it needs (``grant``)
 )}
 _OPERATOR = User(OPERATOR_USER, "operator-token", ("system:masters",))
 #: Kinds ``clean`` empties a namespace of (everything the tests create there).
@@ -439,6 +447,40 @@ class ControlPlane:
             if answer.status >= 300 and answer.status != 404:
                 raise ApiFailure("DELETE", resource.path(namespace), answer)
 
+    @contextmanager
+    def grant(self, user: str, rules: list[dict], name: Optional[str] = None) -> Iterator[str]:
+        """``user`` bound cluster-wide to a ClusterRole holding ``rules`` while inside (both deleted
+        after); entered once the authorizer allows the first rule's first verb (RBAC reads the
+        binding from a cache, a moment behind). Yields the ClusterRole's name."""
+        name = name or f"kvdtype-test-{user}-{next(self._names)}"
+        self.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                     "metadata": {"name": name}, "rules": rules})
+        try:
+            self.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                         "metadata": {"name": name},
+                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+            first = rules[0]
+            attributes = {"verb": first["verbs"][0], "group": first.get("apiGroups", [""])[0],
+                          "resource": first.get("resources", [""])[0]}
+            if first.get("resourceNames"):
+                attributes["name"] = first["resourceNames"][0]
+            self._wait_allowed(user, attributes)
+            yield name
+        finally:
+            for kind in ("clusterrolebindings", "clusterroles"):
+                self.request("DELETE", f"/apis/rbac.authorization.k8s.io/v1/{kind}/{name}")
+
+    def _wait_allowed(self, user: str, attributes: dict, timeout: float = 30) -> None:
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                  "spec": {"resourceAttributes": attributes}}
+        deadline = time.monotonic() + timeout
+        while not self._checked("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review,
+                                user=user)["status"].get("allowed"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{user} is still not allowed {attributes} after {timeout:g} s")
+            time.sleep(0.02)
+
     # --- Kubeconfigs -------------------------------------------------------------------------------
 
     def write_kubeconfig(self, path: Path, users: Iterable[str] = ("admin",), namespace: Optional[str] = None,
@@ -458,17 +500,21 @@ class ControlPlane:
         path.write_text(json.dumps(config, indent=2))
         return path
 
-    def kubeconfig(self, user: str = "admin", namespace: Optional[str] = None) -> Path:
-        """The user's kubeconfig (one context named after the user), written once per namespace."""
-        path = self.workdir / "kubeconfigs" / (f"{user}-{namespace}" if namespace else user)
-        return path if path.exists() else self.write_kubeconfig(path, [user], namespace)
+    def kubeconfig(self, user: str = "admin", namespace: Optional[str] = None, server: Optional[str] = None) -> Path:
+        """The user's kubeconfig (one context named after the user), written once per namespace
+        and server (``server``: another address for the API server, such as a test's proxy)."""
+        name = "-".join([user, *([namespace] if namespace else []),
+                         *([re.sub(r"[^0-9A-Za-z]+", "_", server)] if server else [])])
+        path = self.workdir / "kubeconfigs" / name
+        return path if path.exists() else self.write_kubeconfig(path, [user], namespace, server)
 
-    def env(self, user: str = "admin", home: Optional[Path] = None, namespace: Optional[str] = None) -> dict:
+    def env(self, user: str = "admin", home: Optional[Path] = None, namespace: Optional[str] = None,
+            server: Optional[str] = None) -> dict:
         """An environment for kubectl and the plugin as subprocesses, as ``user``."""
         env = dict(os.environ)
         for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KUBECTL_KUBERC"):
             env.pop(name, None)
-        env["KUBECONFIG"] = str(self.kubeconfig(user, namespace))
+        env["KUBECONFIG"] = str(self.kubeconfig(user, namespace, server))
         if home is not None:
             env["HOME"] = str(home)
             env["KUBECACHEDIR"] = str(home / "kubecache")
@@ -603,6 +649,25 @@ class ControlPlane:
         path = resource.path(namespace, obj["metadata"]["name"], "status")
         return self._checked("PATCH", path, {"status": obj["status"]}, content_type="application/merge-patch+json")
 
+    def create_all(self, objects: list[dict], namespace: str, writers: int = 16) -> None:
+        """Many objects created at once: concurrent POSTs, each writer on its kept-alive connection
+        (the API server, not the client, is what they wait on). No status is written."""
+        failures: list[str] = []
+
+        def create(share: list[dict]) -> None:
+            for obj in share:
+                answer = self.request("POST", self._of(obj).path(namespace), obj)
+                if answer.status != 201:
+                    failures.append(f"{obj['metadata']['name']}: {answer.status} {answer.text[:200]}")
+
+        threads = [threading.Thread(target=create, args=(objects[k::writers],)) for k in range(writers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise RuntimeError(f"{len(failures)} create(s) failed, the first: {failures[0]}")
+
     def apply(self, objects: Iterable[dict], namespace: Optional[str] = None) -> list[dict]:
         """Each object created (or, where it exists, merge-patched to it), then its status written
         where it has one and the kind a status subresource; ``namespace`` overrides theirs."""
@@ -672,6 +737,24 @@ class ControlPlane:
     def revision(self) -> int:
         """etcd's current revision (every write to the API server moves it)."""
         return int(self._etcd("/v3/maintenance/status", {})["header"]["revision"])
+
+    def drop(self, kind: str, namespace: str) -> None:
+        """Every custom resource of ``kind`` in ``namespace`` deleted at once, in etcd, under the
+        API server's own keys (/registry/<group>/<plural>/<namespace>/): a DELETE of a collection of
+        thousands takes the API server seconds. Its watch cache hears the deletions as from any
+        write, a moment later: this returns once a LIST shows none of them."""
+        resource = self.resource(kind)
+        if not resource.group or "." not in resource.group:
+            raise ValueError(f"{kind}: only custom resources are stored under /registry/<group>/")
+        prefix = f"/registry/{resource.group}/{resource.plural}/{namespace}/".encode()
+        end = prefix[:-1] + bytes([prefix[-1] + 1])
+        self._etcd("/v3/kv/deleterange", {"key": base64.b64encode(prefix).decode(),
+                                          "range_end": base64.b64encode(end).decode()})
+        deadline = time.monotonic() + 30
+        while self.request("GET", resource.path(namespace), query={"limit": 1}).body["items"]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{resource.plural} in {namespace} still listed 30 s after the etcd delete")
+            time.sleep(0.05)
 
     def compact(self) -> int:
         """Compact etcd, physically, past every revision so far (a write first moves the revision
@@ -744,22 +827,23 @@ class Cluster:
     def __init__(self, plane: ControlPlane, namespace: str, home: Path, kubectl: str) -> None:
         self.plane, self.namespace, self.home, self._kubectl = plane, namespace, home, kubectl
 
-    def kubeconfig(self, user: str = "admin") -> Path:
-        return self.plane.kubeconfig(user, self.namespace)
+    def kubeconfig(self, user: str = "admin", server: Optional[str] = None) -> Path:
+        return self.plane.kubeconfig(user, self.namespace, server)
 
-    def env(self, user: str = "admin") -> dict:
-        return self.plane.env(user, self.home, self.namespace)
+    def env(self, user: str = "admin", server: Optional[str] = None) -> dict:
+        return self.plane.env(user, self.home, self.namespace, server)
 
-    def kubectl(self, *args: str, user: str = "admin", input: Optional[str] = None,
-                timeout: float = 60) -> subprocess.CompletedProcess:
-        """The real kubectl as ``user``; never raises on a non-zero exit."""
-        return subprocess.run([self._kubectl, *args], env=self.env(user), input=input, text=True,
-                              capture_output=True, timeout=timeout)
+    def kubectl(self, *args: str, user: str = "admin", input: Optional[str] = None, timeout: float = 60,
+                server: Optional[str] = None, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+        """The real kubectl as ``user`` (through ``server``, e.g. a proxy's URL, when given), in
+        ``cwd`` (default: this test's HOME); never raises on a non-zero exit."""
+        return subprocess.run([self._kubectl, *args], env=self.env(user, server), input=input, text=True,
+                              capture_output=True, timeout=timeout, cwd=cwd or self.home)
 
-    def kvdtype(self, *args: str, user: str = "admin", input: Optional[str] = None,
-                timeout: float = 60) -> subprocess.CompletedProcess:
+    def kvdtype(self, *args: str, user: str = "admin", input: Optional[str] = None, timeout: float = 60,
+                server: Optional[str] = None, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
         """``kubectl kvdtype ARGS`` as ``user``: the real kubectl finds the plugin on PATH."""
-        return self.kubectl("kvdtype", *args, user=user, input=input, timeout=timeout)
+        return self.kubectl("kvdtype", *args, user=user, input=input, timeout=timeout, server=server, cwd=cwd)
 
     def apply(self, objects: Iterable[dict]) -> list[dict]:
         """``plane.apply`` into this test's namespace (cluster-scoped objects stay cluster-scoped)."""

@@ -6,7 +6,7 @@ import json
 
 import yaml
 
-from _support import EXAMPLES, codes, direct, documents, kvdtype, report, seed
+from _support import EXAMPLES, assert_one_clean_line, codes, direct, documents, kvdtype, report, seed
 
 
 def test_every_finding_code_on_the_examples(cluster):
@@ -211,16 +211,32 @@ def test_paging_reads_every_object_with_one_list_per_page(fake, kube_env):
     assert all(r.query.get("limit") == "500" for r in lists)
 
 
-def test_expired_continue_token_restarts_the_list(fake, kube_env):
+def _two_pages_of_bindings(fake) -> None:
     seed(fake, [
         {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
          "metadata": {"name": f"b{i:04d}", "namespace": "team-a"}, "spec": {"domain": {"dtype": "bfloat16"}}}
         for i in range(700)
     ])
+
+
+def test_expired_continue_token_restarts_the_list(fake, kube_env):
+    _two_pages_of_bindings(fake)
     fake.expire_continue(times=1)
     found = report(kvdtype(kube_env, "check", "-A", "-o", "json"))
     assert len(found["items"]) == 700
     assert len({i["name"] for i in found["items"]}) == 700
+
+
+def test_a_continue_token_expiring_on_every_read_ends_the_run_in_one_sentence(fake, kube_env):
+    _two_pages_of_bindings(fake)
+    fake.expire_continue(times=3)
+    result = kvdtype(kube_env, "check", "-A", "-o", "json")
+    assert result.returncode == 3 and result.stdout == ""
+    assert_one_clean_line(result.stderr)
+    assert "list kvcachepoolbindings.worker.gpustack.ai in all namespaces" in result.stderr
+    assert "410 Expired" in result.stderr and "3 reads" in result.stderr
+    lists = [r for r in fake.requests if r.path.endswith("/kvcachepoolbindings")]
+    assert [r.status for r in lists] == [200, 410] * 3
 
 
 def test_429_and_500_are_retried(fake, kube_env):

@@ -257,6 +257,9 @@ def test_dry_run_server_sends_every_write_with_dry_run_all(cluster, fake, tmp_pa
     assert result.returncode == 0, result.stderr
     sent = [r for r in fake.requests if r.method in WRITES and "selfsubjectaccessreviews" not in r.path]
     assert len(sent) == 8 and all(r.query.get("dryRun") == "All" for r in sent)
+    # A DELETE's options come from its body when it has one (its query is then ignored): there too.
+    deletes = [r for r in sent if r.method == "DELETE"]
+    assert deletes and all(r.body["dryRun"] == ["All"] and r.body["preconditions"] for r in deletes)
     assert state(fake) == before and backup_dirs(tmp_path) == []
     document = json.loads(result.stdout)
     assert document["summary"]["mode"] == "dry-run-server"
@@ -303,8 +306,9 @@ def test_a_403_from_admission_half_way_is_journaled_and_resumable(cluster, fake,
                    and (new or {}).get("kind") == "ModelDeployment" else None)
     first = kvdtype(cluster, tmp_path, *REBIND, "--apply")
     assert first.returncode == 3
-    assert "step 4 of 8 (create ModelDeployment team-a/qwen-legacy) failed: you may not create" in first.stderr
-    assert "quota exceeded" in first.stderr and "Done so far:" in first.stderr
+    assert ("step 4 of 8 (create ModelDeployment team-a/qwen-legacy) failed: create modeldeployments.worker."
+            'gpustack.ai in namespace "team-a" refused by the cluster\'s admission (403 Forbidden): admission webhook '
+            '"validate.gpustack.ai" denied the request: quota exceeded. Done so far:') in first.stderr
     refuse["on"] = False
     assert kvdtype(cluster, tmp_path, *REBIND, "--apply").returncode == 0
     assert state(fake) == uninterrupted(kube_env, tmp_path, *REBIND)
@@ -451,6 +455,29 @@ def test_permissions_are_checked_up_front(cluster, fake, tmp_path):
         in result.stderr
     reviews = [r for r in fake.requests if "selfsubjectaccessreviews" in r.path]
     assert {r.body["spec"]["resourceAttributes"]["verb"] for r in reviews} == {"patch", "create", "delete"}
+    assert writes(fake) == [] and state(fake) == before and backup_dirs(tmp_path) == []
+
+
+def test_a_verb_granted_on_the_setting_alone_is_asked_for_by_its_name(cluster, fake, tmp_path):
+    """kvdtype-writer grants patch on the one Setting (resourceNames): a review naming no object is
+    refused, one naming the Setting allowed, so the rebind asks again naming it, and goes on."""
+    fake.deny("patch", "settings", but=[SETTING])
+    result = kvdtype(cluster, tmp_path, *REBIND, "--apply")
+    assert result.returncode == 0, result.stderr
+    reviews = [r.body["spec"]["resourceAttributes"] for r in fake.requests if "selfsubjectaccessreviews" in r.path]
+    asked = [(a["verb"], a["resource"], a.get("name")) for a in reviews if a["resource"] == "settings"]
+    assert asked == [("patch", "settings", None), ("patch", "settings", SETTING)]
+    assert fake.get("Setting", SYSTEM, SETTING)["spec"]["value"] == "true"  # turned off, then on again
+
+
+def test_a_verb_refused_on_one_named_object_names_it(cluster, fake, tmp_path):
+    fake.deny("delete", "modeldeployments", "team-a", but=["qwen-legacy"])
+    before = state(fake)
+    result = kvdtype(cluster, tmp_path, *REBIND, "--apply")
+    assert result.returncode == 3
+    assert_one_clean_line(result.stderr)
+    assert ("you may not delete modeldeployments.worker.gpustack.ai qwen-legacy-b in namespace team-a "
+            "(SelfSubjectAccessReview)") in result.stderr
     assert writes(fake) == [] and state(fake) == before and backup_dirs(tmp_path) == []
 
 

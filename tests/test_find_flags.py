@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from _support import EXAMPLES, codes, direct, kvdtype, report, seed
+from _support import EXAMPLES, codes, direct, in_process, kvdtype, report, seed
 from test_argv import guide_step2
 
 
@@ -160,3 +160,27 @@ def test_ignore_the_role_flag_code(cluster):
                      "-o", "json")
     assert result.returncode == 0
     assert report(result)["summary"]["findings"]["ignored"] == 8
+
+
+def test_a_pod_passing_the_flag_in_a_form_its_engine_does_not_read_is_said_to_fail_not_to_be_refused():
+    """The webhook refuses only what the Pod's engine reads as the flag: SGLang reads no underscores,
+    so that Pod is created, and fails at startup (preflight predicts the same)."""
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "worker-0", "namespace": "team-a", "labels": {"kvcache.gpustack.ai/inject": "true"},
+                        "annotations": {"kvcache.gpustack.ai/binding": "chat", "kvcache.gpustack.ai/engine": "SGLang"},
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "worker",
+                                             "uid": "u1", "controller": True}]},
+           "spec": {"containers": [{"name": "main", "command": ["python3", "-m", "sglang.launch_server"],
+                                    "args": ["--model-path", "m", "--kv_cache_dtype", "fp8_e4m3"]}]}}
+    binding = {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
+               "metadata": {"name": "chat", "namespace": "team-a"}, "spec": {"domain": {"dtype": "bfloat16"}}}
+    dump = json.dumps({"apiVersion": "v1", "kind": "List", "items": [binding, pod]})
+    status, out, err = in_process(["find-flags", "-f", "-", "-o", "json"], stdin=dump)
+    assert status == 1, err
+    (finding,) = json.loads(out)["findings"]
+    assert finding["code"] == "pod-flag" and "refuses" not in finding["message"]
+    assert "the webhook lets such a Pod through and its engine fails at startup; fix its owner StatefulSet worker" \
+        in finding["message"]
+    status, out, err = in_process(["preflight", "-f", "-", "-o", "json"], stdin=dump)
+    (prediction,) = json.loads(out)["predictions"]
+    assert prediction["outcome"] == "fails", prediction

@@ -216,6 +216,7 @@ def test_restore_reverts_the_fix_and_leaves_an_object_changed_since(cluster, fak
                       "nightly-eval": "planned"}
     assert not patches(fake)
     applied = run(cluster, tmp_path, "escape", "restore", "fixed", "--apply", "-o", "json")
+    applied_at = fake.requests[-1].time
     assert applied.returncode == 1, applied.stderr  # the conflict is an error finding
     document = json.loads(applied.stdout)
     assert [(f["code"], f["object"]["name"]) for f in document["findings"]] == [
@@ -225,9 +226,32 @@ def test_restore_reverts_the_fix_and_leaves_an_object_changed_since(cluster, fak
     assert fake.get("Deployment", NS, "vllm-batch")["spec"]["template"] == deployment["template"]
     assert all(r.body[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": r.body[0]["value"]}
                for r in patches(fake))
-    # Restoring again: every object changed since the fix now (the restore itself changed them).
-    again = json.loads(run(cluster, tmp_path, "escape", "restore", "fixed", "-o", "json").stdout)
-    assert {i["state"] for i in again["items"]} == {"conflict"}
+    # Restoring again: what the restore put back is as before the fix, so nothing is written; the
+    # object changed since the fix is still a conflict.
+    again = run(cluster, tmp_path, "escape", "restore", "fixed", "--apply", "-o", "json")
+    assert {i["name"]: i["state"] for i in json.loads(again.stdout)["items"]} == {
+        "qwen-same": "restored already", "sglang-underscore": "conflict", "vllm-batch": "restored already",
+        "nightly-eval": "restored already"}
+    assert not [r for r in patches(fake) if r.time > applied_at]
+
+
+def test_a_restore_refused_half_way_says_what_is_back_and_a_rerun_carries_on(cluster, fake, tmp_path):
+    run(cluster, tmp_path, "find-flags", "-n", NS, "--fix", "--apply", "--yes", "--backup-dir", "fixed")
+    refuse = {"on": True}
+    fake.admission(lambda op, new, old: "the operator's rule" if refuse["on"] and op == "UPDATE"
+                   and (new or {}).get("kind") == "Deployment" else None)
+    first = run(cluster, tmp_path, "escape", "restore", "fixed", "--apply", "-o", "json")
+    assert first.returncode == 3 and first.stdout == ""
+    error = first.stderr.splitlines()[-1]
+    assert error.startswith(f"error: cannot restore Deployment {NS}/vllm-batch: ") and "the operator's rule" in error
+    assert error.endswith(". Restored so far: ModelDeployment team-c/qwen-same; ModelDeployment "
+                          "team-c/sglang-underscore; run the same command again to carry on")
+    refuse["on"] = False
+    again = run(cluster, tmp_path, "escape", "restore", "fixed", "--apply", "-o", "json")
+    assert again.returncode == 0, again.stderr
+    states = {i["name"]: i["state"] for i in json.loads(again.stdout)["items"]}
+    assert states["vllm-batch"] == "restored" and states["nightly-eval"] == "restored"
+    assert {states[n] for n in ("qwen-same", "sglang-underscore")} == {"restored already"}
 
 
 # --- Owner chains and manual steps ----------------------------------------------------------------

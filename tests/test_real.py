@@ -1,19 +1,18 @@
 """The plugin on a real kube-apiserver and etcd (tests/_controlplane.py), through the real kubectl:
-the examples applied with kubectl and judged by every judging subcommand as the reader user, as on
-the fake API server and offline; verify on Pods created with their argv and a status written
-through the status subresource; escape off/on --wait as the writer, the Setting's status following
-it; and the fixture's own promises (the operator's rules, the roles, compaction) that later tests
-build on."""
+verify on Pods created with their argv and a status written through the status subresource; escape
+off/on --wait as the writer, the Setting's status following it; and the fixture's own promises (the
+operator's rules, the roles, compaction) that later tests build on. The examples applied with
+kubectl and judged by every judging subcommand, as on the fake and offline, are in
+tests/test_fake_vs_real.py; the writes in tests/test_real_writes.py."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-import yaml
 
 from _controlplane import SETTING, SYSTEM_NAMESPACE, documents
-from _support import EXAMPLES, JUDGING, kvdtype, seed
+from _support import EXAMPLES
 
 pytestmark = pytest.mark.real
 
@@ -79,54 +78,6 @@ def test_compaction_expires_a_continue_token(real):
     real.plane.compact()
     expired = real.plane.request("GET", path, query={"limit": 1, "continue": first["metadata"]["continue"]})
     assert expired.status == 410 and expired.body["reason"] == "Expired"
-
-
-# --- The examples, applied with kubectl, judged as on the fake and offline ------------------------------
-
-
-def _without_setting(objects: list[dict]) -> str:
-    """The examples as kubectl applies them, without the Setting: the operator serves it, nobody
-    creates it (it exists), and applying its "true" would switch the rules on mid-apply."""
-    return yaml.safe_dump_all([o for o in objects if o.get("kind") != "Setting"])
-
-
-def test_the_examples_applied_with_kubectl_judge_as_on_the_fake_and_offline(real, fake, kube_env):
-    """What the examples hold was stored before the upgrade: applied with the Setting off (with it
-    on, their own flags are refused), their statuses written as the operator would, then the
-    Setting on. Every judging subcommand, as the reader (bound to kvdtype-reader alone), reads all
-    it needs (no kind left unexamined, no warning) and reports what it reports on the same objects
-    in the fake API server and offline."""
-    objects = documents(EXAMPLES)
-    plane = real.plane
-    for namespace in plane.example_namespaces():
-        plane.ensure_namespace(namespace)
-    plane.set_setting("false")
-    try:
-        applied = real.kubectl("apply", "-f", "-", input=_without_setting(objects))
-        assert applied.returncode == 0, applied.stderr
-        for obj in objects:
-            if obj.get("status") and obj["kind"] != "Setting" and "status" in plane.resource(
-                    obj["kind"], obj["apiVersion"]).subresources:
-                plane.write_status(obj)
-        plane.set_setting("true")
-        seed(fake, objects)
-        for subcommand in JUDGING:
-            on_real = _report(real.kvdtype(subcommand, "-A", "-o", "json", user="reader"))
-            on_fake = _report(kvdtype(kube_env, subcommand, "-A", "-o", "json"))
-            offline = _report(kvdtype(kube_env, subcommand, "-f", str(EXAMPLES), "-o", "json"))
-            assert on_real["items"], subcommand
-            assert not [f for f in on_real["findings"] if f["code"] == "kind-not-examined"], subcommand
-            assert on_real.get("warnings", []) == [], subcommand
-            assert _judged(on_real) == _judged(on_fake) == _judged(offline), subcommand
-        status = _report(real.kvdtype("escape", "status", "-o", "json", user="reader"))
-        assert status == _report(kvdtype(kube_env, "escape", "status", "-o", "json"))
-    finally:
-        plane.unload_examples()
-
-
-def _judged(report: dict) -> dict:
-    """A report's judgement: its items, findings and summary."""
-    return {"items": report["items"], "findings": report["findings"], "summary": report["summary"]}
 
 
 # --- verify on Pods made as the operator makes them -------------------------------------------------------

@@ -122,6 +122,33 @@ def test_a_pod_passing_the_flag_itself_is_refused_at_admission():
     assert _upgrade.predict_pod(not_injected, {("team-a", "chat"): "fp8"}).outcome == _upgrade.REFUSED
 
 
+def test_a_pod_passing_the_flag_in_a_form_its_engine_does_not_read_is_admitted_and_fails():
+    """The webhook refuses the flag in the spellings the Pod's engine reads as it (at the reference
+    release: a Pod declares no version); any other form is no flag to it, so the Pod is created and
+    its engine fails at startup."""
+    for engine, args in (("SGLang", ["--kv_cache_dtype", "fp8_e4m3"]),  # SGLang reads no underscores
+                         ("vLLM", ["--kv-cache-dt=fp8_e4m3"])):  # ambiguous from vLLM 0.19
+        pod = _pod(args, engine=engine, injected=False,
+                   command=("python3", "-m", "sglang.launch_server", "--model-path", "m") if engine == "SGLang"
+                   else ("vllm", "serve", "m"))
+        prediction = _upgrade.predict_pod(pod, {("team-a", "chat"): "bfloat16"})
+        assert prediction.outcome == _upgrade.FAILS, (engine, prediction.text)
+        assert prediction.fails_anyway  # not the dtype's doing: the form itself
+    read = _pod(["--kv-cache-dt=fp8_e4m3"], engine="SGLang", injected=False,  # an abbreviation SGLang expands
+                command=("python3", "-m", "sglang.launch_server", "--model-path", "m"))
+    assert _upgrade.predict_pod(read, {("team-a", "chat"): "bfloat16"}).outcome == _upgrade.REFUSED
+
+
+def test_a_pod_of_another_engine_passing_the_flag_is_refused_as_find_flags_says():
+    """The webhook reads another engine's Pod as any engine would (find-flags reports its copy):
+    refused, not "not judged"; without a copy it is not judged."""
+    for engine in ("TensorRT-LLM", ""):
+        pod = _pod(["--kv_cache_dt=fp8"], engine=engine, injected=False)  # vLLM 0.18's reading of it
+        assert _upgrade.predict_pod(pod, {("team-a", "chat"): "bfloat16"}).outcome == _upgrade.REFUSED, engine
+        assert _upgrade.predict_pod(_pod([], engine=engine), {("team-a", "chat"): "bfloat16"}).outcome == \
+            _upgrade.NOT_JUDGED
+
+
 def test_a_pod_with_several_containers_and_no_target_is_unsure():
     pod = _pod([], containers=[{"name": "a", "args": []}, {"name": "b", "args": []}])
     assert _upgrade.predict_pod(pod, {("team-a", "chat"): "fp8"}).outcome == _upgrade.UNSURE

@@ -66,6 +66,8 @@ _ROLLS = {
 }
 PLANNED, REFUSED, MANUAL, PATCHED, CONFLICT, DRY = (
     "planned", "refused", "manual", "patched", "conflict", "accepted (dry run)")
+#: ``escape restore``'s state of an object whose lists are as before the fix already.
+ALREADY = "restored already"
 
 COLUMNS = [
     Column("NAMESPACE", "namespace", namespace=True),
@@ -708,6 +710,9 @@ def restore_fix(context: Context, options: RestoreOptions) -> Report:
         if existing is None:
             item.update(state="gone",
                         detail=f"deleted since the fix: left alone (its original is {directory / step['backup']})")
+        elif current != left and _as_before_the_fix(existing, step):
+            item.update(state=ALREADY, detail="its flag is back as before the fix already (an earlier restore, or "
+                                              "by hand): nothing to write")
         elif current != left:
             _restore_conflict(report, item, step, left, current)
         else:
@@ -722,8 +727,9 @@ def restore_fix(context: Context, options: RestoreOptions) -> Report:
         _managed.refuse(context, managed, options.force_managed, "the backup directory holds the objects as they "
                                                                   "were before the fix, to apply in the source")
     if ready and (options.apply or dry) and options.dry_run != "client":
+        done: list[str] = []
         for kind, step, item, left in ready:
-            _revert(context, kind, step, item, left, report, dry)
+            _revert(context, kind, step, item, left, report, dry, done)
     reverted = sum(1 for i in report.items if i["state"] in ("restored", "restored (dry run)"))
     mode = "applied" if options.apply and options.dry_run == "none" else (
         f"dry-run-{options.dry_run}" if options.dry_run != "none" else "plan")
@@ -819,15 +825,28 @@ def _restore_conflict(report: Report, item: dict, step: dict, left: str, current
                "nothing was written there; compare it with its backup and put the flag back by hand if needed")
 
 
-def _revert(context: Context, kind: Kind, step: dict, item: dict, left: str, report: Report, dry: bool) -> None:
+def _as_before_the_fix(existing: dict, step: dict) -> bool:
+    """Whether every list the fix patched holds again what it held before the fix."""
+    if step.get("uid") and _model.dig(existing, "metadata", "uid") != step["uid"]:
+        return False
+    return bool(step["revert"]) and [_at(existing, r["path"]) for r in step["revert"]] == \
+        [r["value"] for r in step["revert"]]
+
+
+def _revert(context: Context, kind: Kind, step: dict, item: dict, left: str, report: Report, dry: bool,
+            done: list[str]) -> None:
+    """One object's lists put back; a refusal other than a conflict stops the run, saying what is
+    back so far (a rerun leaves those alone: their lists are as before the fix)."""
     patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": left}] + step["revert"]
     context.env.progress(f"restore {item['object']}{' (dry run)' if dry else ''}")
     try:
         context.writable_source.json_patch(kind, step["namespace"], step["name"], patch, dry_run=dry)
     except ApiError as error:
         if error.code not in (409, 422):
-            raise KvdtypeError(f"cannot restore {item['object']}: {error.message}") from None
+            raise KvdtypeError(f"cannot restore {item['object']}: {error.message}. Restored so far: "
+                               f"{'; '.join(done) or 'nothing'}; run the same command again to carry on") from None
         now = context.source.get(kind, step["namespace"], step["name"])
         _restore_conflict(report, item, step, left, str(_model.dig(now or {}, "metadata", "resourceVersion") or "gone"))
         return
     item.update(state="restored (dry run)" if dry else "restored", detail="its flag is back, as before the fix")
+    done.append(item["object"])

@@ -562,23 +562,43 @@ def last_look(context: Context, plan: Plan, question: str, steps: Optional[list[
 
 
 def check_access(source: WritableSource, steps: list[Step]) -> None:
-    """Every verb the plan needs, asked up front with SelfSubjectAccessReview: refuse before any write."""
-    needed = dict.fromkeys((_verb(s), s.kind, s.namespace) for s in steps)
+    """Every verb the plan needs, asked up front with SelfSubjectAccessReview: refuse before any write.
+
+    Asked once per verb, kind and namespace; where that is refused, once per object the steps
+    name: a role may grant a verb on named objects only (RBAC's ``resourceNames``, as
+    ``kvdtype-writer`` grants ``patch`` on the one Setting), which a review naming no object is
+    refused. A create names no object to RBAC, so it is asked without one."""
+    needed: dict[tuple[str, str, str], list[str]] = {}
+    for step in steps:
+        names = needed.setdefault((_verb(step), step.kind, step.namespace), [])
+        if step.action != "create" and step.name not in names:
+            names.append(step.name)
     denied = []
-    for verb, kind_name, namespace in needed:
-        kind = KINDS_BY_NAME[kind_name]
-        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                  "spec": {"resourceAttributes": {"namespace": namespace, "verb": verb, "group": kind.group,
-                                                  "resource": kind.plural}}}
-        try:
-            answer = source.post(SSAR_PATH, review)
-        except ApiError:
-            return  # cannot ask: each write then fails on its own 403, journaled
-        if not _model.dig(answer, "status", "allowed"):
-            denied.append(f"{verb} {kind.resource} in namespace {namespace}")
+    try:
+        for (verb, kind_name, namespace), names in needed.items():
+            kind = KINDS_BY_NAME[kind_name]
+            if _allowed(source, verb, kind, namespace):
+                continue
+            refused = [n for n in names if not _allowed(source, verb, kind, namespace, n)]
+            if len(refused) < len(names):  # some named objects only: say which
+                denied += [f"{verb} {kind.resource} {n} in namespace {namespace}" for n in refused]
+            else:
+                denied.append(f"{verb} {kind.resource} in namespace {namespace}")
+    except ApiError:
+        return  # cannot ask: each write then fails on its own 403, journaled
     if denied:
         raise KvdtypeError(f"you may not {'; nor '.join(denied)} (SelfSubjectAccessReview), which the plan needs; "
                            "nothing was changed")
+
+
+def _allowed(source: WritableSource, verb: str, kind: Kind, namespace: str, name: str = "") -> bool:
+    """One SelfSubjectAccessReview: may this user ``verb`` ``kind`` (the object ``name``) in ``namespace``?"""
+    attributes = {"namespace": namespace, "verb": verb, "group": kind.group, "resource": kind.plural}
+    if name:
+        attributes["name"] = name
+    answer = source.post(SSAR_PATH, {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                                     "spec": {"resourceAttributes": attributes}})
+    return bool(_model.dig(answer, "status", "allowed"))
 
 
 def _verb(step: Step) -> str:

@@ -248,9 +248,12 @@ def _owner(pod: dict) -> Optional[dict]:
 def _pod_message(ref: ObjectRef, container: str, own: list[FlagOccurrence], owner: Optional[dict],
                  reading: _engines.FlagReading) -> str:
     head = f"{ref} passes {_where(own)} itself, in container {container}"
-    if not any(o.read for o in own):
-        unread = f" (in a form its engine does not read: {_unread_note(own)})"
-    elif reading.state == _engines.FAILED:
+    if not any(o.read for o in own):  # not the flag to its engine, so not to the webhook either
+        fix = (f"fix its owner {owner['kind']} {owner['name']}" if ref.kind == POD.name and owner else
+               "recreate it without it" if ref.kind == POD.name else "remove it from its Pod template")
+        return (f"{head}, in a form its engine does not read as the flag ({_unread_note(own)}): the webhook "
+                f"lets such a Pod through and its engine fails at startup; {fix}.")
+    if reading.state == _engines.FAILED:
         unread = f" (its engine refuses it at {reading.stage}: {reading.error})"
     else:
         unread = ""

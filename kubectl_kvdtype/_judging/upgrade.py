@@ -178,15 +178,15 @@ def predict_pod(pod: dict, dtypes: dict) -> Prediction:
         return prediction(outcome=UNSURE,
                           text="unsure: several containers and no kvcache.gpustack.ai/container annotation "
                                "naming the one the webhook injects")
+    found = _model.container_flags(container, engine)  # another or no engine: any engine's reading
+    webhook = _model.webhook_copy(pod, found)
+    if any(o is not webhook and o.read for o in found):  # a form the engine does not read is not the flag:
+        return prediction(outcome=REFUSED,                # admitted, it fails at startup (rendered below)
+                          text="refused at admission: the Pod passes the flag itself, so its next incarnation "
+                               "is not created")
     if engine.name is None:
         return prediction(outcome=NOT_JUDGED, text=_not_judged(engine))
     name = engine.name
-    found = _model.container_flags(container, engine)
-    webhook = _model.webhook_copy(pod, found)
-    if any(o is not webhook for o in found):
-        return prediction(outcome=REFUSED,
-                          text="refused at admission: the Pod passes the flag itself, so its next incarnation "
-                               "is not created")
     command, args = rendered_pod_argv(pod, container, dtype)
     env = container.get("env")
     control = _read(name, engine.version, command, [*args[:-1], CONTROL_DTYPE], env)

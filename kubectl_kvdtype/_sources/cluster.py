@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import http
 import os
+import re
 import socket
 import threading
 import time
@@ -56,7 +57,12 @@ MAX_PAGES_VARIABLE = _settings.MAX_PAGES.name
 ATTEMPTS = 4
 _RETRY_READ = {429, 500, 502, 503, 504}
 _MAX_RETRY_AFTER = 10.0
-_LIST_RESTARTS = 3
+#: Reads of one LIST from its first page when its continue token expires (410 Expired: the server
+#: compacted the revision the list was reading, docs/reference.md, "Limits").
+LIST_READS = 3
+#: How kube-apiserver words a 403 from admission (a webhook's "denied the request", a
+#: ValidatingAdmissionPolicy's "denied request"), as opposed to RBAC's "cannot VERB resource".
+_ADMISSION_REFUSAL = re.compile(r"\bdenied (the )?request\b")
 _REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
             410: "Gone", 415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests"}
 
@@ -108,13 +114,18 @@ class ClusterSource:
 
     def list(self, kind: Kind, namespace: Optional[str], selector: str = "",
              project: Optional[Projection] = None) -> list[dict]:
-        """Every object, one paged LIST; restarted when the continue token expires (410)."""
+        """Every object, one paged LIST; read again from its first page when the continue token
+        expires (410), a list being a snapshot of one revision: pages of two revisions would miss
+        or repeat objects."""
         path = self.path(kind, namespace)
-        for _ in range(_LIST_RESTARTS):
+        for _ in range(LIST_READS):
             items, expired = self._list_pages(path, selector, kind, namespace, project)
             if not expired:
                 return items
-        raise ClusterError(f"listing {kind.resource} kept failing: the list changed faster than it could be read")
+        raise ClusterError(f"{_describe('list', kind, namespace, path)}: the API server expired the list's continue "
+                           f"token (410 Expired: it compacted the revision the list was reading) on each of "
+                           f"{LIST_READS} reads from the first page, so the list could not be read whole; run the "
+                           "command again")
 
     def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
         if _names.object_problem(kind, namespace, name) is not None:
@@ -146,8 +157,18 @@ class ClusterSource:
     def delete(self, kind: Kind, namespace: Optional[str], name: str, dry_run: bool = False,
                preconditions: Optional[dict] = None) -> dict:
         """``preconditions`` (``uid``, ``resourceVersion``): the server deletes only that object in
-        that version, else answers 409, so an edit made since it was read is never lost."""
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions} if preconditions else None
+        that version, else answers 409, so an edit made since it was read is never lost.
+
+        A dry run says so in the DeleteOptions as well as in the query: kube-apiserver reads a
+        DELETE's options from its body when it has one and then ignores the query, so a
+        ``?dryRun=All`` beside a body of preconditions deletes the object for real."""
+        body: Optional[dict] = None
+        if preconditions or dry_run:
+            body = {"apiVersion": "v1", "kind": "DeleteOptions"}
+            if preconditions:
+                body["preconditions"] = preconditions
+            if dry_run:
+                body["dryRun"] = ["All"]
         return self.request("DELETE", self.path(kind, namespace, name), query=_dry(dry_run), body=body,
                             verb="delete", kind=kind, namespace=namespace)
 
@@ -573,6 +594,8 @@ def _api_error(status: int, data: bytes, verb: str, kind: Optional[Kind], namesp
     where = _where(kind, namespace)
     if status == 401:
         message = "the cluster refused your credentials (401 Unauthorized): log in again or check the kubeconfig user"
+    elif status == 403 and _ADMISSION_REFUSAL.search(server_message):  # allowed by RBAC, refused by a rule
+        message = f"{verb} {what}{where} refused by the cluster's admission (403 Forbidden): {server_message}"
     elif status == 403:
         message = f"you may not {verb} {what}{where} (403 Forbidden)" + (
             f": {server_message}" if server_message else "")

@@ -15,7 +15,8 @@ Public API::
         fake.objects(kind_or_resource, namespace=None) -> list[dict] (deep copies, sorted)
         fake.update(kind_or_resource, namespace, name, merge_patch) -> dict  (status too)
         fake.remove(kind_or_resource, namespace, name) -> bool
-        fake.deny(verb, resource, namespace=None, group=None)   # 403 + SSAR allowed=false
+        fake.deny(verb, resource, namespace=None, group=None, but=())   # 403 + SSAR allowed=false;
+                                                # but: names the verb stays allowed on (resourceNames)
         fake.fail(status, method=None, path=None, times=1, retry_after=None, delay=0.0,
                   message=None, reason=None, body=None)   # path: regex searched in the URL path;
                                                 # body: bytes sent instead of the Status
@@ -72,6 +73,10 @@ Behaviour worth knowing:
   its finalizer to every existing and created object of that kind, and removes it ``after``
   seconds past the deletion request, and not while ``held_by(fake, obj)`` is true (e.g. a
   Binding still named by a ModelDeployment).  ``status`` is dropped on create, as ever.
+- A DELETE's options (preconditions, ``dryRun``) come from its body when it has one, else from its
+  query, as kube-apiserver decodes them; a failed precondition, a failed JSON patch ``test``
+  and an expired continue token are worded as kube-apiserver words them
+  (tests/test_fake_vs_real.py holds the fake to the real server's answers).
 - Not served: watch (405), OpenAPI (404: ``kubectl create/apply`` need ``--validate=false``),
   server-side apply (415), Table output (kubectl falls back to NAME/AGE columns).
 

@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from .resources import JSON, ApiError, Key, _details, find_type
 from .wire import _decode_continue, _encode_continue, _Target
@@ -113,9 +113,13 @@ class _Deny:
     group: Optional[str]
     resource: str
     namespace: Optional[str]
+    #: Objects the verb stays allowed on (RBAC's resourceNames); a request naming none is denied.
+    but: frozenset[str] = frozenset()
 
-    def matches(self, verb: str, group: str, resource: str, namespace: str) -> bool:
+    def matches(self, verb: str, group: str, resource: str, namespace: str, name: str = "") -> bool:
         if self.verb not in (None, "*", verb):
+            return False
+        if name and name in self.but:
             return False
         if self.group is not None and self.group not in ("*", group):
             return False
@@ -130,8 +134,10 @@ class FaultsMixin:
 
     # -- test helpers: behaviour
     def deny(self, verb: Optional[str], resource: str, namespace: Optional[str] = None,
-             group: Optional[str] = None) -> None:
-        """Forbid ``verb`` (None/"*" = any) on ``resource``.
+             group: Optional[str] = None, but: Iterable[str] = ()) -> None:
+        """Forbid ``verb`` (None/"*" = any) on ``resource``, except on the objects named ``but``:
+        a role granting the verb with ``resourceNames`` (a request or an access review naming no
+        object, a LIST or a create, is then denied, as RBAC denies it).
 
         ``resource``: kind, plural, short name, ``plural.group``, ``"*"`` or ``"plural/status"``.
         """
@@ -142,7 +148,7 @@ class FaultsMixin:
         except KeyError:
             pass
         with self._lock:
-            self._denies.append(_Deny(verb, group, resource, namespace))
+            self._denies.append(_Deny(verb, group, resource, namespace, frozenset(but)))
 
     def fail(self, status: int, method: Optional[str] = None, path: Optional[str] = None,
              times: Optional[int] = 1, retry_after: Optional[float] = None,
@@ -238,9 +244,9 @@ class FaultsMixin:
         with self._lock:
             self._admission.append(fn)
 
-    def is_allowed(self, verb: str, group: str, resource: str, namespace: str = "") -> bool:
+    def is_allowed(self, verb: str, group: str, resource: str, namespace: str = "", name: str = "") -> bool:
         with self._lock:
-            return not any(d.matches(verb, group, resource, namespace) for d in self._denies)
+            return not any(d.matches(verb, group, resource, namespace, name) for d in self._denies)
 
     # -- consulted while serving
     def _release_silence(self) -> None:
@@ -312,7 +318,7 @@ class FaultsMixin:
     def _authorize(self, verb: str, target: _Target) -> None:
         rt = target.rt
         resource = rt.plural + (f"/{target.sub}" if target.sub else "")
-        if self.is_allowed(verb, rt.group, resource, target.namespace):
+        if self.is_allowed(verb, rt.group, resource, target.namespace, target.name or ""):
             return
         subject = f'{rt.group_resource} "{target.name}"' if target.name else rt.group_resource
         scope = (f'in the namespace "{target.namespace}"' if target.namespace

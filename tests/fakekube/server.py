@@ -68,6 +68,22 @@ def _nodelay(conn: socket.socket) -> bool:
         return False
 
 
+def read_body(handler: BaseHTTPRequestHandler) -> bytes:
+    """A request's body, as Content-Length or chunked transfer coding says (also tests/_proxy.py's)."""
+    if "chunked" not in (handler.headers.get("Transfer-Encoding") or "").lower():
+        length = int(handler.headers.get("Content-Length") or 0)
+        return handler.rfile.read(length) if length else b""
+    out = bytearray()
+    while True:
+        size = int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
+                pass
+            return bytes(out)
+        out += handler.rfile.read(size)
+        handler.rfile.readline()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -116,21 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _dispatch
 
     def read_body(self) -> bytes:
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            return self._read_chunked()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
-
-    def _read_chunked(self) -> bytes:
-        out = bytearray()
-        while True:
-            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                    pass
-                return bytes(out)
-            out += self.rfile.read(size)
-            self.rfile.readline()
+        return read_body(self)
 
     def send(self, status: int, body: bytes, content_type: str,
              headers: dict[str, str], pace: float = 0.0) -> None:
@@ -455,7 +457,7 @@ class ServerMixin:
             resource = (attrs.get("resource") or "") + \
                 (f"/{attrs['subresource']}" if attrs.get("subresource") else "")
             allowed = self.is_allowed(attrs.get("verb") or "", attrs.get("group") or "",
-                                      resource, attrs.get("namespace") or "")
+                                      resource, attrs.get("namespace") or "", attrs.get("name") or "")
         status: JSON = {"allowed": allowed}  # RBAC gives no reason, so kubectl says "no"
         out = {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
                **{k: v for k, v in body.items() if k not in ("kind", "apiVersion")},

@@ -198,9 +198,8 @@ class VerbsMixin:
                                   "jsonpatch.Patch")
             try:
                 return json_patch(base, patch)
-            except (KeyError, IndexError, ValueError, TypeError) as err:
-                raise ApiError(422, f"the server rejected our request due to an error in our "
-                                    f"request: {err}") from err
+            except (KeyError, IndexError, ValueError, TypeError) as err:  # kube-apiserver says no more
+                raise ApiError(422, "the server rejected our request due to an error in our request") from err
         if not isinstance(patch, dict):
             raise bad_request("the body of the request must be a JSON object")
         return merge_patch(base, _strip_directives(patch) if ctype == STRATEGIC_PATCH else patch)
@@ -245,12 +244,15 @@ class VerbsMixin:
                    **_: Any) -> _Response:
         rt, old = target.rt, self._existing(target)
         options = _try_json(raw) or {}
+        if raw.strip() and isinstance(options, dict):
+            # As kube-apiserver decodes a DELETE: DeleteOptions from the body when there is one,
+            # else from the query, never both; so a body's ``dryRun`` alone makes it a dry run.
+            dry = "All" in (options.get("dryRun") or [])
         pre = options.get("preconditions") or {} if isinstance(options, dict) else {}
-        if pre.get("resourceVersion") and pre["resourceVersion"] != \
-                old["metadata"]["resourceVersion"]:
-            raise conflict(rt, target.name)
-        if pre.get("uid") and pre["uid"] != old["metadata"].get("uid"):
-            raise conflict(rt, target.name)
+        failed = _failed_precondition(pre, old["metadata"])
+        if failed:
+            raise ApiError(409, f'Operation cannot be fulfilled on {_qualified(rt)} "{target.name}": {failed}',
+                           "Conflict", _details(rt, target.name))
         self._admit("DELETE", None, old)
         if old["metadata"].get("finalizers"):
             return self._mark_terminating(target, old, dry)
@@ -301,3 +303,22 @@ class VerbsMixin:
         if obj.get("apiVersion") != target.api_version:
             obj = {**obj, "apiVersion": target.api_version}
         return _dumps(obj)
+
+
+def _failed_precondition(pre: Any, metadata: JSON) -> str:
+    """What a DELETE's preconditions find, in kube-apiserver's words ("" when they hold): the uid
+    first, then the resourceVersion."""
+    if not isinstance(pre, dict):
+        return ""
+    uid, rv = metadata.get("uid"), metadata.get("resourceVersion")
+    if pre.get("uid") and pre["uid"] != uid:
+        return f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {uid}"
+    if pre.get("resourceVersion") and pre["resourceVersion"] != rv:
+        return (f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match the "
+                f"ResourceVersion in record ({rv}). The object might have been modified")
+    return ""
+
+
+def _qualified(rt: ResourceType) -> str:
+    """How kube-apiserver names a resource in a conflict: a custom resource by its kind."""
+    return f"{rt.kind}.{rt.group}" if rt.custom else rt.group_resource

@@ -1,0 +1,91 @@
+"""Paging on the real API server: a LIST of 2,000+ Bindings read in the plugin's pages, every object
+judged once; and an expired continue token, the real one, made by compacting etcd between two pages
+of the plugin's own LIST (a proxy between the plugin and the server runs the compaction once the
+first page is answered, before the plugin reads it): the LIST is read again from its first page, as
+docs/reference.md says, and a token that expires every time ends the run in one sentence."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from _proxy import ApiProxy
+from _support import assert_one_clean_line
+
+pytestmark = pytest.mark.real
+
+#: More than four pages of the plugin's 500 (kubectl_kvdtype._sources.cluster.PAGE_SIZE): the last
+#: one is short, so the page count shows the server ended the list, not the plugin.
+BINDINGS = 2100
+PAGE = 500
+LISTS = r"/kvcachepoolbindings$"
+
+
+def _binding(index: int) -> dict:
+    return {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding", "metadata": {"name": f"b{index:04d}"},
+            "spec": {"poolRef": {"name": "shared-dram"},
+                     "domain": {"name": f"d{index:04d}", "blockSize": 64, "dtype": "bfloat16"}}}
+
+
+@pytest.fixture(scope="module")
+def crowded(control_plane):
+    """A namespace of BINDINGS Bindings, created once for the module (concurrently)."""
+    namespace = control_plane.namespace("paging")
+    control_plane.create_all([_binding(i) for i in range(BINDINGS)], namespace)
+    try:
+        yield namespace
+    finally:
+        control_plane.drop("KVCachePoolBinding", namespace)  # clean()'s DELETE of them takes seconds
+
+
+@pytest.fixture
+def proxy(control_plane):
+    with ApiProxy(control_plane.url) as running:
+        yield running
+
+
+def _pages(proxy: ApiProxy) -> list:
+    return proxy.exchanges("GET", LISTS)
+
+
+def _names(result) -> list[str]:
+    assert result.returncode == 0, result.stderr
+    return [item["name"] for item in json.loads(result.stdout)["items"]]
+
+
+def test_a_list_of_thousands_is_read_in_the_plugins_pages_and_each_object_judged_once(real, crowded, proxy):
+    names = _names(real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", server=proxy.url))
+    assert sorted(names) == [f"b{i:04d}" for i in range(BINDINGS)]
+    pages = _pages(proxy)
+    assert [p.status for p in pages] == [200] * 5
+    assert [p.query.get("limit") for p in pages] == [str(PAGE)] * 5
+    assert [len(p.json["items"]) for p in pages] == [PAGE] * 4 + [BINDINGS - 4 * PAGE]  # the server's own pages
+    # Each page after the first continues from the token the previous one carried; the last carries none.
+    assert "continue" not in pages[0].query
+    assert [p.query["continue"] for p in pages[1:]] == [p.json["metadata"]["continue"] for p in pages[:-1]]
+    assert not pages[-1].json["metadata"].get("continue")
+
+
+def test_a_continue_token_expired_by_compaction_mid_list_restarts_the_list(real, crowded, proxy):
+    """etcd is compacted once the first page is answered: the server answers the plugin's next page
+    410 Expired, and the plugin reads the list again from the start, judging each object once."""
+    plane = real.plane
+    proxy.after(lambda exchange: plane.compact(), "GET", LISTS, when=lambda e: "continue" not in e.query)
+    names = _names(real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", server=proxy.url))
+    assert sorted(names) == [f"b{i:04d}" for i in range(BINDINGS)]
+    pages = _pages(proxy)
+    assert [p.status for p in pages] == [200, 410] + [200] * 5
+    assert pages[1].json["reason"] == "Expired"  # the server's own answer, not the proxy's
+    assert "continue" in pages[1].query and "continue" not in pages[2].query
+
+
+def test_a_list_whose_continue_token_expires_every_time_ends_in_one_sentence(real, crowded, proxy):
+    plane = real.plane
+    proxy.after(lambda exchange: plane.compact(), "GET", LISTS, when=lambda e: "continue" not in e.query,
+                times=None)
+    result = real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", server=proxy.url)
+    assert result.returncode == 3 and result.stdout == ""
+    assert_one_clean_line(result.stderr)
+    assert "kvcachepoolbindings.worker.gpustack.ai" in result.stderr and "410 Expired" in result.stderr
+    assert [p.status for p in _pages(proxy)] == [200, 410] * 3
