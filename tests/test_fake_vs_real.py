@@ -473,11 +473,13 @@ def the_operators_rule_refuses(server: Server) -> Outcome:
 
 
 SCENARIOS = [
-    *[Scenario(f"{command}-on-the-examples", on_the_examples(command), Outcome(requests=[("GET", 200)]),
-               offline=(command,)) for command in JUDGING],
+    # The 404: a Pod's owner named by the examples (a StatefulSet the dump does not hold), looked up
+    # for who manages it (_sources.managers), is not found on either server.
+    *[Scenario(f"{command}-on-the-examples", on_the_examples(command),
+               Outcome(requests=[("GET", 200), ("GET", 404)]), offline=(command,)) for command in JUDGING],
     Scenario("escape-status-on-the-examples", on_the_examples("escape", "status"), Outcome(0, requests=[("GET", 200)]),
              offline=("escape", "status")),
-    Scenario("a-kind-the-user-may-not-list", forbidden_kind, Outcome(0, [
+    Scenario("a-kind-the-user-may-not-list", forbidden_kind, Outcome(4, [  # incomplete: never a pass
         ("kind-not-examined", "deployments.apps not examined: you may not list deployments.apps in namespace \"NS\" "
                               "(403 Forbidden): deployments.apps is forbidden: User USER cannot list resource "
                               "\"deployments\" in API group \"apps\" in the namespace \"NS\"; their Pod templates "

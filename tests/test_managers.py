@@ -49,6 +49,7 @@ def test_appliers_and_other_clients_count_and_a_persons_kubectl_and_the_plugin_d
         _entry("kubectl-client-side-apply", {"f:spec": {"f:roles": {}}}, "Update"),
         _entry("kubectl-kvdtype", {"f:spec": {"f:roles": {}}}, "Update"),
         _entry("terraform", {"f:spec": {"f:roles": {}}}, "Update"),
+        _entry("unknown", {"f:spec": {"f:roles": {}}}, "Update"),  # no field manager, no User-Agent: nobody
         _entry("gpustack-operator", {"f:status": {}}, "Update", subresource="status"),
         _entry("argocd-controller", {"f:spec": {"f:model": {}}}),  # owns nothing the plugin changes
     ]}}

@@ -192,13 +192,13 @@ def test_rebind_replace_waits_out_a_finalizer_and_restore_meets_the_operators_ru
          f"modeldeployment-{namespace}-qwen-b.yaml", f"setting-{SYSTEM_NAMESPACE}-{SETTING}.yaml"])
     restore = ("escape", "restore", str(backup), "-o", "json")
     for dry_run in ("--dry-run=server", "--apply"):
-        error = _error(real.kvdtype(*restore, dry_run, user="writer"))
+        error = _error(real.kvdtype(*restore, dry_run, user="writer", server=proxy.url))
         assert f"cannot create KVCachePoolBinding {namespace}/scratch: create kvcachepoolbindings.worker.gpustack.ai " \
                f'in namespace "{namespace}" refused by the cluster\'s admission (403 Forbidden): ' in error
         assert "may not declare dtype auto" in error and "Created so far: nothing" in error
         assert real.get("KVCachePoolBinding", "scratch") is None
     plane.set_setting("false")
-    restored = _report(real.kvdtype(*restore, "--apply", user="writer"))
+    restored = _report(real.kvdtype(*restore, "--apply", user="writer", server=proxy.url))
     assert {i["name"]: i["state"] for i in restored["items"]} == {
         "scratch": "created", "qwen-a": "exists", "qwen-b": "exists", SETTING: "left alone"}
     assert real.get("KVCachePoolBinding", "scratch")["spec"]["domain"]["dtype"] == "auto"
@@ -231,13 +231,13 @@ def test_rebind_side_by_side_leaves_the_old_binding_to_its_finalizer_and_restore
     assert plane.setting()["spec"]["value"] == "true"
 
     restore = ("escape", "restore", str(_backup(real)), "-o", "json")
-    waiting = _report(real.kvdtype(*restore, user="writer"))
+    waiting = _report(real.kvdtype(*restore, user="writer", server=proxy.url))
     assert {i["name"]: i["state"] for i in waiting["items"]} == {
         "legacy": "being deleted", "qwen": "planned", SETTING: "left alone"}
     assert waiting["items"][0]["detail"] == "still terminating: run restore again once it is gone"
     plane.patch("KVCachePoolBinding", namespace, "legacy", {"metadata": {"finalizers": None}})
     assert real.get("KVCachePoolBinding", "legacy") is None  # the server completes the deletion itself
-    restored = _report(real.kvdtype(*restore, "--apply", user="writer"))
+    restored = _report(real.kvdtype(*restore, "--apply", user="writer", server=proxy.url))
     assert {i["name"]: i["state"] for i in restored["items"]} == {
         "legacy": "created", "qwen": "created", SETTING: "left alone"}
     assert [f["code"] for f in restored["findings"]] == ["restore-breaks"]  # vLLM rejects bf16, the Setting on
@@ -287,7 +287,7 @@ def test_fix_removes_the_flags_through_the_admission_chain_and_restore_puts_them
     assert {i["name"]: i["state"] for i in dry["items"]} == {"qwen-flagged": "accepted (dry run)",
                                                              "vllm-batch": "accepted (dry run)"}
     patches = proxy.exchanges("PATCH")
-    assert [(p.query, p.status) for p in patches] == [({"dryRun": "All"}, 200)] * 2
+    assert [(p.query, p.status) for p in patches] == [({"dryRun": "All", "fieldManager": "kubectl-kvdtype"}, 200)] * 2
     assert {k: real.get(k, n)["metadata"]["resourceVersion"] for k, n in
             (("ModelDeployment", "qwen-flagged"), ("Deployment", "vllm-batch"))} == versions
     assert _flags(real) == (list(FLAGGED), ["--kv-cache-dtype=bfloat16", "--port=8000"])
@@ -303,12 +303,12 @@ def test_fix_removes_the_flags_through_the_admission_chain_and_restore_puts_them
     assert _report(real.kvdtype("find-flags", "-o", "json", user="reader"))["items"] == []
 
     restore = ("escape", "restore", str(_backup(real)), "--apply", "-o", "json")
-    error = _error(real.kvdtype(*restore, user="writer"))
+    error = _error(real.kvdtype(*restore, user="writer", server=proxy.url))
     assert f"ModelDeployment {namespace}/qwen-flagged" in error and "refused by the cluster's admission" in error
     assert "pass --kv-cache-dtype in extraArgs" in error and "Restored so far: nothing" in error  # the operator's words
     assert _flags(real)[0] == ["--max-model-len=4096"]
     plane.set_setting("false")
-    restored = _report(real.kvdtype(*restore, user="writer"))
+    restored = _report(real.kvdtype(*restore, user="writer", server=proxy.url))
     assert {i["name"]: i["state"] for i in restored["items"]} == {"qwen-flagged": "restored", "vllm-batch": "restored"}
     assert _flags(real) == (list(FLAGGED), ["--kv-cache-dtype=bfloat16", "--port=8000"])
 
@@ -462,10 +462,11 @@ def test_dry_runs_go_through_the_server_and_change_nothing(real, proxy):
         "create-md:qwen": "not created (dry run: the name is still held by the deployment the real run deletes first)",
         "delete-binding": "deleted (dry run)", "setting-on": 'set to "true" (dry run)'}
     sent = [e for e in proxy.log if e.method in WRITES and not e.path.endswith(SSAR)]
+    written = {"dryRun": "All", "fieldManager": "kubectl-kvdtype"}  # a write names the plugin; a DELETE has no fields
     assert [(e.method, e.query, e.status) for e in sent] == [
-        ("PATCH", {"dryRun": "All"}, 200),  # escape off
-        ("PATCH", {"dryRun": "All"}, 200), ("POST", {"dryRun": "All"}, 201), ("DELETE", {"dryRun": "All"}, 200),
-        ("POST", {"dryRun": "All"}, 409), ("DELETE", {"dryRun": "All"}, 200), ("PATCH", {"dryRun": "All"}, 200)]
+        ("PATCH", written, 200),  # escape off
+        ("PATCH", written, 200), ("POST", written, 201), ("DELETE", {"dryRun": "All"}, 200),
+        ("POST", written, 409), ("DELETE", {"dryRun": "All"}, 200), ("PATCH", written, 200)]
     # kube-apiserver reads a DELETE's options from its body, when there is one, not from its query.
     assert all(e.request_json["dryRun"] == ["All"] for e in sent if e.method == "DELETE")
     assert plane.setting()["metadata"]["resourceVersion"] == before

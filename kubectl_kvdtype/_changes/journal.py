@@ -144,12 +144,16 @@ class Journal:
 
     def check_cluster(self, source: object, instead: str) -> None:
         """Refuse (exit 3, nothing written) a journal written for another cluster than ``source``'s:
-        its server or its kubeconfig context differs. Journals of versions before the record, and
-        runs on manifests, have nothing to compare. ``instead``: what the user can do then."""
+        its server differs. The context is recorded, and named in the refusal, but not compared: it
+        names a user too, and a run stopped by a 403 is carried on as someone who may (another
+        context of the same server). This guards against a journal put back on the wrong cluster by
+        mistake; a planted one is stopped by its steps, checked against the plan. Journals of
+        versions before the record, and runs on manifests, have nothing to compare. ``instead``:
+        what the user can do then."""
         recorded, current = self.data.get("cluster"), identity_of(source)
         if not isinstance(recorded, dict) or current is None:
             return
-        if all(recorded.get(key) == current.get(key) for key in ("server", "context")):
+        if recorded.get("server") == current.get("server"):
             return
         raise KvdtypeError(f"the journal in {self.directory}/ was written for the cluster at {recorded.get('server')} "
                            f"({recorded.get('context')}), not for this one, {current.get('server')} "

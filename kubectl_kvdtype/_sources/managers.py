@@ -19,7 +19,8 @@ upgrade`` on an immutable ``kvCache``). The one reader of that, read from the ob
 - **a field manager**: an entry of ``metadata.managedFields`` that owns the very field the plugin
   would change (``spec.kvCache.poolRef``, a role's ``extraArgs``, a Pod template container's
   ``args``/``command``): a server-side applier (``operation: Apply``), or a client other than
-  kubectl's own commands (``kubectl``, ``kubectl-edit``...: a person's edit) and the plugin.
+  kubectl's own commands (``kubectl``, ``kubectl-edit``...: a person's edit), a client the API
+  server could not name (``unknown``: no field manager, no User-Agent) and the plugin.
 
 Where the manager's own object can be read (only on a live cluster, only when an object names one,
 and once per object), it says what the manager will do: an Application's
@@ -64,6 +65,9 @@ FLUX_HELMRELEASE = ("helm.toolkit.fluxcd.io/name", "helm.toolkit.fluxcd.io/names
 #: Field managers that are kubectl commands a person ran (``kubectl edit``, ``kubectl patch``...),
 #: when they updated the field: a person's change, not someone who will put theirs back.
 _PERSON = "kubectl"
+#: The manager the API server records for a client that sent neither a field manager nor a
+#: User-Agent: nobody that can be named, so nobody to send a change to (a script's one-off write).
+_ANONYMOUS = "unknown"
 
 #: One step of a field's path: a map key, or the entry of a list keyed by its name.
 Step = Union[str, tuple[str, str]]
@@ -441,14 +445,14 @@ class ManagerReader:
 
 def field_managers(obj: dict, fields: Sequence[Field]) -> list[Manager]:
     """The entries of ``managedFields`` that own one of ``fields``: an applier, or a client that
-    is neither the plugin nor a kubectl command a person ran."""
+    is neither the plugin, nor a kubectl command a person ran, nor one the API server could not name."""
     found: dict[str, tuple[dict, list[str]]] = {}
     for entry in _model.as_list(_model.dig(obj, "metadata", "managedFields")):
         if not isinstance(entry, dict) or entry.get("subresource"):
             continue
         manager, operation = _model.text(entry.get("manager")) or "", _model.text(entry.get("operation")) or ""
         person = manager == _PERSON or manager.startswith(_PERSON + "-")
-        if manager == FIELD_MANAGER or (operation != "Apply" and person):
+        if manager == FIELD_MANAGER or (operation != "Apply" and (person or manager == _ANONYMOUS)):
             continue
         owned = [f.label for f in fields if owns(entry.get("fieldsV1"), f)]
         if owned:
