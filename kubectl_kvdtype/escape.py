@@ -23,7 +23,7 @@ from typing import Optional
 
 from kubectl_kvdtype._changes.journal import RestoreOptions
 from kubectl_kvdtype._changes.managed import FORCE_MANAGED, FORCE_MANAGED_HELP
-from kubectl_kvdtype._changes.rebind import REPLACE, SIDE_BY_SIDE, RebindOptions, rebind
+from kubectl_kvdtype._changes.rebind import RebindOptions, Strategy, rebind
 from kubectl_kvdtype._changes.restore import restore
 from kubectl_kvdtype._changes.setting import (
     OFF,
@@ -108,7 +108,7 @@ class EscapeCommand(Command):
         if action == "restore":
             return _warned(restore(context, restore_options(context.options, context.common)), context.common)
         options = rebind_options(context.options, context.common)
-        if options.suffix is not None and options.strategy != SIDE_BY_SIDE:
+        if options.suffix is not None and options.strategy is not Strategy.SIDE_BY_SIDE:
             raise UsageError("--suffix names the copies that --strategy side-by-side creates: "
                              "add --strategy side-by-side, or drop --suffix")
         return _warned(rebind(context, options), context.common)
@@ -127,7 +127,8 @@ def rebind_options(flags: argparse.Namespace, common: CommonOptions) -> RebindOp
     """``escape rebind``'s typed options, from the parsed command line (every attribute named: a
     missing one is an error); ``_changes`` never sees the namespace."""
     return RebindOptions(binding=flags.binding, dtype=flags.dtype, new_name=flags.new_name,
-                         domain_name=flags.domain_name, strategy=flags.strategy, suffix=flags.suffix,
+                         domain_name=flags.domain_name,
+                         strategy=Strategy(flags.strategy) if flags.strategy else None, suffix=flags.suffix,
                          keep_old_binding=bool(flags.keep_old_binding),
                          force_unknown_dtype=bool(flags.force_unknown_dtype), apply=bool(flags.apply),
                          dry_run=flags.dry_run, backup_dir=flags.backup_dir,
@@ -164,7 +165,7 @@ def _rebind_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--new-name", metavar="NAME", help="the new Binding's name (default <binding>-<dtype>)")
     parser.add_argument("--domain-name", metavar="NAME",
                         help="the new Binding's domain.name (default <old domain>-<dtype>); must be free")
-    parser.add_argument("--strategy", choices=(REPLACE, SIDE_BY_SIDE), default=None,
+    parser.add_argument("--strategy", choices=[strategy.value for strategy in Strategy], default=None,
                         help="replace (default): keep each name, delete then create (a short outage); "
                              "side-by-side: create <name>-<suffix> first, then delete (no outage, new names)")
     parser.add_argument("--suffix", metavar="SUFFIX", help="side-by-side: the new names' suffix (default the dtype)")

@@ -18,8 +18,9 @@ import socket
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from kubectl_kvdtype._changes import managed as _managed
 from kubectl_kvdtype._changes.journal import JOURNAL, Journal, default_directory, finished, identity_of, unfinished
@@ -84,11 +85,50 @@ REBIND_ANNOTATION = "kvdtype.gpustack.ai/rebound-from"
 #: run on any machine sees the rebind under way and resumes it, or names where it is.
 JOURNAL_ANNOTATION = "kvdtype.gpustack.ai/journal"
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
-REPLACE, SIDE_BY_SIDE = "replace", "side-by-side"
-#: Step actions that write the Setting (the others are "create" and "delete").
-SETTING_OFF, SETTING_ON = "setting-off", "setting-on"
+
+
+class Strategy(Enum):
+    """How the moved ModelDeployments are recreated (``--strategy``)."""
+
+    #: Keep each name: delete, then create (a short outage).
+    REPLACE = "replace"
+    #: Create ``<name>-<suffix>`` first, then delete (no outage, new names).
+    SIDE_BY_SIDE = "side-by-side"
+
+
+class Action(Enum):
+    """What a step writes. The value is its name in the journal; ``run_step`` has one runner each."""
+
+    SETTING_OFF = "setting-off"
+    CREATE = "create"
+    DELETE = "delete"
+    SETTING_ON = "setting-on"
+
+    @property
+    def word(self) -> str:
+        """The step's verb in the plan's table and messages ("turn off", "create")."""
+        return _ACTION_WORDS.get(self, self.value)
+
+    @property
+    def verb(self) -> str:
+        """The API verb the step needs (asked with SelfSubjectAccessReview)."""
+        return "patch" if self in (Action.SETTING_OFF, Action.SETTING_ON) else self.value
+
+    @classmethod
+    def from_journal(cls, name: object) -> Optional["Action"]:
+        """The action a journal names (journals of versions before 0.1.1 name SETTING_OFF
+        "patch"); None for a name no version wrote."""
+        if name == _OLD_SETTING_OFF:
+            return cls.SETTING_OFF
+        return next((action for action in cls if action.value == name), None)
+
+
+_ACTION_WORDS = {Action.SETTING_OFF: "turn off", Action.SETTING_ON: "turn on"}
 #: What journals written before 0.1.1 call SETTING_OFF; still read, so that they resume.
 _OLD_SETTING_OFF = "patch"
+#: The ids of the steps a plan has at most once (a deployment's are ``create-md:<name>``, ``delete-md:<name>``).
+SETTING_OFF_ID, NEW_BINDING_ID, OLD_BINDING_ID, SETTING_ON_ID = (
+    "setting-off", "create-binding", "delete-binding", "setting-on")
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DTYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -119,7 +159,7 @@ class Step:
     """One write of the plan; ``body`` is the object to create, or the Setting value to write."""
 
     id: str
-    action: str  # SETTING_OFF | "create" | "delete" | SETTING_ON
+    action: Action
     kind: str
     namespace: str
     name: str
@@ -133,14 +173,56 @@ class Step:
 
     @classmethod
     def from_journal(cls, entry: dict) -> "Step":
-        """A step as a journal recorded it; journals of older versions named turning the Setting off "patch"."""
-        if entry.get("action") == _OLD_SETTING_OFF:
-            entry = {**entry, "action": SETTING_OFF}
-        return cls(**entry)
+        """A step as a journal recorded it (``check_shape`` has checked its fields and action)."""
+        action = Action.from_journal(entry.get("action"))
+        if action is None:
+            raise KvdtypeError(f"a journal step of no action this version knows ({_shown_name(entry.get('action'))})")
+        return cls(**{**entry, "action": action})
+
+    def to_journal(self) -> dict:
+        """The step as the journal records it: JSON, its action by name."""
+        return {**dataclasses.asdict(self), "action": self.action.value}
 
     def label(self) -> str:
-        verb = _ACTION_WORDS.get(self.action, self.action)
-        return f"{verb} {self.kind} {self.namespace}/{self.name}"
+        return f"{self.action.word} {self.kind} {self.namespace}/{self.name}"
+
+
+#: How much of a name read from a journal a message repeats.
+_NAME_SHOWN = 40
+
+
+def _shown_name(value: object) -> str:
+    """A name a journal gives, for a message: quoted, and cut short (a planted file can hold anything)."""
+    text = repr(value)
+    return text if len(text) <= _NAME_SHOWN else text[:_NAME_SHOWN] + "..."
+
+
+@dataclass(frozen=True)
+class Names:
+    """What the rebind is to make, resolved once from the flags and the Binding (``resolve_names``)
+    or read back from the journal, which records them as its ``options`` (``to_dict``)."""
+
+    dtype: str
+    #: The new Binding's name.
+    new_name: str
+    #: The new Binding's ``spec.domain.name``.
+    domain_name: str
+    strategy: Strategy
+    #: The side-by-side copies' suffix.
+    suffix: str
+    keep_old_binding: bool
+
+    def to_dict(self) -> dict:
+        """The journal's ``options`` and the report's summary fields (their JSON names)."""
+        return {"dtype": self.dtype, "newName": self.new_name, "domainName": self.domain_name,
+                "strategy": self.strategy.value, "suffix": self.suffix, "keepOldBinding": self.keep_old_binding}
+
+    @classmethod
+    def from_dict(cls, recorded: dict) -> "Names":
+        """A journal's ``options`` (``check_shape`` has checked each field's type)."""
+        return cls(dtype=recorded["dtype"], new_name=recorded["newName"], domain_name=recorded["domainName"],
+                   strategy=Strategy(recorded["strategy"]), suffix=recorded["suffix"],
+                   keep_old_binding=bool(recorded.get("keepOldBinding")))
 
 
 @dataclass
@@ -149,7 +231,7 @@ class Plan:
 
     namespace: str
     binding: str
-    options: dict  # the resolved names: newName, domainName, dtype, strategy, suffix, keepOldBinding
+    names: Names
     steps: list[Step]
     originals: list[dict] = field(default_factory=list)  # saved before the first write
     manifests: list[dict] = field(default_factory=list)  # the new objects, for -o yaml
@@ -173,7 +255,7 @@ class RebindOptions:
     dtype: str
     new_name: Optional[str]
     domain_name: Optional[str]
-    strategy: Optional[str]
+    strategy: Optional[Strategy]
     suffix: Optional[str]
     keep_old_binding: bool
     force_unknown_dtype: bool
@@ -198,7 +280,8 @@ def rebind(context: Context, options: RebindOptions) -> Report:
         return _resume(context, journal, options)
     _refuse_under_way_elsewhere(context, namespace, options)
     plan = make_plan(context, namespace, options)
-    managed = _managed.managed_writes(context, _managed_writes(plan, [s for s in plan.steps if s.action == "delete"]))
+    deletes = [s for s in plan.steps if s.action is Action.DELETE]
+    managed = _managed.managed_writes(context, _managed_writes(plan, deletes))
     _managed.note(plan.report, managed, options.force_managed)
     if options.dry_run == "server":
         check_access(context.writable_source, plan.steps)
@@ -210,7 +293,7 @@ def rebind(context: Context, options: RebindOptions) -> Report:
         check_access(context.writable_source, plan.steps)
         directory = Path(options.backup_dir) if options.backup_dir else default_directory(namespace, plan.binding)
         _record_location(plan, directory)
-        journal = Journal.create(directory, _header(context, plan), [dataclasses.asdict(s) for s in plan.steps],
+        journal = Journal.create(directory, _header(context, plan), [s.to_journal() for s in plan.steps],
                                  plan.originals)  # the backups before any write, the lease included
         with _leased(context, plan, journal, discard=True):
             context.env.progress(f"Saved {len(plan.originals)} object(s) and the journal to {journal.directory}/")
@@ -253,12 +336,12 @@ def _validate_names(options: RebindOptions) -> None:
                              "and '-', starting and ending with a letter or digit)")
 
 
-def _validate_derived(names: dict, moved: list[dict]) -> None:
+def _validate_derived(names: Names, moved: list[dict]) -> None:
     """The names this tool makes up, before anything is planned: exit 3, naming the flag that fixes it."""
-    derived = [("the new Binding's name", names["newName"], "--new-name"),
-               ("the new domain name", names["domainName"], "--domain-name")]
-    if names["strategy"] == SIDE_BY_SIDE:
-        derived += [(f"the side-by-side copy of {_model.name_of(d)}", _label(_model.name_of(d), names["suffix"]),
+    derived = [("the new Binding's name", names.new_name, "--new-name"),
+               ("the new domain name", names.domain_name, "--domain-name")]
+    if names.strategy is Strategy.SIDE_BY_SIDE:
+        derived += [(f"the side-by-side copy of {_model.name_of(d)}", _label(_model.name_of(d), names.suffix),
                      "a shorter --suffix") for d in moved]
     for what, value, fix in derived:
         if not is_dns_label(value):
@@ -280,7 +363,7 @@ def make_plan(context: Context, namespace: str, options: RebindOptions) -> Plan:
     inventory, cluster_wide = _read_inventory(source, namespace, system)
     moved = [d for d in inventory.deployments
              if _model.namespace_of(d) == namespace and _model.deployment_binding(d) == options.binding]
-    names = _resolve_names(options, binding, dtype)
+    names = resolve_names(options, binding, dtype)
     _validate_derived(names, moved)
     new_binding = _new_binding(source, binding, names)
     _refuse_taken(source, inventory, binding, names, moved, namespace)
@@ -291,7 +374,7 @@ def make_plan(context: Context, namespace: str, options: RebindOptions) -> Plan:
     setting, _ = read_setting(source, system)  # None also when the gpustack.ai group is not served
     _build_steps(plan, source, binding, new_binding, moved, pods, setting, system)
     _judge_setting_after(plan, inventory, new_binding, moved, system, cluster_wide, bool(pods))
-    _manual_steps(plan, pods, names["newName"])
+    _manual_steps(plan, pods, names.new_name)
     return plan
 
 
@@ -323,16 +406,13 @@ def _label(base: str, suffix: str) -> str:
     return f"{base}-{suffix}"
 
 
-def _resolve_names(options: RebindOptions, binding: dict, dtype: str) -> dict:
+def resolve_names(options: RebindOptions, binding: dict, dtype: str) -> Names:
+    """What the flags name, or else what the old Binding and the dtype make up."""
     slug = _slug(dtype)
-    return {
-        "dtype": dtype,
-        "newName": options.new_name or _label(options.binding, slug),
-        "domainName": options.domain_name or _label(_model.binding_domain(binding), slug),
-        "strategy": options.strategy or REPLACE,
-        "suffix": options.suffix or slug,
-        "keepOldBinding": bool(options.keep_old_binding),
-    }
+    return Names(dtype=dtype, new_name=options.new_name or _label(options.binding, slug),
+                 domain_name=options.domain_name or _label(_model.binding_domain(binding), slug),
+                 strategy=options.strategy or Strategy.REPLACE, suffix=options.suffix or slug,
+                 keep_old_binding=bool(options.keep_old_binding))
 
 
 def _api_version(source: Source, kind: Kind) -> str:
@@ -351,15 +431,15 @@ def _fresh_metadata(obj: dict, name: str, origin: str) -> dict:
     return meta
 
 
-def _new_binding(source: Source, binding: dict, names: dict) -> dict:
+def _new_binding(source: Source, binding: dict, names: Names) -> dict:
     spec = copy.deepcopy(binding.get("spec") or {})
     domain = spec.get("domain")
     if not isinstance(domain, dict):
         domain = {}
-    spec["domain"] = {**domain, "name": names["domainName"], "dtype": names["dtype"]}
+    spec["domain"] = {**domain, "name": names.domain_name, "dtype": names.dtype}
     origin = f"{_model.namespace_of(binding)}/{_model.name_of(binding)}"
     return {"apiVersion": _api_version(source, BINDING), "kind": BINDING.name,
-            "metadata": _fresh_metadata(binding, names["newName"], origin), "spec": spec}
+            "metadata": _fresh_metadata(binding, names.new_name, origin), "spec": spec}
 
 
 def _new_deployment(source: Source, deployment: dict, name: str, binding_name: str, origin: str) -> dict:
@@ -375,11 +455,11 @@ def _new_deployment(source: Source, deployment: dict, name: str, binding_name: s
             "metadata": _fresh_metadata(deployment, name, origin), "spec": spec}
 
 
-def _refuse_taken(source: Source, inventory: BindingInventory, binding: dict, names: dict, moved: list[dict],
+def _refuse_taken(source: Source, inventory: BindingInventory, binding: dict, names: Names, moved: list[dict],
                   namespace: str) -> None:
     """A new name or domain already claimed: refuse before anything is written."""
-    if source.get(BINDING, namespace, names["newName"]) is not None:
-        raise KvdtypeError(f"a KVCachePoolBinding {namespace}/{names['newName']} already exists: pass another "
+    if source.get(BINDING, namespace, names.new_name) is not None:
+        raise KvdtypeError(f"a KVCachePoolBinding {namespace}/{names.new_name} already exists: pass another "
                            "--new-name; nothing was changed")
     pool = _model.binding_pool(binding)
     claimed: set[Optional[str]] = {_model.binding_domain(b) for b in inventory.bindings
@@ -390,12 +470,12 @@ def _refuse_taken(source: Source, inventory: BindingInventory, binding: dict, na
         pool_obj = None
     claimed |= {_model.text(d.get("name")) for d in _model.as_list(_model.dig(pool_obj, "status", "domains"))
                 if isinstance(d, dict)}
-    if names["domainName"] in claimed:
-        raise KvdtypeError(f"the domain name {names['domainName']} is already claimed on the pool {pool}: pass "
+    if names.domain_name in claimed:
+        raise KvdtypeError(f"the domain name {names.domain_name} is already claimed on the pool {pool}: pass "
                            "another --domain-name; nothing was changed")
-    if names["strategy"] == SIDE_BY_SIDE:
+    if names.strategy is Strategy.SIDE_BY_SIDE:
         for deployment in moved:
-            new = _label(_model.name_of(deployment), names["suffix"])
+            new = _label(_model.name_of(deployment), names.suffix)
             if source.get(DEPLOYMENT, namespace, new) is not None:
                 raise KvdtypeError(f"a ModelDeployment {namespace}/{new} already exists: pass another --suffix; "
                                    "nothing was changed")
@@ -411,10 +491,10 @@ def _moved_consumers(inventory: BindingInventory, moved: list[dict], binding_nam
             if c.kind == DEPLOYMENT.name and (c.namespace, c.name) in keys]
 
 
-def _judge_new_dtype(inventory: BindingInventory, new_binding: dict, moved: list[dict], names: dict, system: str,
+def _judge_new_dtype(inventory: BindingInventory, new_binding: dict, moved: list[dict], names: Names, system: str,
                      plan: Plan) -> None:
     """check's judgement of the new Binding with its future consumers: refuse a rejected spelling."""
-    trial = BindingInventory([new_binding], _moved_consumers(inventory, moved, names["newName"]), [], None, None)
+    trial = BindingInventory([new_binding], _moved_consumers(inventory, moved, names.new_name), [], None, None)
     judged = build_check_report(trial, system, offline=True)
     rejected = [f for f in judged.findings if f.code == DTYPE_REJECTED]
     if rejected:
@@ -423,9 +503,9 @@ def _judge_new_dtype(inventory: BindingInventory, new_binding: dict, moved: list
         hint = f" (fix: {finding.fields['fix']})" if finding.fields.get("fix") else ""
         raise KvdtypeError(f"refusing the new dtype: {finding.message.split(', so ')[0]}, and {users} would run on "
                            f"it{hint}; nothing was changed")
-    unknown = _unknown_to(trial.consumers, names["dtype"])
+    unknown = _unknown_to(trial.consumers, names.dtype)
     if unknown and not plan.force_unknown:
-        raise KvdtypeError(f"refusing the new dtype: {names['dtype']} is not in this tool's table for "
+        raise KvdtypeError(f"refusing the new dtype: {names.dtype} is not in this tool's table for "
                            f"{', '.join(unknown)}, so it may stop those engines from starting; check their "
                            "documentation, then pass --force-unknown-dtype to use it anyway; nothing was changed")
     for finding in judged.findings:
@@ -448,18 +528,18 @@ def _unknown_to(consumers: list[Consumer], dtype: str) -> list[str]:
 
 def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, moved: list[dict],
                  pods: list[dict], setting: Optional[dict], system: str) -> None:
-    names, namespace, old = plan.options, plan.namespace, plan.binding
+    names, namespace, old = plan.names, plan.namespace, plan.binding
     steps = plan.steps
     if setting is None:
         plan.report.add(SETTING_MISSING, ObjectRef(SETTING.name, system, _model.SETTING_NAME),
                         f"The Setting {system}/{_model.SETTING_NAME} is not there: the operator does not render "
                         "the dtype, so the plan does not switch it.")
     elif moved and _model.setting_values(setting) != (OFF, OFF):  # on, or on in force until the operator catches up
-        steps.append(Step("setting-off", SETTING_OFF, SETTING.name, system, _model.SETTING_NAME,
+        steps.append(Step(SETTING_OFF_ID, Action.SETTING_OFF, SETTING.name, system, _model.SETTING_NAME,
                           f'spec.value -> "false": replicas stop receiving the broken flag; {_recreates(source)}', OFF))
         plan.originals.append(setting)
-    steps.append(Step("create-binding", "create", BINDING.name, namespace, names["newName"],
-                      f"same pool, quota and blockSize; dtype {names['dtype']}, domain {names['domainName']}",
+    steps.append(Step(NEW_BINDING_ID, Action.CREATE, BINDING.name, namespace, names.new_name,
+                      f"same pool, quota and blockSize; dtype {names.dtype}, domain {names.domain_name}",
                       new_binding, expect=expectation(binding), origin=old))
     plan.originals.append(binding)
     plan.manifests.append(new_binding)
@@ -467,34 +547,34 @@ def _build_steps(plan: Plan, source: Source, binding: dict, new_binding: dict, m
     creates, deletes = [], []
     for deployment in moved:
         name = _model.name_of(deployment)
-        new_name = name if names["strategy"] == REPLACE else _label(name, names["suffix"])
-        body = _new_deployment(source, deployment, new_name, names["newName"], origin)
+        new_name = name if names.strategy is Strategy.REPLACE else _label(name, names.suffix)
+        body = _new_deployment(source, deployment, new_name, names.new_name, origin)
         plan.originals.append(deployment)
         plan.manifests.append(body)
-        side_by_side = names["strategy"] == SIDE_BY_SIDE  # the copy is made while the original still runs
-        creates.append(Step(f"create-md:{new_name}", "create", DEPLOYMENT.name, namespace, new_name,
-                            f"copy of {name} with kvCache.poolRef.name {names['newName']}", body,
+        side_by_side = names.strategy is Strategy.SIDE_BY_SIDE  # the copy is made while the original still runs
+        creates.append(Step(f"create-md:{new_name}", Action.CREATE, DEPLOYMENT.name, namespace, new_name,
+                            f"copy of {name} with kvCache.poolRef.name {names.new_name}", body,
                             expect=expectation(deployment) if side_by_side else None, origin=name))
-        deletes.append(Step(f"delete-md:{name}", "delete", DEPLOYMENT.name, namespace, name,
+        deletes.append(Step(f"delete-md:{name}", Action.DELETE, DEPLOYMENT.name, namespace, name,
                             "the old deployment" + ("" if side_by_side else " (outage until it is created again)"),
                             expect=expectation(deployment)))
-    if names["strategy"] == REPLACE:
+    if names.strategy is Strategy.REPLACE:
         for delete, create in zip(deletes, creates, strict=True):
             steps += [delete, create]
     else:
         steps += creates + deletes
         if moved:
             plan.report.add(NAME_CHANGE, ObjectRef(BINDING.name, namespace, old),
-                            f"--strategy side-by-side renames every moved deployment to <name>-{names['suffix']}: "
+                            f"--strategy side-by-side renames every moved deployment to <name>-{names.suffix}: "
                             "anything addressing it by name (Services and routers selecting "
                             "app.kubernetes.io/instance=<name>, clients, dashboards, alerts, GitOps manifests) must "
                             "follow the new name.",
-                            renamed={_model.name_of(d): _label(_model.name_of(d), names['suffix']) for d in moved})
-    if not names["keepOldBinding"] and not pods:
-        steps.append(Step("delete-binding", "delete", BINDING.name, namespace, old,
+                            renamed={_model.name_of(d): _label(_model.name_of(d), names.suffix) for d in moved})
+    if not names.keep_old_binding and not pods:
+        steps.append(Step(OLD_BINDING_ID, Action.DELETE, BINDING.name, namespace, old,
                           "the old Binding; its deletion completes once nothing holds it", expect=expectation(binding)))
-    if any(s.id == "setting-off" for s in steps):  # turned back on only if this plan turned it off
-        steps.append(Step("setting-on", SETTING_ON, SETTING.name, system, _model.SETTING_NAME,
+    if any(s.action is Action.SETTING_OFF for s in steps):  # turned back on only if this plan turned it off
+        steps.append(Step(SETTING_ON_ID, Action.SETTING_ON, SETTING.name, system, _model.SETTING_NAME,
                           'spec.value -> "true", unless another Binding would still break an engine', ON))
 
 
@@ -509,18 +589,18 @@ def _recreates(source: Source) -> str:
 def _judge_setting_after(plan: Plan, inventory: BindingInventory, new_binding: dict, moved: list[dict], system: str,
                          cluster_wide: bool, keeps_old: bool) -> None:
     """Step 5 as planned: check's judgement of the cluster as it will be after the move."""
-    if not any(s.action == SETTING_ON for s in plan.steps):
+    if not any(s.action is Action.SETTING_ON for s in plan.steps):
         return
     gone = (plan.namespace, plan.binding)
     bindings = [b for b in inventory.bindings if keeps_old or _key(b) != gone] + [new_binding]
     moved_keys = {_key(d) for d in moved}
     consumers = [c for c in inventory.consumers if (c.namespace, c.name) not in moved_keys or c.kind != DEPLOYMENT.name]
-    moved_consumers = _moved_consumers(inventory, moved, plan.options["newName"])
+    moved_consumers = _moved_consumers(inventory, moved, plan.names.new_name)
     after = BindingInventory(bindings, consumers + moved_consumers, [], None, None)
     plan.blockers = blockers_of(build_check_report(after, system, offline=True))
     if not cluster_wide:
         plan.blockers.append("(other namespaces: not readable with your permissions)")
-    step = next(s for s in plan.steps if s.action == SETTING_ON)
+    step = next(s for s in plan.steps if s.action is Action.SETTING_ON)
     if plan.blockers:
         step.detail = f"leave it off: {', '.join(plan.blockers)} would still break an engine (judged again then)"
 
@@ -563,7 +643,7 @@ def last_look(context: Context, plan: Plan, question: str, steps: Optional[list[
 
 def check_access(source: WritableSource, steps: list[Step]) -> None:
     """Every verb the plan needs, asked up front with SelfSubjectAccessReview: refuse before any write."""
-    needed = dict.fromkeys((_verb(s), s.kind, s.namespace) for s in steps)
+    needed = dict.fromkeys((s.action.verb, s.kind, s.namespace) for s in steps)
     denied = []
     for verb, kind_name, namespace in needed:
         kind = KINDS_BY_NAME[kind_name]
@@ -579,10 +659,6 @@ def check_access(source: WritableSource, steps: list[Step]) -> None:
     if denied:
         raise KvdtypeError(f"you may not {'; nor '.join(denied)} (SelfSubjectAccessReview), which the plan needs; "
                            "nothing was changed")
-
-
-def _verb(step: Step) -> str:
-    return "patch" if step.action in (SETTING_OFF, SETTING_ON) else step.action  # the API verb
 
 
 def execute(context: Context, plan: Plan, journal: Optional[Journal], dry_run: bool = False) -> None:
@@ -627,8 +703,8 @@ def _failure(plan: Plan, journal: Optional[Journal], index: int, step: Step, why
     if journal is None:
         return f"dry run: step {index} ({step.label()}) failed: {why}; nothing was changed"
     finished = [s.label() for s in plan.steps if s.id in journal.done]
-    only_saved = [s for s in plan.steps if s.action == "delete" and s.id in journal.done and s.kind == step.kind
-                  and s.name == step.name and step.action == "create"]
+    only_saved = [s for s in plan.steps if s.action is Action.DELETE and s.id in journal.done and s.kind == step.kind
+                  and s.name == step.name and step.action is Action.CREATE]
     said = (f" Until then {step.kind} {step.namespace}/{step.name} may exist only in the backup."
             if only_saved else "")
     return (f"step {index} of {len(plan.steps)} ({step.label()}) failed: {why}. Done so far: "
@@ -643,7 +719,7 @@ def _changed_failure(plan: Plan, journal: Optional[Journal], index: int, step: S
         return f"dry run: step {index} ({step.label()}) stopped: {changed.message}; nothing was changed"
     journal.data.setdefault("changed", {})[step.id] = changed.name
     journal.save()
-    copies = [s for s in plan.steps if s.action == "create" and s.origin == changed.name and s.id in journal.done
+    copies = [s for s in plan.steps if s.action is Action.CREATE and s.origin == changed.name and s.id in journal.done
               and s.kind == step.kind]
     finished = [s.label() for s in plan.steps if s.id in journal.done]
     how = (f"its copy {copies[0].kind} {copies[0].namespace}/{copies[0].name} was created before the edit: make the "
@@ -716,19 +792,35 @@ def _refuse_changed(step: Step, current: Optional[dict], plan: Plan) -> None:
         raise Changed(f"{what} changed since the plan ({'; '.join(found)})", expect["name"])
 
 
+#: Carries out one step: (the run's context, the plan, the step, a dry run?, the journal) -> its outcome.
+Runner = Callable[[Context, Plan, Step, bool, Optional[Journal]], str]
+
+
 def run_step(context: Context, plan: Plan, step: Step, dry_run: bool, journal: Optional[Journal] = None) -> str:
-    """One step, idempotent: a rerun after an unknown outcome finds the work done and moves on."""
-    source = context.writable_source
-    kind = KINDS_BY_NAME[step.kind]
-    if step.action == SETTING_OFF:
-        return _set(source, step, dry_run)
-    if step.action == SETTING_ON:
-        return _setting_on(context, plan, step, dry_run)
-    if step.action == "create":
-        if step.expect:
-            _refuse_changed(step, source.get(kind, step.namespace, step.expect["name"]), plan)
-        return _create(source, kind, step, plan, dry_run)
-    return _delete(source, kind, step, plan, dry_run, journal)
+    """One step, idempotent: a rerun after an unknown outcome finds the work done and moves on. Its
+    action's runner carries it out (``RUNNERS``); an action with none is refused, never taken for
+    another (a fall-through once deleted whatever a step named)."""
+    runner = RUNNERS.get(step.action)
+    if runner is None:
+        raise KvdtypeError(f"step {step.id} has an action this version cannot carry out "
+                           f"({_shown_name(step.action)}): nothing was written for it")
+    return runner(context, plan, step, dry_run, journal)
+
+
+def _setting_off(context: Context, plan: Plan, step: Step, dry_run: bool, journal: Optional[Journal]) -> str:
+    return _set(context.writable_source, step, dry_run)
+
+
+def _create_step(context: Context, plan: Plan, step: Step, dry_run: bool, journal: Optional[Journal]) -> str:
+    """A copy is made only from the object as the plan read it (``_refuse_changed``)."""
+    source, kind = context.writable_source, KINDS_BY_NAME[step.kind]
+    if step.expect:
+        _refuse_changed(step, source.get(kind, step.namespace, step.expect["name"]), plan)
+    return _create(source, kind, step, plan, dry_run)
+
+
+def _delete_step(context: Context, plan: Plan, step: Step, dry_run: bool, journal: Optional[Journal]) -> str:
+    return _delete(context.writable_source, KINDS_BY_NAME[step.kind], step, plan, dry_run, journal)
 
 
 def _set(source: WritableSource, step: Step, dry_run: bool) -> str:
@@ -739,7 +831,7 @@ def _set(source: WritableSource, step: Step, dry_run: bool) -> str:
     return f'set to "{step.body}"' + (" (dry run)" if dry_run else "")
 
 
-def _setting_on(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
+def _setting_on(context: Context, plan: Plan, step: Step, dry_run: bool, journal: Optional[Journal]) -> str:
     """Step 5: judge the cluster as it is now, exactly as check does; turn on only if nothing breaks."""
     if dry_run:
         blockers = plan.blockers
@@ -757,8 +849,8 @@ def _setting_on(context: Context, plan: Plan, step: Step, dry_run: bool) -> str:
 def _alive(inventory: BindingInventory, plan: Plan) -> BindingInventory:
     """The cluster as it stands once deletions complete: objects being deleted (a finalizer still
     holds them) and objects this plan deleted are nobody's consumers and no Binding to judge."""
-    created = {(s.kind, s.namespace, s.name) for s in plan.steps if s.action == "create"}
-    deleted = {(s.kind, s.namespace, s.name) for s in plan.steps if s.action == "delete"} - created
+    created = {(s.kind, s.namespace, s.name) for s in plan.steps if s.action is Action.CREATE}
+    deleted = {(s.kind, s.namespace, s.name) for s in plan.steps if s.action is Action.DELETE} - created
 
     def gone(kind: str, obj: dict) -> bool:
         return bool(_model.dig(obj, "metadata", "deletionTimestamp")) or (kind, *_key(obj)) in deleted
@@ -782,7 +874,7 @@ def _create(source: WritableSource, kind: Kind, step: Step, plan: Plan, dry_run:
         return _create(source, kind, step, plan, dry_run)
     if existing is not None and _is_ours(existing, step, plan):
         return "already created"
-    if dry_run and existing is not None and plan.options["strategy"] == REPLACE and kind is DEPLOYMENT:
+    if dry_run and existing is not None and plan.names.strategy is Strategy.REPLACE and kind is DEPLOYMENT:
         return "not created (dry run: the name is still held by the deployment the real run deletes first)"
     raise KvdtypeError(f"{kind.name} {step.namespace}/{step.name} already exists and is not the one this rebind "
                        "creates: move it away or rename it, then resume")
@@ -791,8 +883,8 @@ def _create(source: WritableSource, kind: Kind, step: Step, plan: Plan, dry_run:
 def _is_ours(existing: dict, step: Step, plan: Plan) -> bool:
     origin = _model.annotations_of(existing).get(REBIND_ANNOTATION)
     if step.kind == BINDING.name:
-        return origin == f"{plan.namespace}/{plan.binding}" and _model.binding_dtype(existing) == plan.options["dtype"]
-    return _model.deployment_binding(existing) == plan.options["newName"]
+        return origin == f"{plan.namespace}/{plan.binding}" and _model.binding_dtype(existing) == plan.names.dtype
+    return _model.deployment_binding(existing) == plan.names.new_name
 
 
 def _delete(source: WritableSource, kind: Kind, step: Step, plan: Plan, dry_run: bool,
@@ -823,7 +915,7 @@ def _delete(source: WritableSource, kind: Kind, step: Step, plan: Plan, dry_run:
                 continue  # written between the GET and the DELETE: read it again
         if dry_run:
             return "deleted (dry run)"
-        if kind is DEPLOYMENT and plan.options["strategy"] == REPLACE:
+        if kind is DEPLOYMENT and plan.names.strategy is Strategy.REPLACE:
             _wait_gone(source, kind, step, plan.lease)
         return "deleted"
     raise KvdtypeError(f"{step.kind} {step.namespace}/{step.name} changed between each read and its DELETE "
@@ -850,12 +942,21 @@ def _still_there(source: Source, kind: Kind, step: Step, deadline: float) -> boo
         return source.get(kind, step.namespace, step.name) is not None
 
 
+#: Each action's runner: ``run_step`` dispatches through this table only.
+RUNNERS: dict[Action, Runner] = {
+    Action.SETTING_OFF: _setting_off,
+    Action.CREATE: _create_step,
+    Action.DELETE: _delete_step,
+    Action.SETTING_ON: _setting_on,
+}
+
+
 def _header(context: Context, plan: Plan) -> dict:
     """What the journal says of itself besides its steps: the Binding it moves (and its uid) and the
     cluster it was written for, all checked before it is carried on (``check_journal``)."""
-    old = next((s.expect for s in plan.steps if s.id == "create-binding" and s.expect), None) or {}
+    old = next((s.expect for s in plan.steps if s.id == NEW_BINDING_ID and s.expect), None) or {}
     return {"namespace": plan.namespace, "binding": plan.binding, "uid": old.get("uid"),
-            "cluster": identity_of(context.source), "options": plan.options,
+            "cluster": identity_of(context.source), "options": plan.names.to_dict(),
             "blockers": plan.blockers, "manifests": plan.manifests,
             "findings": [f.to_dict() for f in plan.report.findings], "managers": plan.managed}
 
@@ -871,12 +972,12 @@ def _managed_writes(plan: Plan, steps: list[Step], source: Optional[Source] = No
     originals = {(o.get("kind"), _model.namespace_of(o), _model.name_of(o)): o for o in plan.originals}
     writes = []
     for step in steps:
-        again = any(s.action == "create" and (s.kind, s.name) == (step.kind, step.name) for s in plan.steps)
-        if step.action == "delete":
+        again = any(s.action is Action.CREATE and (s.kind, s.name) == (step.kind, step.name) for s in plan.steps)
+        if step.action is Action.DELETE:
             obj = source.get(KINDS_BY_NAME[step.kind], step.namespace, step.name) if source is not None else \
                 originals.get((step.kind, step.namespace, step.name))
-            verb = _managed.DELETE if again else "delete"
-        elif step.action == "create" and step.kind == DEPLOYMENT.name and step.origin == step.name:
+            verb = _managed.DELETE if again else _managed.DELETE_ONLY
+        elif step.action is Action.CREATE and step.kind == DEPLOYMENT.name and step.origin == step.name:
             obj, verb = step.body, _managed.RECREATE  # its original is gone already (a resumed replace)
         else:
             continue
@@ -907,7 +1008,7 @@ def _record_location(plan: Plan, directory: Path) -> None:
     """Mark the new Binding with where the journal is, before the journal is written with it."""
     location = f"{socket.gethostname()}:{directory.resolve()}"
     for step in plan.steps:
-        if step.id == "create-binding":
+        if step.id == NEW_BINDING_ID:
             step.body["metadata"]["annotations"][JOURNAL_ANNOTATION] = location
 
 
@@ -958,7 +1059,6 @@ def _journal_location(value: object) -> tuple[str, str]:
 
 #: The fields a journal's step may have (``Step``'s).
 _STEP_FIELDS = {f.name for f in dataclasses.fields(Step)}
-_ACTIONS = {SETTING_OFF, SETTING_ON, "create", "delete", _OLD_SETTING_OFF}
 
 
 def check_journal(context: Context, journal: Journal, namespace: str, binding: str) -> None:
@@ -973,9 +1073,10 @@ def check_journal(context: Context, journal: Journal, namespace: str, binding: s
                            f"{journal.data['binding']}, not of {namespace}/{binding}; nothing was changed")
     journal.check_cluster(context.source, "run the command against that cluster, or pass another --backup-dir")
     steps = [Step.from_journal(dict(entry)) for entry in journal.steps]
+    names = Names.from_dict(journal.options)
     _check_uid(context, journal, steps, namespace, binding)
     for index, step in enumerate(steps, 1):
-        problem = _outside_the_plan(context, journal, steps, step)
+        problem = _outside_the_plan(context, journal, names, steps, step)
         if problem:
             raise KvdtypeError(f"the journal in {where} holds a step this rebind of {namespace}/{binding} would not "
                                f"make: step {index} ({step.label()}) {problem}; nothing was changed")
@@ -989,26 +1090,29 @@ def check_journal(context: Context, journal: Journal, namespace: str, binding: s
 def check_shape(journal: Journal) -> None:
     """What the resumption reads of the journal, each of the type it needs (a hand-edited or planted
     file would otherwise end in an internal error half-way)."""
-    data, options = journal.data, journal.data.get("options")
+    data, recorded = journal.data, journal.data.get("options")
     problems = []
-    if not isinstance(options, dict):
+    if not isinstance(recorded, dict):
         problems.append("no options")
-        options = {}
+        recorded = {}
     if not (isinstance(data.get("namespace"), str) and isinstance(data.get("binding"), str)):
         problems.append("no namespace and binding")
-    if not (isinstance(options.get("dtype"), str) and _DTYPE.match(options["dtype"])):
+    if not (isinstance(recorded.get("dtype"), str) and _DTYPE.match(recorded["dtype"])):
         problems.append("no dtype a Binding may have")
-    if not all(isinstance(options.get(key), str) and is_dns_label(options[key])
+    if not all(isinstance(recorded.get(key), str) and is_dns_label(recorded[key])
                for key in ("newName", "domainName", "suffix")):
         problems.append("a new name, domain or suffix that is no DNS label")
-    if options.get("strategy") not in (REPLACE, SIDE_BY_SIDE):
+    if recorded.get("strategy") not in {strategy.value for strategy in Strategy}:
         problems.append("no strategy")
     steps = journal.steps
     if not all(isinstance(e, dict) and set(e) <= _STEP_FIELDS and all(isinstance(e.get(k), str) for k in (
-            "id", "action", "kind", "namespace", "name")) and e["action"] in _ACTIONS and e["kind"] in KINDS_BY_NAME
+            "id", "action", "kind", "namespace", "name")) and e["kind"] in KINDS_BY_NAME
             and isinstance(e.get("expect") or {}, dict) and isinstance(e.get("origin", ""), str)
             and isinstance(e.get("detail", ""), str) for e in steps):
         problems.append("a step that is none of the Setting's, a KVCachePoolBinding's or a ModelDeployment's")
+    elif any(Action.from_journal(e["action"]) is None for e in steps):
+        unknown = next(e["action"] for e in steps if Action.from_journal(e["action"]) is None)
+        problems.append(f"a step of an action this version does not know ({_shown_name(unknown)})")
     elif len({e["id"] for e in steps}) != len(steps):
         problems.append("two steps of one id")
     for key in ("done", "sent", "changed"):
@@ -1047,47 +1151,49 @@ def _check_uid(context: Context, journal: Journal, steps: list[Step], namespace:
                            f"restore {journal.directory}, or pass another --backup-dir; nothing was changed")
 
 
-def _outside_the_plan(context: Context, journal: Journal, steps: list[Step], step: Step) -> str:
+def _outside_the_plan(context: Context, journal: Journal, names: Names, steps: list[Step], step: Step) -> str:
     """Why ``step`` is no step of the plan for the journal's Binding ("" when it is one): the Setting
     switched off and on, the new Binding created, the old one deleted, the ModelDeployments that use
     it deleted, and their copies (naming the new Binding) created."""
-    namespace, old, options = journal.data["namespace"], journal.data["binding"], journal.options
+    namespace, old = journal.data["namespace"], journal.data["binding"]
+    switches = (Action.SETTING_OFF, Action.SETTING_ON)
     if step.kind == SETTING.name:
-        if step.action not in (SETTING_OFF, SETTING_ON) or (step.namespace, step.name) != (
+        if step.action not in switches or (step.namespace, step.name) != (
                 context.system_namespace, _model.SETTING_NAME):
             return (f"writes the Setting {step.namespace}/{step.name}; the plan only switches "
                     f"{context.system_namespace}/{_model.SETTING_NAME} (pass the --system-namespace it was run with)")
-        return "" if step.body == (OFF if step.action == SETTING_OFF else ON) else "writes another value"
-    if step.action in (SETTING_OFF, SETTING_ON):
+        return "" if step.body == (OFF if step.action is Action.SETTING_OFF else ON) else "writes another value"
+    if step.action in switches:
         return "writes the Setting's value to another kind"
     if step.namespace != namespace:
         return f"is in namespace {step.namespace}, and the plan writes in {namespace} only"
     if step.kind == BINDING.name:
-        return _outside_for_binding(step, namespace, old, options)
-    return _outside_for_deployment(context, journal, steps, step)
+        return _outside_for_binding(step, namespace, old, names)
+    return _outside_for_deployment(context, journal, names, steps, step)
 
 
-def _outside_for_binding(step: Step, namespace: str, old: str, options: dict) -> str:
-    expected = old if step.action == "delete" else options["newName"]
+def _outside_for_binding(step: Step, namespace: str, old: str, names: Names) -> str:
+    expected = old if step.action is Action.DELETE else names.new_name
     if step.name != expected:
-        return f"{step.action}s the KVCachePoolBinding {namespace}/{step.name}, and the plan {step.action}s {expected}"
+        verb = step.action.value
+        return f"{verb}s the KVCachePoolBinding {namespace}/{step.name}, and the plan {verb}s {expected}"
     if step.expect and step.expect.get("name") != old:
         return f"depends on {step.expect.get('name')!r}, not the Binding moved"
-    if step.action == "create":
+    if step.action is Action.CREATE:
         body = step.body if isinstance(step.body, dict) else {}
-        if not _is_copy(body, step, namespace, old) or _model.binding_dtype(body) != options["dtype"]:
+        if not _is_copy(body, step, namespace, old) or _model.binding_dtype(body) != names.dtype:
             return "creates another Binding than the new one of the journal's dtype"
     return ""
 
 
-def _outside_for_deployment(context: Context, journal: Journal, steps: list[Step], step: Step) -> str:
-    namespace, old, options = journal.data["namespace"], journal.data["binding"], journal.options
-    moved = {s.name for s in steps if s.kind == DEPLOYMENT.name and s.action == "delete"}
-    if step.action == "create":
-        expected = step.origin if options["strategy"] == REPLACE else _label(step.origin, options["suffix"])
+def _outside_for_deployment(context: Context, journal: Journal, names: Names, steps: list[Step], step: Step) -> str:
+    namespace, old = journal.data["namespace"], journal.data["binding"]
+    moved = {s.name for s in steps if s.kind == DEPLOYMENT.name and s.action is Action.DELETE}
+    if step.action is Action.CREATE:
+        expected = step.origin if names.strategy is Strategy.REPLACE else _label(step.origin, names.suffix)
         body = step.body if isinstance(step.body, dict) else {}
         if step.origin not in moved or step.name != expected or not _is_copy(body, step, namespace, old) or \
-                _model.deployment_binding(body) != options["newName"]:
+                _model.deployment_binding(body) != names.new_name:
             return "moves no ModelDeployment this plan deletes onto the new Binding"
         if step.expect and step.expect.get("name") != step.origin:
             return f"depends on {step.expect.get('name')!r}, not the deployment it copies"
@@ -1113,10 +1219,11 @@ def _is_copy(body: dict, step: Step, namespace: str, old: str) -> bool:
             and _model.annotations_of(body).get(REBIND_ANNOTATION) == f"{namespace}/{old}")
 
 
-def _check_same_options(options: RebindOptions, journal: Journal) -> None:
-    recorded = journal.options
+def _check_same_options(options: RebindOptions, names: Names, journal: Journal) -> None:
+    """The names given again are the journal's (each said by its JSON name, as the journal has it)."""
+    recorded = names.to_dict()
     given = {"dtype": options.dtype, "newName": options.new_name, "domainName": options.domain_name,
-             "strategy": options.strategy, "suffix": options.suffix}
+             "strategy": options.strategy.value if options.strategy else None, "suffix": options.suffix}
     for key, value in given.items():
         if value is not None and value != recorded.get(key):
             raise UsageError(f"the unfinished rebind in {journal.directory}/ was started with {key} "
@@ -1126,9 +1233,10 @@ def _check_same_options(options: RebindOptions, journal: Journal) -> None:
 
 def _resume(context: Context, journal: Journal, options: RebindOptions) -> Report:
     """Rebuild the plan from the journal (the cluster has already changed) and carry on."""
-    _check_same_options(options, journal)
+    names = Names.from_dict(journal.options)
+    _check_same_options(options, names, journal)
     data = journal.data
-    plan = Plan(data["namespace"], data["binding"], journal.options, [Step.from_journal(s) for s in journal.steps],
+    plan = Plan(data["namespace"], data["binding"], names, [Step.from_journal(s) for s in journal.steps],
                 manifests=data.get("manifests") or [], blockers=data.get("blockers") or [])
     for finding in data.get("findings") or []:
         obj = finding["object"]
@@ -1155,9 +1263,9 @@ def _resume(context: Context, journal: Journal, options: RebindOptions) -> Repor
 def _refuse_managed_remaining(context: Context, plan: Plan, journal: Journal, remaining: list[Step],
                               options: RebindOptions) -> None:
     """A resumed rebind asks again about what it has still to delete or recreate, as they are now."""
-    deletes = [s for s in remaining if s.action == "delete"]
-    recreates = [s for s in remaining if s.action == "create" and any(
-        d.id in journal.done and d.action == "delete" and (d.kind, d.name) == (s.kind, s.name) for d in plan.steps)]
+    deletes = [s for s in remaining if s.action is Action.DELETE]
+    deleted = {(d.kind, d.name) for d in plan.steps if d.id in journal.done and d.action is Action.DELETE}
+    recreates = [s for s in remaining if s.action is Action.CREATE and (s.kind, s.name) in deleted]
     managed = _managed.managed_writes(context, _managed_writes(plan, deletes, context.source) +
                                       _managed_writes(plan, recreates))
     _managed.refuse(context, managed, options.force_managed, _SOURCE_HINT)
@@ -1201,23 +1309,22 @@ def _remake_from(context: Context, plan: Plan, journal: Journal, kind: Kind, cur
             continue
         if step.expect and step.expect.get("name") == name:
             step.expect = expectation(current)
-        if step.action == "create" and step.origin == name and step.id not in journal.done:
+        if step.action is Action.CREATE and step.origin == name and step.id not in journal.done:
             if kind is BINDING:
-                body = _new_binding(context.source, current, plan.options)
+                body = _new_binding(context.source, current, plan.names)
                 body["metadata"]["annotations"][JOURNAL_ANNOTATION] = \
                     step.body["metadata"]["annotations"].get(JOURNAL_ANNOTATION, "")
             else:
-                body = _new_deployment(context.source, current, step.name, plan.options["newName"], origin)
+                body = _new_deployment(context.source, current, step.name, plan.names.new_name, origin)
             step.body = body
             plan.manifests = [body if (m.get("kind"), _model.name_of(m)) == (kind.name, step.name) else m
                               for m in plan.manifests]
-        journal.steps[index] = dataclasses.asdict(step)
+        journal.steps[index] = step.to_journal()
     journal.data["manifests"] = plan.manifests
 
 
 # --- escape rebind: the report ------------------------------------------------------------------
 
-_ACTION_WORDS = {SETTING_OFF: "turn off", SETTING_ON: "turn on"}
 REBIND_COLUMNS = [
     Column("STEP", "step"),
     Column("ACTION", "action"),
@@ -1241,14 +1348,14 @@ def _plan_report(context: Context, plan: Plan, journal: Optional[Journal], optio
     for index, step in enumerate(plan.steps, 1):
         outcome = outcomes.get(step.id)
         report.items.append({
-            "step": index, "id": step.id, "action": _ACTION_WORDS.get(step.action, step.action),
+            "step": index, "id": step.id, "action": step.action.word,
             "object": f"{step.kind} {step.namespace}/{step.name}", "kind": step.kind,
             "namespace": step.namespace, "name": step.name,
             "state": outcome or "planned", "detail": step.detail,
         })
     mode = _mode(options, journal)
     report.summary = {
-        "mode": mode, "namespace": plan.namespace, "binding": plan.binding, **plan.options,
+        "mode": mode, "namespace": plan.namespace, "binding": plan.binding, **plan.names.to_dict(),
         "backupDir": str(journal.directory) if journal is not None else None,
         "settingBlockedBy": plan.blockers, "newObjects": plan.manifests,
         "done": sum(1 for s in plan.steps if s.id in outcomes), "steps": len(plan.steps),
@@ -1266,10 +1373,10 @@ def _mode(options: RebindOptions, journal: Optional[Journal]) -> str:
 
 
 def _rebind_headline(plan: Plan, journal: Optional[Journal], mode: str) -> str:
-    moved = sum(1 for s in plan.steps if s.id.startswith("create-md:"))
+    moved = sum(1 for s in plan.steps if s.action is Action.CREATE and s.kind == DEPLOYMENT.name)
     what = (f"move {moved} ModelDeployment(s) from Binding {plan.namespace}/{plan.binding} to "
-            f"{plan.options['newName']} (dtype {plan.options['dtype']}, domain {plan.options['domainName']}, "
-            f"strategy {plan.options['strategy']})")
+            f"{plan.names.new_name} (dtype {plan.names.dtype}, domain {plan.names.domain_name}, "
+            f"strategy {plan.names.strategy.value})")
     if mode == "plan":
         return (f"Plan only, nothing was changed: {len(plan.steps)} step(s) to {what}. Run again with --apply to carry "
                 f"it out; the originals are saved first to ./kvdtype-backup-{plan.namespace}-{plan.binding}-"
@@ -1281,6 +1388,7 @@ def _rebind_headline(plan: Plan, journal: Optional[Journal], mode: str) -> str:
         return (f"Half done: {len(journal.done)} of {len(plan.steps)} step(s) journaled in {journal.directory}/. "
                 "Run the same command with --apply to resume, or put back what it deleted with kubectl kvdtype escape "
                 f"restore {journal.directory}.")
-    setting = next((journal.done.get(s.id) for s in plan.steps if s.action == SETTING_ON), None) if journal else None
+    setting = next((journal.done.get(s.id) for s in plan.steps if s.action is Action.SETTING_ON), None) \
+        if journal else None
     return (f"Done: {what}. The originals and the journal are in {journal.directory}/." if journal else "Done.") + (
         f" The Setting was {setting}." if setting and setting.startswith("left off") else "")

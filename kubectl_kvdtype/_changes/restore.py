@@ -15,7 +15,7 @@ import yaml
 
 from kubectl_kvdtype._changes import managed as _managed
 from kubectl_kvdtype._changes.journal import JOURNAL, Journal, RestoreOptions
-from kubectl_kvdtype._changes.rebind import check_shape
+from kubectl_kvdtype._changes.rebind import Action, Step, check_shape
 from kubectl_kvdtype._changes.setting import OFF, blockers_of
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report, consumers_of, read_setting
@@ -91,7 +91,8 @@ def _check_saved(journal: Journal, saved: list[dict]) -> None:
     moves, the Setting; a file put beside them (a planted backup) is refused before any create."""
     check_shape(journal)
     namespace, binding = journal.data["namespace"], journal.data["binding"]
-    moved = {s.get("name") for s in journal.steps if s.get("kind") == DEPLOYMENT.name and s.get("action") == "delete"}
+    steps = [Step.from_journal(entry) for entry in journal.steps]
+    moved = {s.name for s in steps if s.kind == DEPLOYMENT.name and s.action is Action.DELETE}
     for obj in saved:
         kind, where, name = obj["kind"], _model.namespace_of(obj), _model.name_of(obj)
         ours = kind == SETTING.name or (where == namespace and (
