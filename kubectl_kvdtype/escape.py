@@ -23,7 +23,8 @@ from typing import Optional
 
 from kubectl_kvdtype._changes.journal import RestoreOptions
 from kubectl_kvdtype._changes.managed import FORCE_MANAGED, FORCE_MANAGED_HELP
-from kubectl_kvdtype._changes.rebind import RebindOptions, Strategy, rebind
+from kubectl_kvdtype._changes.rebind.run import rebind
+from kubectl_kvdtype._changes.rebind.steps import RebindOptions, Strategy
 from kubectl_kvdtype._changes.restore import restore
 from kubectl_kvdtype._changes.setting import (
     OFF,

@@ -14,7 +14,9 @@ import pytest
 
 from _support import ROOT, WRITES, seed
 from kubectl_kvdtype._changes.journal import Journal
-from kubectl_kvdtype._changes.rebind import RUNNERS, Action, Names, Step, Strategy, check_shape, run_step
+from kubectl_kvdtype._changes.rebind.checks import check_shape
+from kubectl_kvdtype._changes.rebind.execute import RUNNERS, run_step
+from kubectl_kvdtype._changes.rebind.steps import Action, Names, Step, Strategy
 from kubectl_kvdtype._kits.status import KvdtypeError
 from test_escape_rebind import REBIND, kvdtype, team_a
 from test_planted_journal import _step, plant
@@ -90,8 +92,7 @@ def _bare(tree: ast.AST) -> list[str]:
 
 
 def test_the_rebind_package_reads_no_string_keyed_names_and_spells_no_action_bare():
-    modules = sorted(REBIND_PACKAGE.glob("*.py")) if REBIND_PACKAGE.is_dir() else [REBIND_PACKAGE.with_suffix(".py")]
-    for path in modules:
+    for path in sorted(REBIND_PACKAGE.glob("*.py")):
         text = path.read_text(encoding="utf-8")
         assert 'names["' not in text and 'options["' not in text, path.name
         assert _bare(ast.parse(text)) == [], path.name

@@ -15,7 +15,8 @@ import yaml
 
 from kubectl_kvdtype._changes import managed as _managed
 from kubectl_kvdtype._changes.journal import JOURNAL, Journal, RestoreOptions
-from kubectl_kvdtype._changes.rebind import Action, Step, check_shape
+from kubectl_kvdtype._changes.rebind.checks import check_shape
+from kubectl_kvdtype._changes.rebind.steps import Action, Step
 from kubectl_kvdtype._changes.setting import OFF, blockers_of
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report, consumers_of, read_setting
