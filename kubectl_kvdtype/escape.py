@@ -39,6 +39,7 @@ from kubectl_kvdtype._changes.setting import (
 from kubectl_kvdtype._commands.command import Command, CommonOptions, Context, confirm
 from kubectl_kvdtype._commands.flags import HelpFormatter, examples_epilog, parse_duration
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report
+from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits.codes import WARNING
 from kubectl_kvdtype._kits.report import Column, Report
 from kubectl_kvdtype._kits.status import ApiError, KvdtypeError, UsageError
@@ -335,12 +336,13 @@ def _write(context: Context, options: SwitchOptions, report: Report, item: dict,
         raise KvdtypeError(f"the --wait time ({clock.seconds:g}s) ran out before the write was sent (the cluster "
                            "answered slowly); nothing was written")
     value = options.value
-    with clock.bounding(source):
-        write_setting(source, namespace, setting, value)
-    if options.wait:
-        setting = wait_for_setting(source, namespace, value, clock)
-    else:
-        setting = require_setting(source, namespace)
+    with _signals.in_progress(f"escape {'on' if value == ON else 'off'}"):  # a signal says whether it was written
+        with clock.bounding(source):
+            write_setting(source, namespace, setting, value)
+        if options.wait:
+            setting = wait_for_setting(source, namespace, value, clock)
+        else:
+            setting = require_setting(source, namespace)
     requested, in_force = _model.setting_values(setting)
     item.update(requested=requested, inForce=in_force, result="changed")
     report.headline = _written_headline(value, in_force, item["deployments"], item["replicas"])

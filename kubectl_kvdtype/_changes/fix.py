@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -37,6 +38,7 @@ from kubectl_kvdtype._changes.journal import (
 )
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits.codes import FIX_CONFLICT, FIX_MANUAL, FIX_REFUSED, RESTORE_CONFLICT
 from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
 from kubectl_kvdtype._kits.status import ApiError, Interrupted, KvdtypeError, UsageError, interrupted_status
@@ -456,8 +458,9 @@ def fix(context: Context, inventory: FlagInventory, found: Report, options: FixO
         else:
             _managed.refuse(context, managed, options.force_managed, _SOURCE_HINT)
             _confirm(context, ready)
-            directory = _backup(context, ready, options.backup_dir, _managed.record(managed))
-            _write(context, ready, directory, dry_run=False)
+            with _signals.in_progress("find-flags --fix --apply"):  # a signal ends it as Ctrl-C does: journaled
+                directory = _backup(context, ready, options.backup_dir, _managed.record(managed))
+                _write(context, ready, directory, dry_run=False)
     _fill(report, targets, found, directory, writing and options.dry_run != "client")
     _managed.note(report, managed, options.force_managed)
     return report
@@ -722,8 +725,9 @@ def restore_fix(context: Context, options: RestoreOptions) -> Report:
         _managed.refuse(context, managed, options.force_managed, "the backup directory holds the objects as they "
                                                                   "were before the fix, to apply in the source")
     if ready and (options.apply or dry) and options.dry_run != "client":
-        for kind, step, item, left in ready:
-            _revert(context, kind, step, item, left, report, dry)
+        with nullcontext() if dry else _signals.in_progress("escape restore --apply of a fix"):
+            for kind, step, item, left in ready:
+                _revert(context, kind, step, item, left, report, dry)
     reverted = sum(1 for i in report.items if i["state"] in ("restored", "restored (dry run)"))
     mode = "applied" if options.apply and options.dry_run == "none" else (
         f"dry-run-{options.dry_run}" if options.dry_run != "none" else "plan")

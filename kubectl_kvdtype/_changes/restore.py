@@ -9,6 +9,7 @@ The Setting is never written here (``escape off``/``on`` do that): a saved Setti
 from __future__ import annotations
 
 import copy
+from contextlib import nullcontext
 from pathlib import Path
 
 import yaml
@@ -20,6 +21,7 @@ from kubectl_kvdtype._changes.rebind.steps import Action, Step
 from kubectl_kvdtype._changes.setting import OFF, blockers_of
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report, consumers_of, read_setting
+from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits.codes import RESTORE_BREAKS
 from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
 from kubectl_kvdtype._kits.status import ApiError, Conflict, Interrupted, KvdtypeError, UsageError, interrupted_status
@@ -176,6 +178,11 @@ def _last_look(context: Context, report: Report) -> None:
 
 
 def _create_all(context: Context, missing: list[tuple[Kind, dict, dict]], dry_run: bool) -> None:
+    with nullcontext() if dry_run else _signals.in_progress("escape restore --apply"):
+        _create_each(context, missing, dry_run)
+
+
+def _create_each(context: Context, missing: list[tuple[Kind, dict, dict]], dry_run: bool) -> None:
     done: list[str] = []
     for kind, obj, item in missing:
         namespace = _model.namespace_of(obj)

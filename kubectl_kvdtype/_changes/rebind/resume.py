@@ -32,6 +32,7 @@ from kubectl_kvdtype._changes.rebind.steps import (
     expectation,
 )
 from kubectl_kvdtype._commands.command import Context
+from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits.report import ObjectRef, Report
 from kubectl_kvdtype._kits.status import KvdtypeError, UsageError
 from kubectl_kvdtype._sources import model as _model
@@ -132,7 +133,7 @@ def resume(context: Context, journal: Journal, options: RebindOptions) -> Report
                              f"{len(plan.steps) - len(remaining)} of {len(plan.steps)} step(s) already done")
         check_access(context.writable_source, remaining)
         _refuse_managed_remaining(context, plan, journal, remaining, options)
-        with leased(context, plan, journal):
+        with _signals.in_progress("escape rebind --apply, resumed"), leased(context, plan, journal):
             _accept_changes(context, plan, journal)
             execute(context, plan, journal)
     return plan_report(context, plan, journal, options)

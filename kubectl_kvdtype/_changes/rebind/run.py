@@ -15,6 +15,7 @@ from kubectl_kvdtype._changes.rebind.report import plan_report
 from kubectl_kvdtype._changes.rebind.resume import find_journal, refuse_under_way_elsewhere, resume
 from kubectl_kvdtype._changes.rebind.steps import JOURNAL_ANNOTATION, NEW_BINDING_ID, Action, Plan, RebindOptions
 from kubectl_kvdtype._commands.command import Context
+from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits.report import Report
 from kubectl_kvdtype._kits.status import UsageError
 
@@ -44,11 +45,12 @@ def rebind(context: Context, options: RebindOptions) -> Report:
         check_access(context.writable_source, plan.steps)
         directory = Path(options.backup_dir) if options.backup_dir else default_directory(namespace, plan.binding)
         _record_location(plan, directory)
-        journal = Journal.create(directory, _header(context, plan), [s.to_journal() for s in plan.steps],
-                                 plan.originals)  # the backups before any write, the lease included
-        with leased(context, plan, journal, discard=True):
-            context.env.progress(f"Saved {len(plan.originals)} object(s) and the journal to {journal.directory}/")
-            execute(context, plan, journal)
+        with _signals.in_progress("escape rebind --apply"):  # a signal ends it as Ctrl-C does: journaled
+            journal = Journal.create(directory, _header(context, plan), [s.to_journal() for s in plan.steps],
+                                     plan.originals)  # the backups before any write, the lease included
+            with leased(context, plan, journal, discard=True):
+                context.env.progress(f"Saved {len(plan.originals)} object(s) and the journal to {journal.directory}/")
+                execute(context, plan, journal)
     return plan_report(context, plan, journal, options)
 
 
