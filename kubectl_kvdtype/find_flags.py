@@ -14,7 +14,7 @@ import argparse
 from kubectl_kvdtype._changes import fix as _fix
 from kubectl_kvdtype._changes.managed import FORCE_MANAGED, FORCE_MANAGED_HELP
 from kubectl_kvdtype._commands.command import Command, CommonOptions, Context
-from kubectl_kvdtype._judging.flagged import FLAG_COLUMNS, FlagInventory, build_find_flags_report  # noqa: F401 - re-exported
+from kubectl_kvdtype._judging.flags import FLAG_COLUMNS, FlagInventory, build_find_flags_report  # noqa: F401 - re-exported
 from kubectl_kvdtype._judging.managed import name_managers
 from kubectl_kvdtype._kits.report import Report
 

@@ -101,7 +101,7 @@ def test_version_and_help_import_no_subcommand_nor_yaml_nor_the_client(args):
     assert "kubectl_kvdtype._cli.main" in modules  # the probe ran the plugin
     assert modules & SUBCOMMAND_MODULES == set()
     assert {m.split(".")[0] for m in modules} & {"yaml", "kubernetes", "tabulate", "urllib3"} == set()
-    assert "kubectl_kvdtype._judging.judgement" not in modules and "kubectl_kvdtype._engines.verdicts" not in modules
+    assert "kubectl_kvdtype._judging.bindings" not in modules and "kubectl_kvdtype._engines.verdicts" not in modules
 
 
 @pytest.mark.e2e  # runs the plugin in a fresh interpreter

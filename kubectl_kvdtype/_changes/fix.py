@@ -48,7 +48,7 @@ from kubectl_kvdtype._sources.kinds import DEPLOYMENT, POD, REPLICASET, SETTING,
 from kubectl_kvdtype._sources.managers import pointer_field
 
 if TYPE_CHECKING:
-    from kubectl_kvdtype._judging.flagged import FlagInventory
+    from kubectl_kvdtype._judging.flags import FlagInventory
 
 #: The journal's ``operation`` for a fix (a rebind's journal has none).
 OPERATION = "find-flags-fix"

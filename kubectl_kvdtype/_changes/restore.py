@@ -20,7 +20,7 @@ from kubectl_kvdtype._changes.rebind.checks import check_shape
 from kubectl_kvdtype._changes.rebind.steps import Action, Step
 from kubectl_kvdtype._changes.setting import OFF, blockers_of
 from kubectl_kvdtype._commands.command import Context, confirm
-from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report, consumers_of, read_setting
+from kubectl_kvdtype._judging.bindings import BindingInventory, build_check_report, consumers_of, read_setting
 from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits.codes import RESTORE_BREAKS
 from kubectl_kvdtype._kits.report import Column, ObjectRef, Report

@@ -29,7 +29,7 @@ from kubectl_kvdtype._changes.rebind.steps import (
 )
 from kubectl_kvdtype._changes.setting import POLL_SECONDS, WAIT_GRACE, blockers_of, require_setting, write_setting
 from kubectl_kvdtype._commands.command import Context, confirm
-from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report
+from kubectl_kvdtype._judging.bindings import BindingInventory, build_check_report
 from kubectl_kvdtype._kits import progress as _progress
 from kubectl_kvdtype._kits.codes import WARNING
 from kubectl_kvdtype._kits.status import ApiError, Conflict, Interrupted, KvdtypeError, NotFound, interrupted_status

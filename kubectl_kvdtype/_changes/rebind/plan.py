@@ -37,7 +37,7 @@ from kubectl_kvdtype._changes.rebind.steps import (
 from kubectl_kvdtype._changes.setting import OFF, ON, attached_counts, blockers_of
 from kubectl_kvdtype._commands.command import Context
 from kubectl_kvdtype._engines import verdicts as _engines
-from kubectl_kvdtype._judging.judgement import (
+from kubectl_kvdtype._judging.bindings import (
     BindingInventory,
     Consumer,
     build_check_report,
