@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from kubectl_kvdtype._changes import fix as _fix
+from kubectl_kvdtype._changes.fix import apply as _fix
 from kubectl_kvdtype._changes.managed import FORCE_MANAGED, FORCE_MANAGED_HELP
 from kubectl_kvdtype._commands.command import Command, CommonOptions, Context
 from kubectl_kvdtype._judging.flags import FLAG_COLUMNS, FlagInventory, build_find_flags_report  # noqa: F401 - re-exported

@@ -61,7 +61,7 @@ def _modules() -> list[Path]:
 def test_every_question_before_a_write_is_asked_by_the_one_rule():
     asking = [p.relative_to(PACKAGE).as_posix() for p in _modules() if re.search(r"\.ask\(", p.read_text())]
     assert asking == ["_commands/command.py"]
-    for name in ("_changes/rebind/execute.py", "_changes/restore.py", "_changes/fix.py", "_changes/switch.py"):
+    for name in ("_changes/rebind/execute.py", "_changes/restore.py", "_changes/fix/apply.py", "_changes/switch.py"):
         assert re.search(r"\bconfirm\(", (PACKAGE / name).read_text()), name
 
 
@@ -132,7 +132,7 @@ def test_typed_options_refuse_a_name_the_command_line_does_not_have():
 
 
 def test_the_write_layers_never_read_the_parsed_command_line():
-    from kubectl_kvdtype._changes.fix import FixOptions
+    from kubectl_kvdtype._changes.fix.apply import FixOptions
     from kubectl_kvdtype._changes.journal import RestoreOptions
     from kubectl_kvdtype._changes.rebind.steps import RebindOptions
     from kubectl_kvdtype._changes.switch import SwitchOptions

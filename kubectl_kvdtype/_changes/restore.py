@@ -44,7 +44,8 @@ def restore(context: Context, options: RestoreOptions) -> Report:
     """Plan by default; --apply creates each missing object; --dry-run=server sends them with dryRun=All."""
     source = context.source
     directory = Path(options.directory)
-    from kubectl_kvdtype._changes import fix as _fix  # a find-flags --fix backup is reverted by patches, not re-created
+    # A find-flags --fix backup is reverted by patches, not re-created.
+    from kubectl_kvdtype._changes.fix import restore as _fix
 
     journal = None
     if (directory / JOURNAL).exists():
