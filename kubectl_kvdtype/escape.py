@@ -26,7 +26,7 @@ from kubectl_kvdtype._changes.rebind.steps import RebindOptions, Strategy
 from kubectl_kvdtype._changes.restore import restore
 from kubectl_kvdtype._changes.setting import OFF, ON
 from kubectl_kvdtype._changes.switch import SwitchOptions, status, switch
-from kubectl_kvdtype._commands.command import Command, CommonOptions, Context
+from kubectl_kvdtype._commands.command import APPLY_CONSENT, YES_NEEDED, Command, CommonOptions, Context
 from kubectl_kvdtype._commands.flags import HelpFormatter, examples_epilog, parse_duration
 from kubectl_kvdtype._kits.codes import WARNING
 from kubectl_kvdtype._kits.report import Report
@@ -143,7 +143,7 @@ def _dry_run_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def _switch_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    parser.add_argument("--yes", "-y", action="store_true", help=YES_NEEDED)
     _dry_run_flag(parser)
     parser.add_argument("--wait", nargs="?", type=parse_duration, const=DEFAULT_WAIT, default=None,
                         metavar="DURATION",
@@ -165,7 +165,8 @@ def _rebind_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force-unknown-dtype", action="store_true",
                         help="use a --dtype that this tool's engine tables do not know for a moved deployment's engine")
     parser.add_argument("--apply", action="store_true",
-                        help="carry the plan out (default: print it, change nothing); on a terminal it asks first")
+                        help="carry the plan out (default: print it, change nothing); on a terminal it asks first; "
+                             f"{APPLY_CONSENT}")
     parser.add_argument("--yes", "-y", action="store_true", help="with --apply on a terminal: do not ask")
     parser.add_argument("--backup-dir", metavar="DIR",
                         help="where to save the originals and the journal (default "
@@ -178,7 +179,8 @@ def _restore_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", metavar="DIR",
                         help="a backup directory written by escape rebind --apply or find-flags --fix --apply")
     parser.add_argument("--apply", action="store_true",
-                        help="create the missing objects (default: print the plan, change nothing)")
+                        help="create the missing objects (default: print the plan, change nothing); on a terminal it "
+                             f"asks first when a restored Binding breaks its consumers; {APPLY_CONSENT}")
     parser.add_argument("--yes", "-y", action="store_true", help="with --apply on a terminal: do not ask")
     parser.add_argument(FORCE_MANAGED, action="store_true", help=f"with --apply: {FORCE_MANAGED_HELP}")
     _dry_run_flag(parser)

@@ -25,29 +25,29 @@ class _Terminal(io.StringIO):
         return True
 
 
-def _context(yes: bool, terminal: bool, answer: str = "") -> Context:
+def _context(yes: bool, terminal: bool, answer: str = "", apply: bool = False) -> Context:
     stdin = _Terminal(answer + "\n") if terminal else io.StringIO(answer + "\n")
     env = Environment(stdin=stdin, stdout=io.StringIO(), stderr=io.StringIO(), environ={})
-    return Context(options=argparse.Namespace(yes=yes), common=CommonOptions(yes=yes), env=env)
+    return Context(options=argparse.Namespace(yes=yes), common=CommonOptions(yes=yes, apply=apply), env=env)
 
 
-@pytest.mark.parametrize("consented", [False, True])
-def test_the_confirmation_rule(consented):
+@pytest.mark.parametrize("apply", [False, True])
+def test_the_confirmation_rule(apply):
     shown: list[str] = []
-    confirm(_context(yes=True, terminal=True), "Write?", show=lambda: shown.append("x"), consented=consented)
+    confirm(_context(yes=True, terminal=True, apply=apply), "Write?", show=lambda: shown.append("x"))
     assert shown == []  # --yes: neither shown nor asked
     for answer in ("y", "YES"):
-        context = _context(yes=False, terminal=True, answer=answer)
-        confirm(context, "Write?", show=lambda: shown.append("x"), consented=consented)
+        context = _context(yes=False, terminal=True, answer=answer, apply=apply)
+        confirm(context, "Write?", show=lambda: shown.append("x"))
         assert context.env.stderr.getvalue().endswith("Write? [y/N]: ")
     assert shown == ["x", "x"]  # shown before each question
     for answer in ("", "n", "yep"):
         with pytest.raises(KvdtypeError, match="not confirmed; nothing was changed") as refused:
-            confirm(_context(yes=False, terminal=True, answer=answer), "Write?", consented=consented)
+            confirm(_context(yes=False, terminal=True, answer=answer, apply=apply), "Write?")
         assert refused.value.status != ExitStatus.USAGE
-    unattended = _context(yes=False, terminal=False, answer="y")
-    if consented:  # --apply on the command line is the consent a script gives
-        confirm(unattended, "Write?", consented=True)
+    unattended = _context(yes=False, terminal=False, answer="y", apply=apply)
+    if apply:  # --apply on the command line is the consent a script gives, for every write that has it
+        confirm(unattended, "Write?")
         assert unattended.env.stderr.getvalue() == ""
     else:
         with pytest.raises(UsageError, match="stdin is not a terminal, so pass --yes"):

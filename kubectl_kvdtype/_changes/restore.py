@@ -175,7 +175,7 @@ def _last_look(context: Context, report: Report) -> None:
             context.env.warn(finding.message)
 
     if breaks:  # without a terminal, --apply is the consent (``confirm``)
-        confirm(context, "Restore anyway?", show=show, consented=True)
+        confirm(context, "Restore anyway?", show=show)
 
 
 def _create_all(context: Context, missing: list[tuple[Kind, dict, dict]], dry_run: bool) -> None:

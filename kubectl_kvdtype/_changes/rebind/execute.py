@@ -63,8 +63,8 @@ def leased(context: Context, plan: Plan, journal: Journal, discard: bool = False
 
 
 def last_look(context: Context, plan: Plan, question: str, steps: Optional[list[Step]] = None) -> None:
-    """On a terminal, show the steps and ask (``confirm``: --yes skips it). Without a terminal,
-    --apply itself is the consent: scripts pass it already."""
+    """On a terminal, show the steps and ask (``confirm``: --yes skips it; without a terminal,
+    --apply is the consent)."""
     env = context.env
 
     def show() -> None:
@@ -75,7 +75,7 @@ def last_look(context: Context, plan: Plan, question: str, steps: Optional[list[
             if finding.severity == WARNING:
                 env.warn(f"{finding.code}: {finding.message}")
 
-    confirm(context, question, show=show, consented=True)
+    confirm(context, question, show=show)
 
 
 def check_access(source: WritableSource, steps: list[Step]) -> None:
