@@ -6,7 +6,7 @@
 
 Builds the same objects as benchmarks/bench.py (each deployment with its Binding and two replica
 Pods; a tenth of the Bindings spell bf16, a twentieth of the roles pass the flag themselves),
-slims the Pods as a live LIST does, and times ``verify.build_verify_report`` over them: the first run
+slims the Pods as a live LIST does, and times ``_judging.replicas.build_verify_report`` over them: the first run
 (every argv reader cache cold, the engine tables loaded) and the median of the runs after it, in
 CPU seconds. No cluster and no kubectl: this is the judging cost alone. The benchmark's
 deployments all serve one model, so their replicas run a handful of distinct argvs;
@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench import objects  # noqa: E402
-from kubectl_kvdtype import verify  # noqa: E402
+from kubectl_kvdtype._judging import replicas as verify  # noqa: E402
 from kubectl_kvdtype._sources import model as _model
 
 

@@ -1,13 +1,13 @@
 """``kubectl kvdtype check``: every Binding's dtype against the engines that consume it.
 
-Replaces Step 1 of the upgrade guide. The judgement itself is ``_judging.judgement``'s (``escape`` and
+Replaces Step 1 of the upgrade guide. The judgement itself is ``_judging.bindings``'s (``escape`` and
 ``verify`` share it); this module is the command line around it.
 """
 
 from __future__ import annotations
 
 from kubectl_kvdtype._commands.command import Command, Context
-from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report
+from kubectl_kvdtype._judging.bindings import BindingInventory, build_check_report
 from kubectl_kvdtype._judging.managed import name_managers, reader_for
 from kubectl_kvdtype._kits.report import Report
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD

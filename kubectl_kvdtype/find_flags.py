@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 
-from kubectl_kvdtype._changes import fix as _fix
+from kubectl_kvdtype._changes.fix import apply as _fix
 from kubectl_kvdtype._changes.managed import FORCE_MANAGED, FORCE_MANAGED_HELP
-from kubectl_kvdtype._commands.command import Command, CommonOptions, Context
-from kubectl_kvdtype._judging.flagged import FLAG_COLUMNS, FlagInventory, build_find_flags_report  # noqa: F401 - re-exported
+from kubectl_kvdtype._commands.command import APPLY_CONSENT, Command, CommonOptions, Context
+from kubectl_kvdtype._judging.flags import FLAG_COLUMNS, FlagInventory, build_find_flags_report  # noqa: F401 - re-exported
 from kubectl_kvdtype._judging.managed import name_managers
 from kubectl_kvdtype._kits.report import Report
 
@@ -59,8 +59,9 @@ def add_fix_flags(parser: argparse.ArgumentParser) -> None:
                      help="plan the removal of every flag found: one JSON patch per role's deployment or workload "
                           "(an injected Pod's top controller); changes nothing without --apply")
     fix.add_argument("--apply", action="store_true",
-                     help="with --fix: back the objects up, then patch them (asks [y/N] on a terminal)")
-    fix.add_argument("--yes", "-y", action="store_true", help="with --apply: do not ask")
+                     help=f"with --fix: back the objects up, then patch them (asks [y/N] on a terminal; "
+                          f"{APPLY_CONSENT})")
+    fix.add_argument("--yes", "-y", action="store_true", help="with --apply on a terminal: do not ask")
     fix.add_argument("--dry-run", nargs="?", const="client", default="none", choices=("none", "client", "server"),
                      help="with --fix: client: send nothing; server: send every patch with dryRun=All")
     fix.add_argument("--accept-dtype-change", action="store_true",

@@ -41,6 +41,10 @@ HOLDERS = {
         "test_managers.py::test_each_manager_is_recognized_served_by_the_fake_exercised_and_in_the_reference_table"],
     "a subcommand": ["test_change_rows.py::test_a_subcommand_row_is_listed_run_completed_and_in_the_man_page",
                      "test_layers.py::test_the_registry_names_every_subcommand_by_module_path"],
+    "a write to a cluster": [
+        "test_signal_ownership.py::test_a_write_with_no_apply_flag_ends_as_on_ctrl_c_and_a_read_ends_at_once",
+        "test_signal_ownership.py::test_every_module_that_writes_enters_in_progress_and_the_command_line_guesses_nothing",
+        "test_consent.py::test_without_a_terminal_apply_is_the_consent_of_every_write_that_plans_first"],
 }
 
 

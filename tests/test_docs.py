@@ -22,8 +22,9 @@ LAYOUT = (ROOT / "docs" / "development.md").read_text(encoding="utf-8").split("#
 
 
 def _modules() -> dict[str, set[str]]:
-    """Per layer subpackage, its modules (``__init__`` aside)."""
+    """Per layer subpackage, its modules (``__init__`` aside) and its own packages (``_changes.rebind``)."""
     return {package.name: {p.stem for p in package.glob("*.py") if p.stem != "__init__"}
+            | {p.name for p in package.iterdir() if (p / "__init__.py").is_file()}
             for package in PACKAGE.iterdir() if (package / "__init__.py").is_file()}
 
 

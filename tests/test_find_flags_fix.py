@@ -144,10 +144,11 @@ def test_dry_run_server_sends_dry_run_patches_and_changes_nothing(cluster, fake,
     assert not list(tmp_path.glob("kvdtype-backup-*"))
 
 
-def test_without_a_terminal_apply_needs_yes(cluster, fake, tmp_path):
+def test_without_a_terminal_apply_is_the_consent(cluster, fake, tmp_path):
+    """As for every write that plans by default (issue 39: one consent rule, tests/test_consent.py)."""
     result = run(cluster, tmp_path, "find-flags", "-n", NS, "--fix", "--apply")
-    assert result.returncode == 2 and "pass --yes" in result.stderr
-    assert not patches(fake) and not list(tmp_path.glob("kvdtype-backup-*"))
+    assert result.returncode == 1 and "[y/N]" not in result.stderr, result.stderr  # the refused ones remain
+    assert len(patches(fake)) == 4 and len(list(tmp_path.glob("kvdtype-backup-*"))) == 1
 
 
 def test_yaml_prints_patched_manifests_and_patch_the_json_patches_kubectl_applies(cluster, fake, tmp_path):

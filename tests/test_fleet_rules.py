@@ -133,7 +133,7 @@ def test_contexts_complete_the_name_after_the_last_comma(tmp_path: Path):
 
 
 def test_todo_commands_name_the_context_quoted_for_the_shell():
-    from kubectl_kvdtype.preflight import in_context
+    from kubectl_kvdtype._judging.todo import in_context
 
     command = "kubectl get pod p -n ns -o yaml > p.yaml  && kubectl kvdtype check -n ns -o wide"
     assert in_context(command, "prod-eu") == ("kubectl --context prod-eu get pod p -n ns -o yaml > p.yaml  && "

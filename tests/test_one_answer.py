@@ -15,11 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _support import codes, kvdtype, report, seed
-from kubectl_kvdtype import preflight, verify
 from kubectl_kvdtype._engines import verdicts as _engines
-from kubectl_kvdtype._judging import judgement as _judgement
+from kubectl_kvdtype._judging import bindings as _bindings
+from kubectl_kvdtype._judging import readiness as preflight
+from kubectl_kvdtype._judging import replicas as verify
 from kubectl_kvdtype._judging import upgrade as _upgrade
-from kubectl_kvdtype._judging.flagged import FlagInventory, build_find_flags_report
+from kubectl_kvdtype._judging.flags import FlagInventory, build_find_flags_report
 from kubectl_kvdtype._sources import model as _model
 from test_verdicts import SETTING_ON, binding, deployment
 
@@ -205,9 +206,9 @@ def test_check_preflight_verify_and_find_flags_give_one_answer(generated, genera
         deployments.append(dep)
         replicas.append(_replica(dep, _upgrade.rendered_role_argv(dep, _model.roles_of(dep)[0], dtype)))
     flags = FlagInventory(deployments, bindings, pods)
-    check_inventory = _judgement.BindingInventory(bindings, _judgement.consumers_of(deployments, pods), deployments,
+    check_inventory = _bindings.BindingInventory(bindings, _bindings.consumers_of(deployments, pods), deployments,
                                                   SETTING_ON, None)
-    checked = _judgement.build_check_report(check_inventory, "gpustack-system")
+    checked = _bindings.build_check_report(check_inventory, "gpustack-system")
     flighted = preflight.build_report(check_inventory, flags, "gpustack-system")
     verified = verify.build_verify_report(verify.PodInventory(
         deployments, {("gen", _model.name_of(b)): b for b in bindings}, replicas, pods, SETTING_ON, None))

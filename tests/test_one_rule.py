@@ -25,29 +25,29 @@ class _Terminal(io.StringIO):
         return True
 
 
-def _context(yes: bool, terminal: bool, answer: str = "") -> Context:
+def _context(yes: bool, terminal: bool, answer: str = "", apply: bool = False) -> Context:
     stdin = _Terminal(answer + "\n") if terminal else io.StringIO(answer + "\n")
     env = Environment(stdin=stdin, stdout=io.StringIO(), stderr=io.StringIO(), environ={})
-    return Context(options=argparse.Namespace(yes=yes), common=CommonOptions(yes=yes), env=env)
+    return Context(options=argparse.Namespace(yes=yes), common=CommonOptions(yes=yes, apply=apply), env=env)
 
 
-@pytest.mark.parametrize("consented", [False, True])
-def test_the_confirmation_rule(consented):
+@pytest.mark.parametrize("apply", [False, True])
+def test_the_confirmation_rule(apply):
     shown: list[str] = []
-    confirm(_context(yes=True, terminal=True), "Write?", show=lambda: shown.append("x"), consented=consented)
+    confirm(_context(yes=True, terminal=True, apply=apply), "Write?", show=lambda: shown.append("x"))
     assert shown == []  # --yes: neither shown nor asked
     for answer in ("y", "YES"):
-        context = _context(yes=False, terminal=True, answer=answer)
-        confirm(context, "Write?", show=lambda: shown.append("x"), consented=consented)
+        context = _context(yes=False, terminal=True, answer=answer, apply=apply)
+        confirm(context, "Write?", show=lambda: shown.append("x"))
         assert context.env.stderr.getvalue().endswith("Write? [y/N]: ")
     assert shown == ["x", "x"]  # shown before each question
     for answer in ("", "n", "yep"):
         with pytest.raises(KvdtypeError, match="not confirmed; nothing was changed") as refused:
-            confirm(_context(yes=False, terminal=True, answer=answer), "Write?", consented=consented)
+            confirm(_context(yes=False, terminal=True, answer=answer, apply=apply), "Write?")
         assert refused.value.status != ExitStatus.USAGE
-    unattended = _context(yes=False, terminal=False, answer="y")
-    if consented:  # --apply on the command line is the consent a script gives
-        confirm(unattended, "Write?", consented=True)
+    unattended = _context(yes=False, terminal=False, answer="y", apply=apply)
+    if apply:  # --apply on the command line is the consent a script gives, for every write that has it
+        confirm(unattended, "Write?")
         assert unattended.env.stderr.getvalue() == ""
     else:
         with pytest.raises(UsageError, match="stdin is not a terminal, so pass --yes"):
@@ -61,7 +61,7 @@ def _modules() -> list[Path]:
 def test_every_question_before_a_write_is_asked_by_the_one_rule():
     asking = [p.relative_to(PACKAGE).as_posix() for p in _modules() if re.search(r"\.ask\(", p.read_text())]
     assert asking == ["_commands/command.py"]
-    for name in ("_changes/rebind.py", "_changes/restore.py", "_changes/fix.py", "escape.py"):
+    for name in ("_changes/rebind/execute.py", "_changes/restore.py", "_changes/fix/apply.py", "_changes/switch.py"):
         assert re.search(r"\bconfirm\(", (PACKAGE / name).read_text()), name
 
 
@@ -114,14 +114,14 @@ def test_argparse_stays_in_the_command_line_layers():
 def test_typed_options_refuse_a_name_the_command_line_does_not_have():
     from kubectl_kvdtype._commands.command import Command, CommonOptions
     from kubectl_kvdtype.completion import CompletionOptions
-    from kubectl_kvdtype.escape import SwitchOptions, rebind_options, restore_options
+    from kubectl_kvdtype.escape import rebind_options, restore_options, switch_options
     from kubectl_kvdtype.find_flags import fix_options
     from kubectl_kvdtype.verify import VerifyOptions
 
     assert not hasattr(Command, "option")  # no default for a misspelt name
     common = CommonOptions()
     builders = (lambda n: rebind_options(n, common), lambda n: fix_options(n, common),
-                lambda n: restore_options(n, common), VerifyOptions.of, lambda n: SwitchOptions.of(n, "on"),
+                lambda n: restore_options(n, common), VerifyOptions.of, lambda n: switch_options(n, "on"),
                 CompletionOptions.of)
     for build in builders:
         with pytest.raises(AttributeError):
@@ -132,15 +132,17 @@ def test_typed_options_refuse_a_name_the_command_line_does_not_have():
 
 
 def test_the_write_layers_never_read_the_parsed_command_line():
-    from kubectl_kvdtype._changes.fix import FixOptions
+    from kubectl_kvdtype._changes.fix.apply import FixOptions
     from kubectl_kvdtype._changes.journal import RestoreOptions
-    from kubectl_kvdtype._changes.rebind import RebindOptions
+    from kubectl_kvdtype._changes.rebind.steps import RebindOptions
+    from kubectl_kvdtype._changes.switch import SwitchOptions
     from kubectl_kvdtype._sources.connection import ConnectionOptions
 
     for folder in ("_changes", "_judging", "_sources"):
-        for path in sorted((PACKAGE / folder).glob("*.py")):
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
             assert "context.options" not in path.read_text(encoding="utf-8"), path.name
-    for typed in (RebindOptions, FixOptions, RestoreOptions, ConnectionOptions):  # built by the subcommands
+    # Built by the subcommands:
+    for typed in (RebindOptions, FixOptions, RestoreOptions, SwitchOptions, ConnectionOptions):
         assert not hasattr(typed, "of") and not hasattr(typed, "from_flags"), typed
 
 

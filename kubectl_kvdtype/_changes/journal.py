@@ -28,8 +28,8 @@ from kubectl_kvdtype._sources import model as _model
 @dataclass(frozen=True)
 class RestoreOptions:
     """``escape restore``'s flags, typed: what putting back a backup directory reads (a rebind's,
-    ``_changes.restore``, or a find-flags --fix's, ``_changes.fix.restore_fix``), taken by the subcommand from the
-    parsed command line."""
+    ``_changes.restore``, or a find-flags --fix's, ``_changes.fix.restore.restore_fix``), taken by
+    the subcommand from the parsed command line."""
 
     directory: str
     apply: bool

@@ -33,7 +33,10 @@ FORCE_MANAGED = "--force-managed"
 FORCE_MANAGED_HELP = ("write objects that Helm, Argo CD, Flux, a controller or another field manager manages "
                       "(refused without it): the journal records them and a warning names each that will put the "
                       "change back")
+#: How a write changes an object, as a refusal or a warning says it.
 DELETE, RECREATE, PATCH = "delete and create again", "create again", "patch"
+#: A deletion that nothing creates again (a rebind's old Binding, a side-by-side original).
+DELETE_ONLY = "delete"
 
 
 @dataclass(frozen=True)

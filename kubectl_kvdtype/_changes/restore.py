@@ -9,17 +9,20 @@ The Setting is never written here (``escape off``/``on`` do that): a saved Setti
 from __future__ import annotations
 
 import copy
+from contextlib import nullcontext
 from pathlib import Path
 
 import yaml
 
 from kubectl_kvdtype._changes import managed as _managed
 from kubectl_kvdtype._changes.journal import JOURNAL, Journal, RestoreOptions
-from kubectl_kvdtype._changes.rebind import check_shape
+from kubectl_kvdtype._changes.rebind.checks import check_shape
+from kubectl_kvdtype._changes.rebind.steps import Action, Step
 from kubectl_kvdtype._changes.setting import OFF, blockers_of
 from kubectl_kvdtype._commands.command import Context, confirm
-from kubectl_kvdtype._judging.judgement import BindingInventory, build_check_report, consumers_of, read_setting
+from kubectl_kvdtype._judging.bindings import BindingInventory, build_check_report, consumers_of, read_setting
 from kubectl_kvdtype._kits import files as _files
+from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits.codes import RESTORE_BREAKS
 from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
 from kubectl_kvdtype._kits.status import ApiError, Conflict, Interrupted, KvdtypeError, UsageError, interrupted_status
@@ -43,7 +46,8 @@ def restore(context: Context, options: RestoreOptions) -> Report:
     """Plan by default; --apply creates each missing object; --dry-run=server sends them with dryRun=All."""
     source = context.source
     directory = Path(options.directory)
-    from kubectl_kvdtype._changes import fix as _fix  # a find-flags --fix backup is reverted by patches, not re-created
+    # A find-flags --fix backup is reverted by patches, not re-created.
+    from kubectl_kvdtype._changes.fix import restore as _fix
 
     journal = None
     if (directory / JOURNAL).exists():
@@ -93,7 +97,8 @@ def _check_saved(journal: Journal, saved: list[dict]) -> None:
     moves, the Setting; a file put beside them (a planted backup) is refused before any create."""
     check_shape(journal)
     namespace, binding = journal.data["namespace"], journal.data["binding"]
-    moved = {s.get("name") for s in journal.steps if s.get("kind") == DEPLOYMENT.name and s.get("action") == "delete"}
+    steps = [Step.from_journal(entry) for entry in journal.steps]
+    moved = {s.name for s in steps if s.kind == DEPLOYMENT.name and s.action is Action.DELETE}
     for obj in saved:
         kind, where, name = obj["kind"], _model.namespace_of(obj), _model.name_of(obj)
         ours = kind == SETTING.name or (where == namespace and (
@@ -173,10 +178,15 @@ def _last_look(context: Context, report: Report) -> None:
             context.env.warn(finding.message)
 
     if breaks:  # without a terminal, --apply is the consent (``confirm``)
-        confirm(context, "Restore anyway?", show=show, consented=True)
+        confirm(context, "Restore anyway?", show=show)
 
 
 def _create_all(context: Context, missing: list[tuple[Kind, dict, dict]], dry_run: bool) -> None:
+    with nullcontext() if dry_run else _signals.in_progress("escape restore --apply"):
+        _create_each(context, missing, dry_run)
+
+
+def _create_each(context: Context, missing: list[tuple[Kind, dict, dict]], dry_run: bool) -> None:
     done: list[str] = []
     for kind, obj, item in missing:
         namespace = _model.namespace_of(obj)

@@ -15,8 +15,10 @@ the terminal runs alone (``credentials._INTERACTIVE_PLUGIN``). Threads rather th
 reports stay objects every output renders, and the interpreter and client are loaded once, not
 once per context (the fixed ~0.5 s of CPU a single run pays).
 
-Ctrl-C or SIGTERM stop the fleet: no context starts after it, the error line says which contexts
-had finished, and ``main`` ends the process without waiting for requests still under way.
+Ctrl-C, SIGTERM or SIGHUP stop the fleet: no context starts after it, the error line says which
+contexts had finished, and ``main`` ends the process without waiting for requests still under way.
+The fleet is in progress as a write is (``_kits.signals.in_progress``), so that a signal raises in
+its wait instead of ending the process before it says so.
 """
 
 from __future__ import annotations
@@ -25,17 +27,16 @@ import argparse
 import copy
 import fnmatch
 import io
-import signal
 import threading
 import time
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional, TextIO, cast
+from typing import Callable, Optional, TextIO, cast
 
 from kubectl_kvdtype._commands.command import CommonOptions, Context
+from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.report import FleetMember, FleetReport, Report
-from kubectl_kvdtype._kits.status import ExitStatus, KvdtypeError, UsageError
+from kubectl_kvdtype._kits.status import ExitStatus, KvdtypeError, UsageError, interrupted_status
 from kubectl_kvdtype._output.render import format_named
 
 #: Flags that say which cluster or who for one context, or read manifests: a fleet takes each
@@ -109,12 +110,6 @@ class FleetInterrupted(KvdtypeError):
     status = ExitStatus.INTERRUPTED
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread: the fleet stops as on Ctrl-C, with SIGTERM's exit status."""
-
-    status = ExitStatus.TERMINATED
-
-
 #: Says a bug met in one context in one line (``_cli.main.internal_error``).
 Describe = Callable[[Exception, Environment], str]
 
@@ -145,7 +140,7 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
 
     workers = [threading.Thread(target=work, name=f"kvdtype-context-{n}", daemon=True)
                for n in range(min(options.parallel, len(names)))]
-    with _sigterm_interrupts():
+    with _signals.in_progress("a fleet run"):
         try:
             for worker in workers:
                 threads.start(worker)
@@ -205,27 +200,15 @@ def _interrupted(names: list[str], members: list[Optional[FleetMember]],
                  interrupt: KeyboardInterrupt) -> FleetInterrupted:
     done = [name for name, member in zip(names, members, strict=True) if member is not None]
     rest = [name for name, member in zip(names, members, strict=True) if member is None]
-    what = "terminated (SIGTERM)" if isinstance(interrupt, _Terminated) else "interrupted"
+    status = interrupted_status(interrupt)
+    what = _STOPPED_BY.get(status, "interrupted")
     error = FleetInterrupted(f"{what}: {len(done)} of {len(names)} context(s) finished"
                              f"{' (' + ', '.join(done) + ')' if done else ''}; not finished: {', '.join(rest)}")
-    error.status = getattr(interrupt, "status", ExitStatus.INTERRUPTED)
+    error.status = status
     return error
 
 
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """While inside, SIGTERM (a CI cancel, ``timeout``) raises ``_Terminated`` in the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise _Terminated()
+#: How the fleet's error line says what stopped it (Ctrl-C: "interrupted").
+_STOPPED_BY = {ExitStatus.TERMINATED: "terminated (SIGTERM)", ExitStatus.HANGUP: "hung up (SIGHUP)"}
 
 

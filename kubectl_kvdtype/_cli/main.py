@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import signal
 import sys
 import traceback
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
@@ -21,6 +20,7 @@ from kubectl_kvdtype._commands.flags import DEFAULT_PARALLEL, check_header_flags
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits import progress as _progress
 from kubectl_kvdtype._kits import settings as _settings
+from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits.display import cut_words, shown
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.secrets import redact
@@ -108,7 +108,6 @@ def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequenc
         options = parse(argv, formats)
         _settings.check(env.environ)  # a bad value of the plugin's own settings: one sentence, exit 2
         _extra_engine_tables(env)
-        _RUN["writes"] = _may_write(options)
         if _fleet.requested(options):
             return _run_fleet(options, env, ticker, formats)
         context = Context(options=options, common=CommonOptions.of(options), env=env)
@@ -133,7 +132,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequenc
     except KvdtypeError as error:
         message = _with_help_hint(error.message, options) if error.status == ExitStatus.USAGE else error.message
         return _fail(env, message, error.status, ticker, argv)
-    except Signalled as signalled:  # SIGTERM/SIGHUP outside a write: nothing to resume, nothing to say
+    except Signalled as signalled:  # SIGTERM/SIGHUP in a write's block but outside its steps: nothing half done
         if ticker:
             ticker.stop()
         return int(signalled.status)
@@ -299,7 +298,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         return complete(sys.argv[1:])  # the binary linked as kubectl_complete-kvdtype (krew installs)
     if argv is None:
-        _end_on_signals()
+        _signals.install()  # SIGTERM and SIGHUP end a read at once, a write in progress as Ctrl-C does
     status = run(sys.argv[1:] if argv is None else argv)
     if status in (ExitStatus.INTERRUPTED, *SIGNAL_STATUS.values()) and argv is None:
         # Parallel LISTs may still be waiting on a silent server: interpreter shutdown would join
@@ -311,35 +310,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 pass
         os._exit(status)
     return status
-
-
-#: Whether this run may write (``--apply``, ``escape off``/``on``): what a signal does depends on it.
-_RUN = {"writes": False}
-
-
-def _may_write(options: argparse.Namespace) -> bool:
-    switch = options.command == "escape" and getattr(options, "escape_action", None) in ("off", "on")
-    return bool(getattr(options, "apply", False) or switch)
-
-
-def _end_on_signals() -> None:
-    """SIGTERM and SIGHUP (a CI cancel, ``timeout``, a closed terminal) raise ``Signalled`` in the
-    main thread of a run that may write, so that a write ends as on Ctrl-C: journaled, with how to
-    resume (a second one while that is said and the lease given back is ignored). A read-only run
-    ends at once, quietly: nothing to resume, and no parallel LIST left to wait for."""
-
-    def handler(number: int, _frame: object) -> None:
-        status = SIGNAL_STATUS[signal.Signals(number).name]
-        if not _RUN["writes"]:
-            os._exit(int(status))
-        for name in SIGNAL_STATUS:
-            if hasattr(signal, name):
-                signal.signal(getattr(signal, name), signal.SIG_IGN)
-        raise Signalled(status)
-
-    for name in SIGNAL_STATUS:
-        if hasattr(signal, name):  # Windows has no SIGHUP
-            signal.signal(getattr(signal, name), handler)
 
 
 def _tolerant_streams() -> None:

@@ -50,6 +50,9 @@ class CommonOptions:
     fail_on: Optional[str] = None
     #: --yes, a flag of every subcommand that writes: False where it has none.
     yes: bool = False
+    #: --apply, the flag of the writes that plan by default (escape rebind and restore, find-flags
+    #: --fix): the command line asking for the write. False where the subcommand has none.
+    apply: bool = False
     connection: ConnectionOptions = field(default_factory=ConnectionOptions)
 
     @classmethod
@@ -59,7 +62,8 @@ class CommonOptions:
                    all_namespaces=bool(flags.all_namespaces), system_namespace=flags.system_namespace,
                    output=flags.output, no_headers=bool(flags.no_headers), exit_zero=bool(flags.exit_zero),
                    ignore=tuple(flags.ignore or ()), fail_on=getattr(flags, "fail_on", None),
-                   yes=bool(getattr(flags, "yes", False)), connection=connection_of(flags))
+                   yes=bool(getattr(flags, "yes", False)), apply=bool(getattr(flags, "apply", False)),
+                   connection=connection_of(flags))
 
 
 @dataclass
@@ -172,19 +176,28 @@ class Command:
         raise NotImplementedError
 
 
-def confirm(context: Context, question: str, *, show: Optional[Callable[[], None]] = None,
-            consented: bool = False) -> None:
-    """The one rule before every write this tool asks about (escape off/on, find-flags --fix,
-    escape rebind --apply, escape restore --apply): ``--yes`` goes on without asking. On a terminal,
-    ``show`` says what is about to be written, then ``question [y/N]`` is asked on stderr, and any
-    answer but y/yes changes nothing (exit 1). Without a terminal nothing can be asked: the run goes
-    on only when its command line ``consented`` already (``--apply``, which scripts pass), else it is
-    refused (exit 2)."""
+#: What the help of every ``--apply`` says of the one consent rule (``confirm``).
+APPLY_CONSENT = "without a terminal, --apply is the consent: nothing is asked"
+#: What the help of ``--yes`` says where the action itself is the write (escape off and on).
+YES_NEEDED = ("do not ask for confirmation; without a terminal it is needed: the action is the write, "
+              "cluster-wide, with no plan first and no --apply")
+
+
+def confirm(context: Context, question: str, *, show: Optional[Callable[[], None]] = None) -> None:
+    """The one rule before every write this tool asks about (escape rebind and restore, find-flags
+    --fix, escape off and on): ``--yes`` goes on without asking. On a terminal, ``show`` says what
+    is about to be written, then ``question [y/N]`` is asked on stderr, and any answer but y/yes
+    changes nothing (exit 3). Without a terminal nothing can be asked, and a command line that
+    asked for the write goes on: ``--apply``, which a write that plans by default takes to carry
+    its plan out (as ``kubectl apply`` or ``kubectl delete`` ask nothing of a script). ``escape
+    off`` and ``on`` have no plan to look at first and no ``--apply``: the action's name is the
+    whole command, and it recreates every pool-attached replica in the cluster, so without a
+    terminal they are refused (exit 2) unless ``--yes`` says the script means it."""
     env = context.env
     if context.common.yes:
         return
     if not env.stdin_isatty:
-        if consented:
+        if context.common.apply:
             return
         raise UsageError("refusing to write without confirmation: stdin is not a terminal, so pass --yes "
                          "to confirm (nothing was changed)")

@@ -1,3 +1,5 @@
-"""Judgement the subcommands share: check's judgement of every Binding, the flags roles and Pods
-pass themselves, and the dry run of the upgrade's argv per role. Reads, never writes.
+"""Each subcommand's judgement, one module for what it judges: the Bindings (``bindings``), the
+flags roles and Pods pass themselves (``flags``), the replicas (``replicas``) and whether their
+rollout is done (``rollout``), the upgrade's dry run (``upgrade``), the go/no-go (``readiness``)
+and its to-do list (``todo``), and who manages what was found (``managed``). Reads, never writes.
 """

@@ -1,4 +1,4 @@
-"""The judgement ``check`` makes, shared with ``verify`` and ``escape``.
+"""Every Binding against the engines that consume it: ``check``'s judgement, shared with ``verify`` and ``escape``.
 
 For each KVCachePoolBinding: its consumers (ModelDeployments naming it in
 ``spec.kvCache.poolRef.name``, injected Pods naming it in their binding annotation), a verdict per
