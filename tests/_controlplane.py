@@ -868,6 +868,9 @@ class SettingFollower:
         self._stopping = threading.Event()
         self._conn: Optional[http.client.HTTPSConnection] = None
         self._thread = threading.Thread(target=self._run, name="setting-follower", daemon=True)
+        # The harness's own thread: it shares a pytest-xdist worker with fast-tier tests, whose
+        # guard (conftest.HARNESS_THREAD) must not take its watch's reconnects for theirs.
+        self._thread.kvdtype_harness = True  # type: ignore[attr-defined]
         self.errors: list[str] = []
 
     def start(self) -> None:

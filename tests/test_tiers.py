@@ -6,11 +6,12 @@ import ast
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from conftest import _FastTierGuard
+from conftest import HARNESS_THREAD, _FastTierGuard
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 
@@ -23,6 +24,37 @@ def test_the_fast_tier_refuses_a_socket_and_a_subprocess(request):
     with pytest.raises(RuntimeError, match="is not marked e2e"):
         subprocess.run([sys.executable, "-c", "pass"], check=False)
     assert _FastTierGuard.events == ["socket.bind", "subprocess.Popen"]
+    _FastTierGuard.events.clear()  # refused as intended: do not fail this test for it
+
+
+def _bind_in_a_thread(harness: bool) -> list[BaseException]:
+    """Bind a socket in another thread (marked as the harness's or not); what it raised."""
+    raised: list[BaseException] = []
+
+    def bind() -> None:
+        try:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+        except RuntimeError as error:
+            raised.append(error)
+
+    thread = threading.Thread(target=bind)
+    if harness:
+        setattr(thread, HARNESS_THREAD, True)
+    thread.start()
+    thread.join()
+    return raised
+
+
+def test_the_harness_threads_sockets_are_not_a_fast_tier_tests_but_any_other_threads_are():
+    # The real control plane's Setting follower reconnects its watch whenever the server ends it,
+    # beside whichever fast-tier test the worker runs then: that test did not open the socket.
+    assert _bind_in_a_thread(harness=True) == []
+    assert _FastTierGuard.events == []
+    # A thread the code under test starts (the LIST pool) is still the test's.
+    assert [str(e) for e in _bind_in_a_thread(harness=False)] == [
+        f"{_FastTierGuard.test} runs socket.bind but is not marked e2e"]
+    assert _FastTierGuard.events == ["socket.bind"]
     _FastTierGuard.events.clear()  # refused as intended: do not fail this test for it
 
 
