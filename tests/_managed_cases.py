@@ -1,10 +1,9 @@
 """Objects someone else manages (issue 38), as data: each case is a namespace holding one Binding and
 one ModelDeployment (or an injected Pod's chain), the labels, annotations, owner references and
 managedFields that make a manager of them, the manager's own objects, and what the plugin must say
-and do. ``tests/test_managed.py`` runs them through the real kubectl on the fake API server; the
-same table is meant for the real control plane (issue 37): seed ``objects(case)`` there (for
-``managedFields``, ``kubectl apply --server-side --field-manager=NAME`` of the same fields gives
-them), apply ``case.denied`` as RBAC, and assert the same expectations.
+and do. ``tests/test_managed.py`` runs them through the real kubectl on the fake API server, and
+``tests/test_real_managed.py`` on the real control plane (there the ``ssa`` case's managedFields are
+made by the managers themselves, and ``case.denied`` is RBAC).
 
 Every case's deployment passes ``--kv-cache-dtype bfloat16`` in its role's ``extraArgs`` (a
 ``role-flag``, which ``find-flags --fix`` removes without changing the dtype) and attaches a
@@ -15,6 +14,7 @@ so each case has a finding, a to-do item, a patch and a rebind to refuse or take
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
 from typing import Optional
 
@@ -284,3 +284,16 @@ def _merge(into: dict, extra: dict) -> None:
             into[key].update(value)
         else:
             into[key] = value
+
+
+def assert_owned_after_the_fix(kind: str, managed_fields: list[dict]) -> None:
+    """Who owns what the fix changed, as kube-apiserver records it: a ModelDeployment's roles (an
+    atomic list in its schema) are the plugin's; a Deployment's container args, emptied, are no
+    field at all (its Go types omit an empty list), so nobody owns them, the plugin included."""
+    mine = [m for m in managed_fields if m["manager"] == "kubectl-kvdtype"]
+    if kind == "ModelDeployment":
+        assert len(mine) == 1 and mine[0]["operation"] == "Update", managed_fields
+        assert '"f:roles": {}' in json.dumps(mine[0]["fieldsV1"]), managed_fields
+    else:
+        assert mine == [] and all('"f:args"' not in json.dumps(m.get("fieldsV1")) for m in managed_fields), \
+            managed_fields

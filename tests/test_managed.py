@@ -19,7 +19,16 @@ from typing import Iterator
 import pytest
 import yaml
 
-from _managed_cases import ARGOCD_NS, CASES, PLAIN, Case, cluster_objects, deployment, managed_object
+from _managed_cases import (
+    ARGOCD_NS,
+    CASES,
+    PLAIN,
+    Case,
+    assert_owned_after_the_fix,
+    cluster_objects,
+    deployment,
+    managed_object,
+)
 from _support import SETTING, SYSTEM, WRITES, assert_one_clean_line, seed
 from conftest import kubectl_path
 from fakekube import GITOPS_GROUPS, FakeKube
@@ -270,11 +279,7 @@ def test_fix_with_force_managed_writes_warns_and_journals_the_managers(fresh):
     assert len(patches) == len(CASES) + 2 and all(r.query.get("fieldManager") == "kubectl-kvdtype" for r in patches)
     for case in CASES:  # the managedFields name the plugin for the field it changed, and nobody else
         kind, namespace, name = managed_object(case)
-        obj = fake.get(kind, namespace, name)
-        mine = [m for m in obj["metadata"]["managedFields"] if m["manager"] == "kubectl-kvdtype"]
-        assert len(mine) == 1, obj["metadata"]["managedFields"]
-        owned = json.dumps(mine[0]["fieldsV1"])
-        assert ('"f:roles": {}' in owned) if kind == "ModelDeployment" else '"f:args": {}' in owned
+        assert_owned_after_the_fix(kind, fake.get(kind, namespace, name)["metadata"]["managedFields"])
     ssa = fake.get("ModelDeployment", "ssa", "qwen")["metadata"]["managedFields"]
     assert [m["manager"] for m in ssa if m["manager"] in ("ci-deploy", "kubectl-edit")] == ["ci-deploy"]
     assert next(m for m in ssa if m["manager"] == "ci-deploy")["fieldsV1"] == {"f:spec": {"f:model": {"f:name": {}}}}

@@ -7,7 +7,9 @@ User-Agent (``kubectl-kvdtype/0.1.0`` -> ``kubectl-kvdtype``), as the API server
 Fields are written in the FieldsV1 form: ``f:<key>`` for a map key, ``{}`` for a leaf. Lists are
 atomic (one leaf), as for a custom resource whose schema declares no list type; in a built-in
 kind a list of maps that all have a ``name`` is keyed by it (``k:{"name":"main"}``), as
-``containers`` and ``env`` are. Status, and the metadata the server sets, own no fields. A test may
+``containers`` and ``env`` are; there an empty list or map is no field at all (the Go types omit
+it), so a write that empties one owns nothing of it, as on kube-apiserver. Status, and the
+metadata the server sets, own no fields. A test may
 seed objects with any ``managedFields`` (an applier's, with ``operation: Apply``): they are kept
 as stored data and follow the same rules on the next write.
 """
@@ -36,6 +38,8 @@ def manager_of(field_manager: Optional[str], user_agent: Optional[str]) -> str:
 def leaves(obj: Any, keyed: bool, prefix: Path = ()) -> dict[Path, Any]:
     """Every owned leaf of ``obj`` (its path in FieldsV1 keys) and the value there."""
     found: dict[Path, Any] = {}
+    if keyed and prefix and isinstance(obj, (dict, list)) and not obj:
+        return found  # a built-in kind's Go types omit an empty list or map (omitempty): nobody owns it
     if isinstance(obj, dict) and (obj or not prefix):
         for key, value in obj.items():
             if not prefix and key in ("status", "apiVersion", "kind"):
