@@ -26,6 +26,8 @@ from _managed_cases import (
     Case,
     _pool,
     assert_owned_after_the_fix,
+    binding,
+    deployment,
     managed_object,
     objects,
 )
@@ -285,3 +287,40 @@ def test_the_fix_refuses_every_managed_object_then_takes_them_over(gitops, contr
     assert [m["manager"] for m in ssa if '"f:roles"' in json.dumps(m.get("fieldsV1"))] == ["kubectl-kvdtype"]
     assert "ci-deploy" not in {m["manager"] for m in ssa} and "team-bot" in {m["manager"] for m in ssa}
     assert "--kv-cache-dtype" not in json.dumps(control_plane.get("ModelDeployment", SSA.id, "qwen")["spec"])
+
+
+def test_a_rebind_refuses_a_helm_deployment_then_takes_it_over(real):
+    """escape rebind of a Binding whose consumer Helm manages: refused with nothing written (not even
+    the Setting switched off), then with --force-managed the deployment is created again, its Helm
+    labels kept, and kube-apiserver records the plugin as the only manager of the new object."""
+    helm = next(case for case in CASES if case.id == "helm")
+    plane, namespace = real.plane, real.namespace
+    plane.set_setting("false")
+    try:
+        real.apply([binding(namespace), deployment(namespace, helm.metadata)])
+    finally:
+        plane.set_setting("true")
+    old = real.get("ModelDeployment", "qwen")
+    setting = plane.setting()["metadata"]["resourceVersion"]
+    rebind = ("escape", "rebind", "chat", "--dtype", "bfloat16", "--apply", "--yes")
+
+    refused = real.kvdtype(*rebind, user="writer")
+    assert refused.returncode == 3, refused.stderr
+    assert f"ModelDeployment {namespace}/qwen (delete and create again) is managed by Helm release helm/qwen-chart" \
+        in refused.stderr
+    assert real.get("ModelDeployment", "qwen")["metadata"]["resourceVersion"] == old["metadata"]["resourceVersion"]
+    assert plane.setting()["metadata"]["resourceVersion"] == setting
+    assert real.get("KVCachePoolBinding", "chat-bfloat16") is None and not list(real.home.glob("kvdtype-backup-*"))
+
+    taken = real.kvdtype(*rebind, "--force-managed", user="writer")
+    assert taken.returncode == 0, taken.stderr
+    assert helm.warns in taken.stderr
+    moved = real.get("ModelDeployment", "qwen")
+    assert moved["metadata"]["uid"] != old["metadata"]["uid"]
+    assert moved["spec"]["kvCache"]["poolRef"]["name"] == "chat-bfloat16"
+    assert moved["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    assert [m["manager"] for m in moved["metadata"]["managedFields"]] == ["kubectl-kvdtype"]
+    (backup,) = real.home.glob("kvdtype-backup-*")
+    journal = json.loads((backup / "journal.json").read_text())
+    assert [_managers(m["managedBy"]) for m in journal["managers"]] == [list(helm.managers)]
+    assert plane.setting()["spec"]["value"] == "true"
