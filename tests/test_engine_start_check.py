@@ -85,13 +85,13 @@ def test_the_verdict_at_a_late_release_is_the_recorded_checks() -> None:
     assert (bad.state, bad.stage) == (_verdicts.FAILED, _verdicts.AT_START)
     assert bad.error == _argv.refused_at_start("vLLM", "0.33.0", refused)
     judged = _verdicts.judge("vLLM", "0.33.0", refused)
-    assert (judged.verdict, judged.failure) == (_verdicts.REJECTED, _records.AT_START_FAILURE)
+    assert (judged.verdict, judged.failure) == (_records.REJECTED, _records.AT_START_FAILURE)
     assert "recorded start check" in judged.reason
     good = _verdicts.renders("vLLM", "0.33.0", accepted)
     assert (good.state, good.value) == (_verdicts.VALUE, accepted)
     # The hand-kept table neither accepts nor refuses them: alone it would say "unknown".
-    assert _records.judge("vLLM", "0.33.0", refused).verdict == _records.UNKNOWN
-    assert _records.judge("vLLM", "0.33.0", accepted).verdict == _records.UNKNOWN
+    assert _records.judge_spelling("vLLM", "0.33.0", refused).verdict == _records.UNKNOWN
+    assert _records.judge_spelling("vLLM", "0.33.0", accepted).verdict == _records.UNKNOWN
     # A release newer than the data is judged as the newest recorded one: late, by the spelling table.
     newer = _verdicts.renders("vLLM", "0.99.0", "bf16")
     assert (newer.state, newer.stage) == (_verdicts.FAILED, _verdicts.AT_START)

@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubectl_kvdtype._engines import verdicts as _engines
-from kubectl_kvdtype._engines.verdicts import ACCEPTED, REJECTED, SGLANG, UNKNOWN, VLLM, judge, parse_version, suggest
+from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._engines import verdicts as _verdicts
+from kubectl_kvdtype._engines.records import ACCEPTED, REJECTED, SGLANG, UNKNOWN, VLLM, parse_version
+from kubectl_kvdtype._engines.verdicts import judge, suggest
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 
@@ -99,7 +101,7 @@ def test_unreadable_version_falls_back_to_the_reference():
     (VLLM, "0.11.0", "vLLM 0.11.0 is older than the oldest recorded release, 0.18.0: judged as 0.18.0"),
 ])
 def test_the_basis_names_the_recorded_parser_that_stands_in(engine, version, note):
-    found = _engines.basis(engine, version).note
+    found = _verdicts.basis(engine, version).note
     assert found.startswith(note) and bool(found) == bool(note)
 
 
@@ -159,7 +161,7 @@ def test_suggest(dtype, consumers, expected):
 
 
 def test_canonical_engine_names():
-    assert [_engines.canonical_engine(n) for n in ("vLLM", "vllm", "VLLM", "SGLang", "sglang", "Ascend", None, 3)] == [
+    assert [_records.canonical_engine(n) for n in ("vLLM", "vllm", "VLLM", "SGLang", "sglang", "Ascend", None, 3)] == [
         VLLM, VLLM, VLLM, SGLANG, SGLANG, None, None, None]
 
 

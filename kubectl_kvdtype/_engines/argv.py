@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, NoReturn, Optional, Sequence
 
-from kubectl_kvdtype._engines import records as _engines  # records and judgement only: _engines stands on this module
+from kubectl_kvdtype._engines import records as _records  # records and judgement only: verdicts stands on this module
 from kubectl_kvdtype._engines import tables as _table_file
 from kubectl_kvdtype._kits import bounded as _bounded
 from kubectl_kvdtype._kits import files as _files
@@ -137,7 +137,7 @@ def _build_all(table: dict, where: str) -> None:
 
 def added_by(engine: str, table: str) -> Optional[str]:
     """The extra table file (``add_tables``) a recorded version's table comes from; None: shipped."""
-    key = _engines.record(engine).table
+    key = _records.record(engine).table
     found = None
     for path, extra in _EXTRA.items():  # the last added wins, as when the tables are merged
         if table in extra["versions"].get(key, []):
@@ -151,9 +151,9 @@ def clear_caches() -> None:
         cache.cache_clear()
 
 
-def _recorded_key(version: str) -> _engines.Version:
+def _recorded_key(version: str) -> _records.Version:
     """A recorded version, parsed: the tables hold released versions only, so it always reads."""
-    key = _engines.parse_version(version)
+    key = _records.parse_version(version)
     if key is None:  # pragma: no cover - a broken engine_options.json
         raise RuntimeError(f"kubectl_kvdtype/_engines/data/engine_options.json records an unreadable version "
                            f"{version!r}")
@@ -162,12 +162,12 @@ def _recorded_key(version: str) -> _engines.Version:
 
 def recorded_versions(engine: str) -> list[str]:
     """The engine versions whose parsers were recorded, oldest first."""
-    return list(_tables()["versions"][_engines.record(engine).table])
+    return list(_tables()["versions"][_records.record(engine).table])
 
 
 def _recorded(engine: str, table: str) -> dict:
     """A recorded version's table: releases whose table did not change share the first one's."""
-    key = _engines.record(engine).table
+    key = _records.record(engine).table
     return _decoded(key, _tables().get("same", {}).get(key, {}).get(table, table))
 
 
@@ -220,7 +220,7 @@ def _table_version(engine: str, version: object) -> str:
 
     ...unless unreadable, which means the operator's reference version: the caller passes that)."""
     recorded = recorded_versions(engine)
-    wanted = _engines.parse_version(version)
+    wanted = _records.parse_version(version)
     if wanted is None:
         return recorded[0]
     chosen = recorded[0]
@@ -242,7 +242,7 @@ def option_matches(engine: str, table: str, name: str) -> tuple[str, ...]:
     After the engine's own rewriting of option names (vLLM: underscores to dashes): the exact
     option; else, when the parser allows abbreviations, every option it is a prefix of (one:
     argparse expands it; several: ``ambiguous option``; none: ``unrecognized arguments``)."""
-    if _engines.record(engine).argv_rewrite == "flexible" and name.startswith("--"):
+    if _records.record(engine).argv_rewrite == "flexible" and name.startswith("--"):
         name = _DASHES.sub(_dashed, name, count=1)
     options = _long_options(engine, table)
     if name in options:
@@ -258,7 +258,7 @@ def shortest_flag_prefix(engine: str) -> int:
     stored = _shipped_prefix(engine)
     if stored is None:
         return _prefix_in(engine, _distinct_tables(engine))
-    extra = {v for data in _EXTRA.values() for v in data["versions"].get(_engines.record(engine).table, [])}
+    extra = {v for data in _EXTRA.values() for v in data["versions"].get(_records.record(engine).table, [])}
     return min(stored, _prefix_in(engine, sorted(extra)))
 
 
@@ -279,12 +279,12 @@ def _prefix_in(engine: str, tables: Iterable[str]) -> int:
 def _shipped_prefix(engine: str) -> Optional[int]:
     """What scripts/engine-tables stored for the shipped tables (so that the first find-flags
     decodes no table it does not judge with); None in data written before it did."""
-    return _tables().get("shortest_flag_prefix", {}).get(_engines.record(engine).table)
+    return _tables().get("shortest_flag_prefix", {}).get(_records.record(engine).table)
 
 
 def _distinct_tables(engine: str) -> list[str]:
     """One recorded version per stored table (releases with an unchanged table share it)."""
-    same = _tables().get("same", {}).get(_engines.record(engine).table, {})
+    same = _tables().get("same", {}).get(_records.record(engine).table, {})
     return [v for v in recorded_versions(engine) if v not in same]
 
 
@@ -410,7 +410,7 @@ def _parser(engine: str, table: str, version_text: str, validity: Optional[Valid
     if validity is not None:
         # At a recorded version its parser's list is the truth; between recordings a spelling
         # neither list knows may be new, so it passes here and the caller calls it unknown.
-        recorded_here = _engines.parse_version(version_text) == _engines.parse_version(table)
+        recorded_here = _records.parse_version(version_text) == _records.parse_version(table)
 
         def accepts(value: str) -> bool:
             if recorded_here:  # the recording wins at a recorded version
@@ -445,8 +445,8 @@ def _entry_table(shared: dict, point: dict) -> dict:
 
 
 def _judge_validity(engine: str, version: object, value: str) -> Optional[bool]:
-    verdict = _engines.judge(engine, version, value).verdict  # the spelling-by-version table
-    return True if verdict == _engines.ACCEPTED else False if verdict == _engines.REJECTED else None
+    verdict = _records.judge_spelling(engine, version, value).verdict  # the spelling-by-version table
+    return True if verdict == _records.ACCEPTED else False if verdict == _records.REJECTED else None
 
 
 # --- vLLM's own argv pre-processing (FlexibleArgumentParser.parse_args) -----------------------
@@ -618,7 +618,7 @@ def read_engine_args(engine: str, version: object, args: Sequence[str],
 
 
 def _default_entry(engine: str) -> str:
-    points = _engines.record(engine).entry_points
+    points = _records.record(engine).entry_points
     return points[0][1] if points else ""
 
 
@@ -662,7 +662,7 @@ def _read(engine: str, table: str, version_text: str, args: tuple, validity: Opt
     if points is not None and entry not in points:
         return Reading(FAILED, error=f"{engine} {table} has no entry point {entry}", exit_code=1, table=table)
     top, _ = _parser(engine, table, version_text, validity, required, entry)
-    record = _engines.record(engine)
+    record = _records.record(engine)
     if points is None:  # a table recorded before entry points were: the record's own
         words, steps = list(record.parser_words), [record.argv_rewrite] if record.argv_rewrite else []
     else:
@@ -684,7 +684,7 @@ def _read(engine: str, table: str, version_text: str, args: tuple, validity: Opt
     # At a recorded version its start check is the truth; between recordings the caller judges
     # the value by the spelling table (``_engines.verdicts.read_flag``).
     refused = refused_at_start(engine, table, value) \
-        if _engines.parse_version(version_text) == _engines.parse_version(table) else None
+        if _records.parse_version(version_text) == _records.parse_version(table) else None
     if refused is not None:
         return Reading(FAILED, value=value, error=refused, exit_code=1, table=table, at_start=True)
     return Reading(VALUE, value=value, table=table)
@@ -759,7 +759,7 @@ def _own_arguments(argv: Sequence[str], engine: str) -> tuple[Optional[list[str]
 
 def _entry_arguments(argv: Sequence[str], engine: str) -> tuple[Optional[list[str]], bool, str]:
     """(the engine's own arguments, whether the argv writes the invocation, its entry point)."""
-    record = _engines.record(engine)
+    record = _records.record(engine)
     for i in range(len(argv)):
         for words in record.invocations:
             if _invokes_at(argv, i, words):
