@@ -38,6 +38,19 @@ def test_between_recordings_a_spelling_the_table_lacks_is_unknown_and_says_which
                            "the value by this tool's spelling table")
 
 
+@pytest.mark.parametrize("engine", [VLLM, SGLANG])
+@pytest.mark.parametrize("version", [None, "0.4.2", "0.27.5", "0.5.4", "0.5.20", "0.99.0"])
+def test_the_spellings_a_parse_checks_are_the_spelling_tables_verdicts(engine, version):
+    """Between recordings a parse checks the flag's value against ``records.spellings`` (data, not a
+    call back up to the judge): the spelling table's own verdicts, spelling by spelling."""
+    found = _records.spellings(engine, version)
+    known = _records.record(engine)
+    for spelling in (*known.accepted, *known.rejected, "turboquant_3bit", ""):
+        verdict = _records.judge_spelling(engine, version, spelling).verdict
+        assert (spelling in found.accepted, spelling in found.refused) == (verdict == ACCEPTED, verdict == REJECTED)
+    assert found.accepted and found.refused
+
+
 @pytest.mark.parametrize("value, vllm, sglang", TABLE)
 def test_reference_versions(value, vllm, sglang):
     assert judge(VLLM, None, value).verdict == vllm

@@ -49,9 +49,6 @@ FLAG = "--kv-cache-dtype"
 MAX_ARGV_TOKENS = 256
 _DEST = "kv_cache_dtype"
 
-#: ``validity(engine, version, value)``: True accepted, False refused, None not known.
-Validity = Callable[[str, object, str], Optional[bool]]
-
 
 @dataclass(frozen=True)
 class Reading:
@@ -340,20 +337,24 @@ class _Exit(_Switch):
 
 
 class _Choices:
-    """The flag's choices: membership asks the spelling-by-version judge, the table breaks ties."""
+    """The flag's choices between recorded versions: the spelling table's at the version, as data
+    (``_engines.records.spellings``); a value it does not know passes, since it may be new, and
+    the caller calls it unknown. argparse's message lists the recorded choices."""
 
-    def __init__(self, recorded: Sequence[str], accepts: Callable[[str], bool]) -> None:
+    def __init__(self, recorded: Sequence[str], spellings: _records.Spellings) -> None:
         self._recorded = list(recorded)
-        self._accepts = accepts
+        self._spellings = spellings
 
     def __contains__(self, value: object) -> bool:
-        return isinstance(value, str) and self._accepts(value)
+        if not isinstance(value, str):
+            return False
+        return value in self._spellings.accepted or (value not in self._spellings.refused and value != "")
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._recorded)
 
 
-def _build(table: dict, accepts: Optional[Callable[[str], bool]], required: bool = True) -> _Parser:
+def _build(table: dict, spellings: Optional[_records.Spellings], required: bool = True) -> _Parser:
     parser = _Parser(prog=table["prog"], add_help=False, allow_abbrev=table["allow_abbrev"],
                      prefix_chars=table["prefix_chars"],
                      fromfile_prefix_chars=table.get("fromfile_prefix_chars"))
@@ -362,7 +363,7 @@ def _build(table: dict, accepts: Optional[Callable[[str], bool]], required: bool
     for entry in table["actions"]:
         if entry["action"] == "parsers":
             continue
-        _add(groups.get(entry["dest"], parser), entry, accepts, required)
+        _add(groups.get(entry["dest"], parser), entry, spellings, required)
     # Every parse walks ``_actions`` twice (filling in defaults, then looking for missing required
     # arguments): hundreds of options, most of a parse's cost. Options are found through
     # ``_option_string_actions``, and with no defaults (see _add) an option that is neither
@@ -371,7 +372,7 @@ def _build(table: dict, accepts: Optional[Callable[[str], bool]], required: bool
     return parser
 
 
-def _add(container: Any, entry: dict, accepts: Optional[Callable[[str], bool]], required: bool) -> None:
+def _add(container: Any, entry: dict, spellings: Optional[_records.Spellings], required: bool) -> None:
     options, kind, nargs = entry["options"], entry["action"], entry.get("nargs")
     kwargs: dict = {"dest": entry["dest"]} if options else {}
     if entry.get("required") and required:
@@ -385,7 +386,9 @@ def _add(container: Any, entry: dict, accepts: Optional[Callable[[str], bool]], 
             kwargs["nargs"] = nargs
         choices = entry.get("choices")
         if choices is not None:
-            kwargs["choices"] = _Choices(choices, accepts) if entry["dest"] == _DEST and accepts else choices
+            if entry["dest"] == _DEST and spellings is not None:
+                choices = _Choices(choices, spellings)
+            kwargs["choices"] = choices
         store = "append" if kind in ("append", "extend") else "store"
         action = container.add_argument(*options, action=store, **kwargs) if options \
             else container.add_argument(entry["dest"], action=store, **kwargs)
@@ -397,7 +400,7 @@ def _add(container: Any, entry: dict, accepts: Optional[Callable[[str], bool]], 
 
 
 @functools.lru_cache(maxsize=256)
-def _parser(engine: str, table: str, version_text: str, validity: Optional[Validity], required: bool = True,
+def _parser(engine: str, table: str, version_text: str, required: bool = True,
             entry: str = "") -> tuple[_Parser, _Parser]:
     """(parser the argv starts at, engine parser) for one engine version's entry point; memoized.
 
@@ -406,29 +409,19 @@ def _parser(engine: str, table: str, version_text: str, validity: Optional[Valid
     not in the object, so their absence is not held against the argv. ``entry`` names an entry
     point of the table ("" or unrecorded: the shared parser as the engine's default one)."""
     recorded = _recorded(engine, table)
-    accepts = None
-    if validity is not None:
-        # At a recorded version its parser's list is the truth; between recordings a spelling
-        # neither list knows may be new, so it passes here and the caller calls it unknown.
-        recorded_here = _records.parse_version(version_text) == _records.parse_version(table)
-
-        def accepts(value: str) -> bool:
-            if recorded_here:  # the recording wins at a recorded version
-                return value in listed
-            verdict = validity(engine, version_text or None, value)
-            if verdict is None:  # between recordings, a spelling the judge does not know may be new
-                return value != ""
-            return verdict
-        listed = recorded_choices(engine, table) or ()
+    # At a recorded version its parser's recorded choices are the truth (the recording wins);
+    # between recordings the spelling table's at the version decide (see _Choices).
+    between = _records.parse_version(version_text) != _records.parse_version(table)
+    spellings = _records.spellings(engine, version_text or None) if between else None
     point = recorded.get("entry_points", {}).get(entry)
     if point is not None and point.get("parser") == "own":
         own = _entry_table(recorded, point)
-        serve = _build(own, accepts, required)
+        serve = _build(own, spellings, required)
         return serve, serve
-    serve = _build(recorded, accepts, required)
+    serve = _build(recorded, spellings, required)
     if "top" not in recorded:
         return serve, serve
-    top = _build(recorded["top"], accepts, required)
+    top = _build(recorded["top"], spellings, required)
     subparsers = top.add_subparsers(dest="subparser")
     subparsers._name_parser_map["serve"] = serve
     subparsers.choices = subparsers._name_parser_map
@@ -442,11 +435,6 @@ def _entry_table(shared: dict, point: dict) -> dict:
     actions = [added.pop(a["dest"], a) for a in shared["actions"] if a["dest"] not in without]
     settings = {k: v for k, v in point.items() if k not in ("parser", "words", "steps", "without", "with")}
     return {**shared, **settings, "actions": actions + list(added.values())}
-
-
-def _judge_validity(engine: str, version: object, value: str) -> Optional[bool]:
-    verdict = _records.judge_spelling(engine, version, value).verdict  # the spelling-by-version table
-    return True if verdict == _records.ACCEPTED else False if verdict == _records.REJECTED else None
 
 
 # --- vLLM's own argv pre-processing (FlexibleArgumentParser.parse_args) -----------------------
@@ -597,13 +585,12 @@ def _could_hold_flag(args: Iterable[str]) -> bool:
     return False
 
 
-def read_engine_args(engine: str, version: object, args: Sequence[str],
-                     validity: Optional[Validity] = _judge_validity, required: bool = True,
+def read_engine_args(engine: str, version: object, args: Sequence[str], required: bool = True,
                      entry: str = "") -> Reading:
     """What ``engine`` at ``version`` makes of its own arguments (after ``vllm serve``/``launch_server``).
 
-    ``validity`` decides which values the flag accepts at ``version`` (default: the plugin's
-    spelling-by-version table in ``_engines.records``); None checks against the recorded choices only.
+    Which values the flag accepts: the recorded parser's choices at a recorded version, else the
+    spelling table's at ``version`` (``_engines.records.spellings``).
     ``required`` False: options the engine requires are not demanded (see :func:`_parser`).
     ``entry`` names the entry point (the record's ``entry_points``; "": the engine's default).
     An argv without any entry that could be the flag is ABSENT without a parse (other options'
@@ -613,7 +600,7 @@ def read_engine_args(engine: str, version: object, args: Sequence[str],
     args = tuple(a for a in args if isinstance(a, str))
     if not _could_hold_flag(args):
         return Reading(ABSENT, table=table_version(engine, version))
-    return _read(engine, table_version(engine, version), "" if version is None else str(version), args, validity,
+    return _read(engine, table_version(engine, version), "" if version is None else str(version), args,
                  required, entry or _default_entry(engine))
 
 
@@ -656,12 +643,12 @@ _REWRITES: dict[str, Callable[[list[str], str, bool], list[str]]] = {
 
 
 @functools.lru_cache(maxsize=8192)
-def _read(engine: str, table: str, version_text: str, args: tuple, validity: Optional[Validity],
-          required: bool = True, entry: str = "") -> Reading:
+def _read(engine: str, table: str, version_text: str, args: tuple, required: bool = True,
+          entry: str = "") -> Reading:
     points = _recorded(engine, table).get("entry_points")
     if points is not None and entry not in points:
         return Reading(FAILED, error=f"{engine} {table} has no entry point {entry}", exit_code=1, table=table)
-    top, _ = _parser(engine, table, version_text, validity, required, entry)
+    top, _ = _parser(engine, table, version_text, required, entry)
     record = _records.record(engine)
     if points is None:  # a table recorded before entry points were: the record's own
         words, steps = list(record.parser_words), [record.argv_rewrite] if record.argv_rewrite else []
@@ -784,7 +771,7 @@ def _invokes_at(argv: Sequence[str], i: int, words: Sequence[str]) -> bool:
 
 
 def read_container(engine: str, version: object, command: Sequence[str], args: Sequence[str],
-                   env: object = None, validity: Optional[Validity] = _judge_validity) -> Reading:
+                   env: object = None) -> Reading:
     """What the engine in a container runs with: Kubernetes expansion, shell, then its parser."""
     tokens = [t for t in list(command or []) + list(args or []) if isinstance(t, str)]
     if too_long(tokens):
@@ -797,7 +784,7 @@ def read_container(engine: str, version: object, command: Sequence[str], args: S
         own, invoked, entry = _entry_arguments(argv, engine)
         if own is None:
             return Reading(ABSENT, table=table_version(engine, version))
-        reading = read_engine_args(engine, version, own, validity, required=invoked, entry=entry)
+        reading = read_engine_args(engine, version, own, required=invoked, entry=entry)
         return _depending(reading, depends) if depends else reading
 
     if shell is not None:

@@ -2,8 +2,9 @@
 
 The lower half of the engine knowledge (docs/engines.md, "Which spellings each engine accepts"):
 the one version parser, the hand-kept spellings by version, equivalent spellings, the judgement of
-one spelling by those windows (:func:`judge_spelling`) and the order in which fixes are sought
-(:func:`suggest_by`, :func:`remedy_by`, given who accepts a spelling). The recorded parsers
+one spelling by those windows (:func:`judge_spelling`, and :func:`spellings`, the same as data a
+parse checks values against) and the order in which fixes are sought (:func:`suggest_by`,
+:func:`remedy_by`, given who accepts a spelling). The recorded parsers
 (``_engines.argv``) and the one verdict (``_engines.verdicts``) stand on it:
 ``_engines.verdicts.judge`` puts a recorded parser's choices before these windows, and
 ``_engines.verdicts.remedy`` seeks fixes with the one verdict every subcommand asks. Nothing here
@@ -281,6 +282,27 @@ def _judge(engine: str, version: object, dtype: str) -> Judgement:
 
 
 _judge_cached = functools.lru_cache(maxsize=4096)(_judge)
+
+
+@dataclass(frozen=True)
+class Spellings:
+    """What :func:`judge_spelling` says of every spelling at one engine version, as data: a parse
+    checks a value against it (``_engines.argv``) without asking back up. Any other value is one
+    the table does not know."""
+
+    accepted: frozenset[str]
+    refused: frozenset[str]
+
+
+@functools.lru_cache(maxsize=256)
+def spellings(engine: str, version: Optional[str]) -> Spellings:
+    """The :class:`Spellings` of ``engine`` (canonical name) at ``version`` (None: the reference),
+    judged spelling by spelling, so the windows stay the one statement of them."""
+    known = record(engine)
+    verdicts = {spelling: judge_spelling(engine, version, spelling).verdict
+                for spelling in (*known.accepted, *known.rejected)}
+    return Spellings(frozenset(s for s, verdict in verdicts.items() if verdict == ACCEPTED),
+                     frozenset(s for s, verdict in verdicts.items() if verdict == REJECTED))
 
 
 def _availability(windows: Sequence[Window]) -> str:

@@ -143,12 +143,6 @@ def _judge_by(found: Basis, engine: str, version: object, dtype: str) -> _record
 
 _judge_cached = functools.lru_cache(maxsize=4096)(_judge)
 
-
-def _validity(engine: str, version: object, value: str) -> Optional[bool]:
-    """The recorded parser's choices, as :func:`judge` gives them: True accepted, False refused, None unknown."""
-    verdict = judge(engine, version, value).verdict
-    return True if verdict == _records.ACCEPTED else False if verdict == _records.REJECTED else None
-
 # --- Reading the flag out of an argv -------------------------------------------------------
 
 EXACT = "exact"
@@ -449,7 +443,7 @@ def _parse(fields: Sequence[tuple[str, object]], engine: str, version: object, e
     read = [o for o in found if o.read]
     at = _version_or_reference(engine, version)
     argv, _ = _joined(fields)
-    reading = _argv.read_container(engine, at, argv, [], env, validity=_validity)
+    reading = _argv.read_container(engine, at, argv, [], env)
     if reading.state == _argv.UNKNOWN:
         return FlagReading(UNSURE, None, occurrences=found, culprit=read[-1] if read else None, reason=reading.error)
     if reading.state == _argv.FAILED and reading.at_start:  # the engine's own start check, recorded
