@@ -134,11 +134,11 @@ def test_read_flag_in_process():
 
 
 def test_the_refused_spellings_follow_the_recorded_tables():
-    from kubectl_kvdtype._engines import argv as _argv
+    from kubectl_kvdtype._engines import parsers as _parsers
 
     # The shortest abbreviation each engine reads, derived from its recorded parsers.
-    assert _argv.shortest_flag_prefix("SGLang") == len("--kv-cac")
-    assert _argv.shortest_flag_prefix("vLLM") == len("--kv-cache-d")  # 0.18, before --kv-cache-dtype-skip-layers
+    assert _parsers.shortest_flag_prefix("SGLang") == len("--kv-cac")
+    assert _parsers.shortest_flag_prefix("vLLM") == len("--kv-cache-d")  # 0.18, before --kv-cache-dtype-skip-layers
     for token in ("--kv-cache-dtype-skip-layers", "--kv_cache_dtype_skip_layers", "--kv-ca", "-kv-cache-dtype"):
         for engine in _records.ENGINES:
             assert _verdicts.find_dtype_flags([token, "x"], engine, None) == [], (token, engine)

@@ -5,7 +5,7 @@ the one version parser, the hand-kept spellings by version, equivalent spellings
 one spelling by those windows (:func:`judge_spelling`, and :func:`spellings`, the same as data a
 parse checks values against) and the order in which fixes are sought (:func:`suggest_by`,
 :func:`remedy_by`, given who accepts a spelling). The recorded parsers
-(``_engines.argv``) and the one verdict (``_engines.verdicts``) stand on it:
+(``_engines.parsers``) and the one verdict (``_engines.verdicts``) stand on it:
 ``_engines.verdicts.judge`` puts a recorded parser's choices before these windows, and
 ``_engines.verdicts.remedy`` seeks fixes with the one verdict every subcommand asks. Nothing here
 reads an argv."""
@@ -287,7 +287,7 @@ _judge_cached = functools.lru_cache(maxsize=4096)(_judge)
 @dataclass(frozen=True)
 class Spellings:
     """What :func:`judge_spelling` says of every spelling at one engine version, as data: a parse
-    checks a value against it (``_engines.argv``) without asking back up. Any other value is one
+    checks a value against it (``_engines.parsers``) without asking back up. Any other value is one
     the table does not know."""
 
     accepted: frozenset[str]

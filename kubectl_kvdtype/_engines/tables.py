@@ -1,7 +1,7 @@
 """An extra engine table file (``KUBECTL_KVDTYPE_ENGINE_TABLES``), validated whole before it is used.
 
 The shipped tables (``data/engine_options.json``) are written by ``scripts/engine-tables`` and
-tested; a file added for one run may be anything. ``_engines.argv`` indexes, iterates and builds an
+tested; a file added for one run may be anything. ``_engines.parsers`` indexes, iterates and builds an
 argparse parser from every part of a table, so a table that only looks like one would end a
 run in ``KeyError`` or ``TypeError``, and one that lacks the flag would make every argv read as
 "absent" (the engine's default: everything "ok") without a word. So :func:`validate` checks the
@@ -20,7 +20,7 @@ from kubectl_kvdtype._kits import bounded as _bounded
 
 FLAG = "--kv-cache-dtype"
 _DEST = "kv_cache_dtype"
-#: The argparse actions the recorded tables hold (what ``_engines.argv._add`` rebuilds).
+#: The argparse actions the recorded tables hold (what ``_engines.parsers._add`` rebuilds).
 ACTIONS = frozenset({"store", "store_true", "store_false", "store_const", "append", "append_const", "extend",
                      "count", "boolean_optional", "help", "version", "parsers"})
 _NARGS = frozenset({"?", "*", "+"})

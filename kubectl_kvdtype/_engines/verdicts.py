@@ -3,16 +3,17 @@
 This is the one place that encodes docs/engines.md ("Which spellings each engine accepts", "How
 each engine reads the flag") as answers. The facts are below it: each engine is one
 ``_engines.records.Engine`` record (names, reference version, which values it accepts at which
-version, which spellings mean the same, its recorded parser table, how the operator and a
-container start it), and nothing here branches on an engine's name. What an engine makes of an
-argv is decided by its own parser rebuilt from the recorded tables (``_engines.argv``); this
-module locates the copies of the flag and turns the parser's answer into a judgement
-(:func:`read_flag`, the one question every subcommand asks; :func:`renders` is ``check``'s case
-of it). At a recorded version the recorded choices (or, where the parser lists none, the
-recorded start check) decide a spelling; the hand-kept windows only where none cover the version
-(:func:`basis`, :func:`judge`). The rest of the package asks questions; only this module answers
-them. Its answers keep their own names (:func:`judge`, :func:`suggest`, :func:`remedy`); the
-spelling table's are ``_engines.records.judge_spelling``, ``suggest_by`` and ``remedy_by``."""
+version, which spellings mean the same, its recorded parser table, how the operator and a container
+start it), and nothing here branches on an engine's name. What an engine makes of an argv is
+decided by its own parser rebuilt from the recorded tables (``_engines.parsers``), which
+``_engines.argv`` reads a container's argv with; this module locates the copies of the flag and
+turns the parser's answer into a judgement (:func:`read_flag`, the one question every subcommand
+asks; :func:`renders` is ``check``'s case of it). At a recorded version the recorded choices (or,
+where the parser lists none, the recorded start check) decide a spelling; the hand-kept windows
+only where none cover the version (:func:`basis`, :func:`judge`). The rest of the package asks
+questions; only this module answers them. Its answers keep their own names (:func:`judge`,
+:func:`suggest`, :func:`remedy`); the spelling table's are ``_engines.records.judge_spelling``,
+``suggest_by`` and ``remedy_by``."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def basis(engine: str, version: object) -> Basis:
 
 
 def _basis(engine: str, version: object) -> Basis:
-    from kubectl_kvdtype._engines import argv as _argv  # the tables load on first use, never at start-up
+    from kubectl_kvdtype._engines import parsers as _parsers  # the tables load on first use, never at start-up
 
     parsed = _records.parse_version(version)
     at_text = str(version).strip() if parsed is not None else _records.record(engine).reference_version
@@ -70,14 +71,14 @@ def _basis(engine: str, version: object) -> Basis:
     note = ""
     if parsed is None and isinstance(version, str) and version.strip():
         note = f"{engine} version {version.strip()!r} is unreadable: judged at the reference version {at_text}"
-    table = _argv.table_version(engine, at_text)
-    choices = _argv.recorded_choices(engine, table)
-    at_start = _argv.start_check(engine, table) if choices is None else None
-    added = _argv.added_by(engine, table) or ""
+    table = _parsers.table_version(engine, at_text)
+    choices = _parsers.recorded_choices(engine, table)
+    at_start = _parsers.start_check(engine, table) if choices is None else None
+    added = _parsers.added_by(engine, table) or ""
     if _records.known_version(table) == at:
         decides = frozenset(choices) if choices is not None else at_start
         return Basis(at_text, table, decides, note, at_start is not None, added)
-    recorded = _argv.recorded_versions(engine)
+    recorded = _parsers.recorded_versions(engine)
     if at > _records.known_version(recorded[-1]):
         where = f"is newer than the newest recorded release, {table}"
     elif at < _records.known_version(recorded[0]):
@@ -202,7 +203,7 @@ def _classify_uncached(name: str, engine: Optional[str], version: object) -> Opt
     """(spelling, read, note) when an option name could be the flag; else None.
 
     Which names are candidates, and whether this engine at this version reads one as the flag,
-    both come from the recorded parser tables (``_engines.argv.option_matches``): a candidate is the flag
+    both come from the recorded parser tables (``_engines.parsers.option_matches``): a candidate is the flag
     with dashes or underscores, or an abbreviation at least as long as the shortest one some
     recorded version of the engine reads (``--kv-cache-d`` for vLLM 0.18, ``--kv-cac`` for SGLang);
     never a longer option such as ``--kv-cache-dtype-skip-layers``.
@@ -210,18 +211,18 @@ def _classify_uncached(name: str, engine: Optional[str], version: object) -> Opt
     folded = name.replace("_", "-")
     if not (folded.startswith("--") and _records.FLAG.startswith(folded)):
         return None
-    from kubectl_kvdtype._engines import argv as _argv  # the tables load on first use, never at start-up
+    from kubectl_kvdtype._engines import parsers as _parsers  # the tables load on first use, never at start-up
 
     engines = [engine] if engine in _records.ENGINES else list(_records.ENGINES)
-    if len(folded) < min(_argv.shortest_flag_prefix(e) for e in engines):
+    if len(folded) < min(_parsers.shortest_flag_prefix(e) for e in engines):
         return None
     spelling = EXACT if name == _records.FLAG else UNDERSCORE if folded == _records.FLAG else ABBREVIATION
     if engine not in _records.ENGINES:
-        read = any(_argv.option_matches(e, t, name) == (_records.FLAG,)
-                   for e in engines for t in _argv.recorded_versions(e))
+        read = any(_parsers.option_matches(e, t, name) == (_records.FLAG,)
+                   for e in engines for t in _parsers.recorded_versions(e))
         return spelling, read, "" if spelling == EXACT else "a spelling some engine's parser reads as the flag"
-    table = _argv.table_version(engine, _version_or_reference(engine, version))
-    matches = _argv.option_matches(engine, table, name)
+    table = _parsers.table_version(engine, _version_or_reference(engine, version))
+    matches = _parsers.option_matches(engine, table, name)
     label = f"{engine} {table}"
     if matches == (_records.FLAG,):
         if spelling == UNDERSCORE:
@@ -398,13 +399,13 @@ def read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], versi
               env: object = None) -> FlagReading:
     """What ``engine`` (canonical name, None when unknown) at ``version`` makes of the argv ``fields``.
 
-    The fields are one container argv (``command`` then ``args``, with the container's ``env``
-    for the kubelet's ``$(VAR)`` expansion). The engine's own parser, rebuilt from its recorded
-    option table (``_engines.argv``), decides: the first refused value, missing value or ambiguous
-    abbreviation ends the process even when a later copy is valid; only when every copy passes
-    does the last one win. vLLM 0.33+ checks no choices in the parser: the value that wins is
-    refused at engine start instead. A value the spelling tables do not list, or one that
-    depends on something outside the object, makes the reading UNSURE, never FAILED.
+    The fields are one container argv (``command`` then ``args``, with the container's ``env`` for
+    the kubelet's ``$(VAR)`` expansion). The engine's own parser, rebuilt from its recorded option
+    table (``_engines.parsers``, through ``_engines.argv``), decides: the first refused value,
+    missing value or ambiguous abbreviation ends the process even when a later copy is valid; only
+    when every copy passes does the last one win. vLLM 0.33+ checks no choices in the parser: the
+    value that wins is refused at engine start instead. A value the spelling tables do not list, or
+    one that depends on something outside the object, makes the reading UNSURE, never FAILED.
     """
     argv, _ = _joined(fields)
     relevant_env = env if env and any("$" in t for t in argv) else None  # only a variable can use it
@@ -439,20 +440,21 @@ def _read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], vers
 def _parse(fields: Sequence[tuple[str, object]], engine: str, version: object, env: object,
            found: tuple[FlagOccurrence, ...]) -> FlagReading:
     from kubectl_kvdtype._engines import argv as _argv
+    from kubectl_kvdtype._engines import parsers as _parsers
 
     read = [o for o in found if o.read]
     at = _version_or_reference(engine, version)
     argv, _ = _joined(fields)
     reading = _argv.read_container(engine, at, argv, [], env)
-    if reading.state == _argv.UNKNOWN:
+    if reading.state == _parsers.UNKNOWN:
         return FlagReading(UNSURE, None, occurrences=found, culprit=read[-1] if read else None, reason=reading.error)
-    if reading.state == _argv.FAILED and reading.at_start:  # the engine's own start check, recorded
+    if reading.state == _parsers.FAILED and reading.at_start:  # the engine's own start check, recorded
         return FlagReading(FAILED, None, reading.error, found, AT_START, _winner(read, reading.value or ""),
                            reason=judge(engine, version, reading.value or "").reason)
-    if reading.state == _argv.FAILED:
+    if reading.state == _parsers.FAILED:
         error = f"error: {reading.error}" if reading.exit_code == 2 else reading.error
         return FlagReading(FAILED, None, error, found, AT_PARSING, _culprit(reading.error, found))
-    if reading.state == _argv.ABSENT:
+    if reading.state == _parsers.ABSENT:
         return FlagReading(ABSENT, occurrences=found)
     value = reading.value or ""
     winner = _winner(read, value)
