@@ -34,8 +34,6 @@ ABSENT = "absent"
 FAILED = "failed"
 UNKNOWN = "unknown"
 
-_DEST = "kv_cache_dtype"
-
 
 @dataclass(frozen=True)
 class Reading:
@@ -165,7 +163,8 @@ def _decoded(key: str, table: str) -> dict:
 
 def recorded_choices(engine: str, table: str) -> Optional[tuple[str, ...]]:
     """The choices of ``--kv-cache-dtype`` in one recorded table; None when its parser checks none."""
-    choices = next((e.get("choices") for e in _recorded(engine, table)["actions"] if e["dest"] == _DEST), None)
+    actions = _recorded(engine, table)["actions"]
+    choices = next((e.get("choices") for e in actions if e["dest"] == _records.FLAG_DEST), None)
     return None if choices is None else tuple(choices)
 
 
@@ -373,7 +372,7 @@ def _add(container: Any, entry: dict, spellings: Optional[_records.Spellings], r
             kwargs["nargs"] = nargs
         choices = entry.get("choices")
         if choices is not None:
-            if entry["dest"] == _DEST and spellings is not None:
+            if entry["dest"] == _records.FLAG_DEST and spellings is not None:
                 choices = _Choices(choices, spellings)
             kwargs["choices"] = choices
         store = "append" if kind in ("append", "extend") else "store"
@@ -457,9 +456,9 @@ def parse(engine: str, table: str, version_text: str, args: tuple, required: boo
         return Reading(UNKNOWN, error=str(deep), table=table)
     except _Stop as stop:
         return Reading(FAILED, error=str(stop), exit_code=stop.code, table=table)
-    if not hasattr(namespace, _DEST):
+    if not hasattr(namespace, _records.FLAG_DEST):
         return Reading(ABSENT, table=table)
-    value = str(getattr(namespace, _DEST))
+    value = str(getattr(namespace, _records.FLAG_DEST))
     # At a recorded version its start check is the truth; between recordings the caller judges
     # the value by the spelling table (``_engines.verdicts.read_flag``).
     refused = refused_at_start(engine, table, value) if _at_recorded(version_text, table) else None

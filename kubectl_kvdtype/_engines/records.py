@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 FLAG = "--kv-cache-dtype"
+#: Where argparse stores the flag's value (its ``dest``): what the recorded tables name it by.
+FLAG_DEST = FLAG[2:].replace("-", "_")
 
 
 @dataclass(frozen=True, order=True)
