@@ -272,7 +272,7 @@ def sglang_parser():
 
 def sglang_serve_steps():
     """The real pre-processing of `sglang serve` (sglang.cli.serve), in the order it applies them;
-    the names are what the plugin's reader implements (kubectl_kvdtype/_engines/argv.py)."""
+    the names are what the plugin's reader implements (kubectl_kvdtype/_engines/rewrites.py, REWRITES)."""
     try:
         import sglang.cli.serve as serve
     except ImportError:

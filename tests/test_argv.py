@@ -1,7 +1,7 @@
 """The argv reader (docs/engines.md, "How each engine reads the flag"): every form, for both engines,
 in the reader and end to end.
 
-The reader (``_engines.find_dtype_flags``) is the one place that knows how vLLM and SGLang read
+The reader (``_engines.verdicts.find_dtype_flags``) is the one place that knows how vLLM and SGLang read
 ``--kv-cache-dtype`` out of an argv; ``find-flags`` and ``verify`` both use it. The last tests run
 the same table through real kubectl against the fake API server, and the guide's Step 2 jq filter
 over the same objects, to show where the guide's regex ``^--kv[-_]cache[-_]dtype`` is wrong.
@@ -14,13 +14,12 @@ import subprocess
 import pytest
 
 from _support import kvdtype, report, seed
+from kubectl_kvdtype._engines.records import SGLANG, VLLM
 from kubectl_kvdtype._engines.verdicts import (
     ABBREVIATION,
     EXACT,
-    SGLANG,
     SPACED,
     UNDERSCORE,
-    VLLM,
     FlagReading,
     find_dtype_flags,
     find_in_fields,

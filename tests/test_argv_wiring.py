@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from _support import kvdtype, report, seed
-from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._sources import model as _model
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
@@ -118,32 +119,32 @@ def test_verify_reads_abbreviations_env_and_shell_lines(wired):
 
 def test_read_flag_in_process():
     env = [{"name": "DT", "value": "fp8_e5m2"}]
-    assert _engines.read_flag([("command", VLLM_BASE + ["--kv-cache-dtype", "$(DT)"])], "vLLM", "0.29.0", env).value \
+    assert _verdicts.read_flag([("command", VLLM_BASE + ["--kv-cache-dtype", "$(DT)"])], "vLLM", "0.29.0", env).value \
         == "fp8_e5m2"
-    shell = _engines.read_flag([("command", ["sh", "-c", "DT=fp8_e5m2; exec vllm serve M --kv-cache-dtype $DT"])],
+    shell = _verdicts.read_flag([("command", ["sh", "-c", "DT=fp8_e5m2; exec vllm serve M --kv-cache-dtype $DT"])],
                                "vLLM", "0.29.0")
-    assert (shell.state, shell.value) == (_engines.VALUE, "fp8_e5m2")
+    assert (shell.state, shell.value) == (_verdicts.VALUE, "fp8_e5m2")
     # Without the env the value is not the literal "$(DT)": the kubelet leaves it, so it may come from envFrom.
-    assert _engines.read_flag([("command", VLLM_BASE + ["--kv-cache-dtype", "$(DT)"])], "vLLM", "0.29.0").state \
-        == _engines.UNSURE
-    role = _engines.read_role(["--kv-cac", "fp8_e4m3"], "SGLang", "0.5.18", operator_dtype="bfloat16")
-    assert (role.state, role.value, role.culprit.field) == (_engines.VALUE, "fp8_e4m3", "extraArgs")
-    assert _engines.read_role(["--kv-ca", "fp8_e4m3"], "SGLang", "0.5.18").state == _engines.FAILED  # ambiguous
-    assert _engines.read_role(["--kv-ca", "fp8_e4m3"], "SGLang", "0.5.18").occurrences == ()  # not the flag
+    assert _verdicts.read_flag([("command", VLLM_BASE + ["--kv-cache-dtype", "$(DT)"])], "vLLM", "0.29.0").state \
+        == _verdicts.UNSURE
+    role = _verdicts.read_role(["--kv-cac", "fp8_e4m3"], "SGLang", "0.5.18", operator_dtype="bfloat16")
+    assert (role.state, role.value, role.culprit.field) == (_verdicts.VALUE, "fp8_e4m3", "extraArgs")
+    assert _verdicts.read_role(["--kv-ca", "fp8_e4m3"], "SGLang", "0.5.18").state == _verdicts.FAILED  # ambiguous
+    assert _verdicts.read_role(["--kv-ca", "fp8_e4m3"], "SGLang", "0.5.18").occurrences == ()  # not the flag
 
 
 def test_the_refused_spellings_follow_the_recorded_tables():
-    from kubectl_kvdtype._engines import argv as _argv
+    from kubectl_kvdtype._engines import parsers as _parsers
 
     # The shortest abbreviation each engine reads, derived from its recorded parsers.
-    assert _argv.shortest_flag_prefix("SGLang") == len("--kv-cac")
-    assert _argv.shortest_flag_prefix("vLLM") == len("--kv-cache-d")  # 0.18, before --kv-cache-dtype-skip-layers
+    assert _parsers.shortest_flag_prefix("SGLang") == len("--kv-cac")
+    assert _parsers.shortest_flag_prefix("vLLM") == len("--kv-cache-d")  # 0.18, before --kv-cache-dtype-skip-layers
     for token in ("--kv-cache-dtype-skip-layers", "--kv_cache_dtype_skip_layers", "--kv-ca", "-kv-cache-dtype"):
-        for engine in _engines.ENGINES:
-            assert _engines.find_dtype_flags([token, "x"], engine, None) == [], (token, engine)
-    (sglang,) = _engines.find_dtype_flags(["--kv-cac", "x"], "SGLang", "0.5.23")
+        for engine in _records.ENGINES:
+            assert _verdicts.find_dtype_flags([token, "x"], engine, None) == [], (token, engine)
+    (sglang,) = _verdicts.find_dtype_flags(["--kv-cac", "x"], "SGLang", "0.5.23")
     assert sglang.read
-    (vllm,) = _engines.find_dtype_flags(["--kv-cac", "x"], None, None)  # unknown engine: any engine's reading
+    (vllm,) = _verdicts.find_dtype_flags(["--kv-cac", "x"], None, None)  # unknown engine: any engine's reading
     assert vllm.read
 
 
@@ -156,8 +157,8 @@ def test_slim_pods_keep_env_only_when_the_argv_refers_to_a_variable():
 
 
 def test_every_engine_is_one_record():
-    for record in _engines.RECORDS:
-        assert _engines.canonical_engine(record.name) == record.name
-        assert all(_engines.canonical_engine(alias.upper()) == record.name for alias in record.aliases)
-        assert _engines.judge(record.name, None, "auto").verdict == _engines.ACCEPTED
+    for record in _records.RECORDS:
+        assert _records.canonical_engine(record.name) == record.name
+        assert all(_records.canonical_engine(alias.upper()) == record.name for alias in record.aliases)
+        assert _verdicts.judge(record.name, None, "auto").verdict == _records.ACCEPTED
         assert record.base_command and record.invocations

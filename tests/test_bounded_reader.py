@@ -365,11 +365,12 @@ def test_the_yaml_report_writes_a_lone_surrogate_as_its_escape():
 
 
 def test_the_shipped_engine_tables_pass_the_whole_validation():
-    from kubectl_kvdtype._engines import argv as _argv
+    from kubectl_kvdtype._engines import parsers as _parsers
+    from kubectl_kvdtype._engines import rewrites as _rewrites
     from kubectl_kvdtype._engines import tables
 
     shipped = json.loads((ROOT / "kubectl_kvdtype" / "_engines" / "data" / "engine_options.json").read_text())
-    checked = tables.validate(shipped, _argv._REWRITES, _argv._build_all)
+    checked = tables.validate(shipped, _rewrites.REWRITES, _parsers._build_all)
     assert set(checked["tables"]["vLLM"]) == set(shipped["tables"]["vLLM"])
 
 
@@ -408,13 +409,14 @@ MALFORMED = [
 
 @pytest.mark.parametrize(("change", "said"), MALFORMED)
 def test_a_malformed_table_is_one_problem_naming_its_field(change, said):
-    from kubectl_kvdtype._engines import argv as _argv
+    from kubectl_kvdtype._engines import parsers as _parsers
+    from kubectl_kvdtype._engines import rewrites as _rewrites
     from kubectl_kvdtype._engines import tables
 
     data = _extra()
     data["tables"]["vLLM"]["0.29.0"] = change(data["tables"]["vLLM"]["0.29.0"])
     with pytest.raises(tables.TableError) as raised:
-        tables.validate(data, _argv._REWRITES, _argv._build_all)
+        tables.validate(data, _rewrites.REWRITES, _parsers._build_all)
     assert str(raised.value).startswith(said), str(raised.value)
 
 
@@ -428,11 +430,12 @@ def test_a_malformed_table_is_one_problem_naming_its_field(change, said):
     ([], "a list, not a mapping"),
 ])
 def test_a_malformed_file_is_one_problem_naming_its_field(data, said):
-    from kubectl_kvdtype._engines import argv as _argv
+    from kubectl_kvdtype._engines import parsers as _parsers
+    from kubectl_kvdtype._engines import rewrites as _rewrites
     from kubectl_kvdtype._engines import tables
 
     with pytest.raises(tables.TableError) as raised:
-        tables.validate(data, _argv._REWRITES, _argv._build_all)
+        tables.validate(data, _rewrites.REWRITES, _parsers._build_all)
     assert str(raised.value).startswith(said), str(raised.value)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kubectl_kvdtype._engines import argv as _argv
+from kubectl_kvdtype._engines import parsers as _parsers
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 
@@ -28,15 +29,15 @@ WORDS = {"vllm serve": ["vllm", "serve"], "api_server": ["python3", "-m", "vllm.
 def _expected(row: list) -> tuple:
     """(state, value, message, exit status, refused by the engine's start check) of a recorded row."""
     if row[0] == "v":
-        return (_argv.VALUE, row[1], "", 0, False)
+        return (_parsers.VALUE, row[1], "", 0, False)
     if row[0] == "a":
-        return (_argv.ABSENT, None, "", 0, False)
+        return (_parsers.ABSENT, None, "", 0, False)
     if row[0] == "s":  # the parser let row[2] through; the engine's real start check refused it
-        return (_argv.FAILED, row[2], CORPUS["errors"][row[1]], 1, True)
-    return (_argv.FAILED, None, CORPUS["errors"][row[1]], 2 if row[0] == "f" else 1, False)
+        return (_parsers.FAILED, row[2], CORPUS["errors"][row[1]], 1, True)
+    return (_parsers.FAILED, None, CORPUS["errors"][row[1]], 2 if row[0] == "f" else 1, False)
 
 
-def _got(reading: _argv.Reading) -> tuple:
+def _got(reading: _parsers.Reading) -> tuple:
     return (reading.state, reading.value, reading.error, reading.exit_code, reading.at_start)
 
 
@@ -67,7 +68,7 @@ def test_every_corpus_case_agrees_with_the_real_parser(engine: str, version: str
 def test_every_entry_point_agrees_with_its_real_parser(engine: str, version: str) -> None:
     """Each entry point's argvs, read from a container command that starts it."""
     data = CORPUS["engines"][engine]
-    assert {c["entry"] for c in data["entries"]} == set(_argv._recorded(engine, version)["entry_points"])
+    assert {c["entry"] for c in data["entries"]} == set(_parsers._recorded(engine, version)["entry_points"])
     disagreements = []
     for case, row in zip(data["entries"], _sections(engine, version)[1], strict=True):
         got = _got(_argv.read_container(engine, version, WORDS[case["entry"]], case["args"]))
@@ -96,11 +97,11 @@ def test_every_shell_line_agrees_with_dash_and_the_real_parser(engine: str, vers
         if not _argv._could_hold_flag(case["run"]["args"]):
             # No entry of the argv dash ran could be the flag: the reader does not parse it (another
             # option's mistake is not its business), the flag is absent.
-            expected = (_argv.ABSENT, None, "", 0, False)
+            expected = (_parsers.ABSENT, None, "", 0, False)
         if case.get("flow"):
-            ok = reading.state == _argv.UNKNOWN and reading.error.startswith(_FLOW_REASONS)
+            ok = reading.state == _parsers.UNKNOWN and reading.error.startswith(_FLOW_REASONS)
         elif case["unset"]:
-            ok = reading.state == _argv.UNKNOWN and reading.default is not None \
+            ok = reading.state == _parsers.UNKNOWN and reading.default is not None \
                 and _got(reading.default) == expected \
                 and reading.error.startswith(f"depends on {', '.join(case['unset'])} (")
         else:
@@ -111,12 +112,12 @@ def test_every_shell_line_agrees_with_dash_and_the_real_parser(engine: str, vers
 
 
 def test_the_corpus_covers_every_recorded_version_and_the_classes_of_the_issue() -> None:
-    assert set(CASES) == {(e, v) for e in _argv._tables()["versions"] for v in _argv.recorded_versions(e)}
+    assert set(CASES) == {(e, v) for e in _parsers._tables()["versions"] for v in _parsers.recorded_versions(e)}
     vllm18 = dict(zip(map(tuple, CORPUS["engines"]["vLLM"]["argvs"]), _sections("vLLM", "0.18.0")[0], strict=True))
     assert vllm18[("Qwen/Qwen3-8B", "--kv-cache-dt=fp8")] == ["v", "fp8"]  # abbreviation read before 0.19
     for engine, data in CORPUS["engines"].items():  # every entry point, and shell lines set and unset
-        assert {c["entry"] for c in data["entries"]} == set(_argv._recorded(engine, _argv.recorded_versions(engine)[0])
-                                                            ["entry_points"])
+        oldest = _parsers.recorded_versions(engine)[0]
+        assert {c["entry"] for c in data["entries"]} == set(_parsers._recorded(engine, oldest)["entry_points"])
         assert any("${" in c["line"] and c["unset"] for c in data["shell"])
         assert any("${" in c["line"] and not c["unset"] and c["env"] for c in data["shell"])
         # `&&`, `||` and `exit` evaluated as dash runs them; `if` and its kind left unknown.
@@ -126,36 +127,36 @@ def test_the_corpus_covers_every_recorded_version_and_the_classes_of_the_issue()
 
 
 def test_every_release_since_the_first_recorded_is_and_unchanged_tables_are_stored_once() -> None:
-    tables = _argv._tables()
-    assert _argv.recorded_versions("vLLM")[0] == "0.18.0" and "0.18.1" in _argv.recorded_versions("vLLM")
-    assert _argv.recorded_versions("SGLang")[0] == "0.5.18" and "0.5.19" in _argv.recorded_versions("SGLang")
+    tables = _parsers._tables()
+    assert _parsers.recorded_versions("vLLM")[0] == "0.18.0" and "0.18.1" in _parsers.recorded_versions("vLLM")
+    assert _parsers.recorded_versions("SGLang")[0] == "0.5.18" and "0.5.19" in _parsers.recorded_versions("SGLang")
     for engine, versions in tables["versions"].items():
         stored = set(tables["tables"][engine])
         aliases = tables.get("same", {}).get(engine, {})
         assert stored | set(aliases) == set(versions) and not stored & set(aliases)
         assert all(aliases[v] in stored for v in aliases)
-        texts = [json.dumps(_argv._recorded(engine, v), sort_keys=True) for v in stored]
+        texts = [json.dumps(_parsers._recorded(engine, v), sort_keys=True) for v in stored]
         assert len(set(texts)) == len(texts)  # no two stored tables are the same
         # The shortest abbreviation stored beside the tables is the one the tables give.
-        assert _argv._shipped_prefix(engine) == _argv._prefix_in(engine, _argv._distinct_tables(engine))
-    size = (Path(_argv.__file__).parent / "data" / "engine_options.json").stat().st_size
+        assert _parsers._shipped_prefix(engine) == _parsers._prefix_in(engine, _parsers._distinct_tables(engine))
+    size = (Path(_parsers.__file__).parent / "data" / "engine_options.json").stat().st_size
     assert size < 2_000_000
 
 
 @pytest.mark.parametrize("engine,version,argv,expected", [
     # Abbreviations: SGLang reads down to --kv-cac; vLLM 0.19+ calls --kv-cache-dt ambiguous.
-    ("SGLang", "0.5.18", ["--model-path", "M", "--kv-cac", "fp8_e4m3"], (_argv.VALUE, "fp8_e4m3")),
-    ("SGLang", "0.5.18", ["--model-path", "M", "--kv-ca", "fp8_e4m3"], (_argv.FAILED, None)),
-    ("vLLM", "0.18.0", ["M", "--kv-cache-dt=fp8"], (_argv.VALUE, "fp8")),
-    ("vLLM", "0.19.0", ["M", "--kv-cache-dt=fp8"], (_argv.FAILED, None)),
+    ("SGLang", "0.5.18", ["--model-path", "M", "--kv-cac", "fp8_e4m3"], (_parsers.VALUE, "fp8_e4m3")),
+    ("SGLang", "0.5.18", ["--model-path", "M", "--kv-ca", "fp8_e4m3"], (_parsers.FAILED, None)),
+    ("vLLM", "0.18.0", ["M", "--kv-cache-dt=fp8"], (_parsers.VALUE, "fp8")),
+    ("vLLM", "0.19.0", ["M", "--kv-cache-dt=fp8"], (_parsers.FAILED, None)),
     # An earlier invalid value fails the parse, until vLLM 0.33 stopped checking choices.
-    ("vLLM", "0.29.0", ["M", "--kv-cache-dtype", "bf16", "--kv-cache-dtype", "fp8"], (_argv.FAILED, None)),
-    ("vLLM", "0.33.0", ["M", "--kv-cache-dtype", "bf16", "--kv-cache-dtype", "fp8"], (_argv.VALUE, "fp8")),
-    ("SGLang", "0.5.18", ["--model-path", "M", "--kv_cache_dtype", "fp8"], (_argv.FAILED, None)),
-    ("vLLM", "0.29.0", ["M", "--kv_cache_dtype", "fp8"], (_argv.VALUE, "fp8")),
-    ("vLLM", "0.29.0", ["M", "--port", "--kv-cache-dtype", "fp8"], (_argv.FAILED, None)),
-    ("vLLM", "0.29.0", ["M", "--served-model-name", "a --kv-cache-dtype x"], (_argv.ABSENT, None)),
-    ("vLLM", "0.29.0", ["M", "--", "--kv-cache-dtype", "fp8"], (_argv.FAILED, None)),
+    ("vLLM", "0.29.0", ["M", "--kv-cache-dtype", "bf16", "--kv-cache-dtype", "fp8"], (_parsers.FAILED, None)),
+    ("vLLM", "0.33.0", ["M", "--kv-cache-dtype", "bf16", "--kv-cache-dtype", "fp8"], (_parsers.VALUE, "fp8")),
+    ("SGLang", "0.5.18", ["--model-path", "M", "--kv_cache_dtype", "fp8"], (_parsers.FAILED, None)),
+    ("vLLM", "0.29.0", ["M", "--kv_cache_dtype", "fp8"], (_parsers.VALUE, "fp8")),
+    ("vLLM", "0.29.0", ["M", "--port", "--kv-cache-dtype", "fp8"], (_parsers.FAILED, None)),
+    ("vLLM", "0.29.0", ["M", "--served-model-name", "a --kv-cache-dtype x"], (_parsers.ABSENT, None)),
+    ("vLLM", "0.29.0", ["M", "--", "--kv-cache-dtype", "fp8"], (_parsers.FAILED, None)),
 ])
 def test_the_issue_classes(engine, version, argv, expected) -> None:
     reading = _argv.read_engine_args(engine, version, argv)
@@ -163,26 +164,26 @@ def test_the_issue_classes(engine, version, argv, expected) -> None:
 
 
 def test_versions_between_recordings_take_the_table_below_and_the_judge_for_values() -> None:
-    assert _argv.table_version("vLLM", "0.25.2") == "0.25.1"
-    assert _argv.table_version("vLLM", "0.10.0") == "0.18.0"  # below the lowest: the lowest
-    assert _argv.table_version("SGLang", "v0.5.22.post1") == "0.5.22"
+    assert _parsers.table_version("vLLM", "0.25.2") == "0.25.1"
+    assert _parsers.table_version("vLLM", "0.10.0") == "0.18.0"  # below the lowest: the lowest
+    assert _parsers.table_version("SGLang", "v0.5.22.post1") == "0.5.22"
     # nvfp4 appeared in vLLM 0.20.0: the 0.19 table does not list it, the spelling table does.
     assert _argv.read_engine_args("vLLM", "0.20.0", ["M", "--kv-cache-dtype", "nvfp4"]).value == "nvfp4"
-    assert _argv.read_engine_args("vLLM", "0.19.0", ["M", "--kv-cache-dtype", "nvfp4"]).state == _argv.FAILED
+    assert _argv.read_engine_args("vLLM", "0.19.0", ["M", "--kv-cache-dtype", "nvfp4"]).state == _parsers.FAILED
     # fp4_e2m1 was removed in SGLang 0.5.21.
     assert _argv.read_engine_args("SGLang", "0.5.20", ["--model-path", "M", "--kv-cache-dtype", "fp4_e2m1"]).state \
-        == _argv.VALUE
+        == _parsers.VALUE
     assert _argv.read_engine_args("SGLang", "0.5.21", ["--model-path", "M", "--kv-cache-dtype", "fp4_e2m1"]).state \
-        == _argv.FAILED
+        == _parsers.FAILED
     # A recorded release refuses what its parser does not list, even when the spelling table does not know it.
     assert _argv.read_engine_args("vLLM", "0.25.0", ["M", "--kv-cache-dtype", "int8", "--kv-cache-dtype",
-                                                     "auto"]).state == _argv.FAILED
+                                                     "auto"]).state == _parsers.FAILED
 
 
 def test_an_argv_that_cannot_hold_the_flag_is_not_parsed() -> None:
-    before = _argv._read.cache_info().misses
+    before = _parsers.parse.cache_info().misses
     reading = _argv.read_engine_args("vLLM", "0.29.0", ["M", "--max-model-len", "4096", "--port"])
-    assert reading.state == _argv.ABSENT and _argv._read.cache_info().misses == before
+    assert reading.state == _parsers.ABSENT and _parsers.parse.cache_info().misses == before
 
 
 ENV = [{"name": "DT", "value": "fp8_e4m3"}, {"name": "ALIAS", "value": "$(DT)"},
@@ -190,22 +191,22 @@ ENV = [{"name": "DT", "value": "fp8_e4m3"}, {"name": "ALIAS", "value": "$(DT)"},
 
 
 @pytest.mark.parametrize("command,args,expected", [
-    (["vllm", "serve", "M"], ["--kv-cache-dtype", "$(DT)"], (_argv.VALUE, "fp8_e4m3")),
-    (["vllm", "serve", "M"], ["--kv-cache-dtype", "$(ALIAS)"], (_argv.VALUE, "fp8_e4m3")),
-    (["vllm", "serve", "M"], ["--kv-cache-dtype", "$$(DT)"], (_argv.FAILED, None)),  # literal "$(DT)"
-    (["vllm", "serve", "M"], ["--kv-cache-dtype", "$(SECRET)"], (_argv.UNKNOWN, None)),
-    (["vllm", "serve", "M"], ["--kv-cache-dtype", "$(NOPE)"], (_argv.UNKNOWN, None)),  # maybe from envFrom
-    ([], ["M", "--kv-cache-dtype", "fp8"], (_argv.VALUE, "fp8")),  # the image's entrypoint runs vllm serve
-    (["sh", "-c", "DT=fp8_e5m2; exec vllm serve M --kv-cache-dtype $DT"], [], (_argv.VALUE, "fp8_e5m2")),
-    (["sh", "-c", "vllm serve M --kv-cache-dtype $DT"], [], (_argv.VALUE, "fp8_e4m3")),  # env is the shell's
-    (["sh", "-c", "vllm serve M --kv-cache-dtype $OTHER"], [], (_argv.UNKNOWN, None)),
+    (["vllm", "serve", "M"], ["--kv-cache-dtype", "$(DT)"], (_parsers.VALUE, "fp8_e4m3")),
+    (["vllm", "serve", "M"], ["--kv-cache-dtype", "$(ALIAS)"], (_parsers.VALUE, "fp8_e4m3")),
+    (["vllm", "serve", "M"], ["--kv-cache-dtype", "$$(DT)"], (_parsers.FAILED, None)),  # literal "$(DT)"
+    (["vllm", "serve", "M"], ["--kv-cache-dtype", "$(SECRET)"], (_parsers.UNKNOWN, None)),
+    (["vllm", "serve", "M"], ["--kv-cache-dtype", "$(NOPE)"], (_parsers.UNKNOWN, None)),  # maybe from envFrom
+    ([], ["M", "--kv-cache-dtype", "fp8"], (_parsers.VALUE, "fp8")),  # the image's entrypoint runs vllm serve
+    (["sh", "-c", "DT=fp8_e5m2; exec vllm serve M --kv-cache-dtype $DT"], [], (_parsers.VALUE, "fp8_e5m2")),
+    (["sh", "-c", "vllm serve M --kv-cache-dtype $DT"], [], (_parsers.VALUE, "fp8_e4m3")),  # env is the shell's
+    (["sh", "-c", "vllm serve M --kv-cache-dtype $OTHER"], [], (_parsers.UNKNOWN, None)),
     (["sh", "-c", "exec vllm serve M --kv-cache-dtype fp8; echo --kv-cache-dtype bfloat16"], [],
-     (_argv.VALUE, "fp8")),
-    (["sh", "-c", "echo --kv-cache-dtype bfloat16 && vllm serve M"], [], (_argv.ABSENT, None)),
-    (["bash", "-c", 'exec vllm serve M "$@"', "--", "--kv-cache-dtype", "fp8"], [], (_argv.VALUE, "fp8")),
-    (["sh", "-c", "A='--kv-cache-dtype fp8'; vllm serve M $A"], [], (_argv.VALUE, "fp8")),
-    (["sh", "-c", "A='--kv-cache-dtype fp8'; vllm serve M \"$A\""], [], (_argv.FAILED, None)),
-    (["sh", "-c", "vllm serve M '--kv-cache-dtype' '$DT'"], [], (_argv.FAILED, None)),  # single quotes: literal
+     (_parsers.VALUE, "fp8")),
+    (["sh", "-c", "echo --kv-cache-dtype bfloat16 && vllm serve M"], [], (_parsers.ABSENT, None)),
+    (["bash", "-c", 'exec vllm serve M "$@"', "--", "--kv-cache-dtype", "fp8"], [], (_parsers.VALUE, "fp8")),
+    (["sh", "-c", "A='--kv-cache-dtype fp8'; vllm serve M $A"], [], (_parsers.VALUE, "fp8")),
+    (["sh", "-c", "A='--kv-cache-dtype fp8'; vllm serve M \"$A\""], [], (_parsers.FAILED, None)),
+    (["sh", "-c", "vllm serve M '--kv-cache-dtype' '$DT'"], [], (_parsers.FAILED, None)),  # single quotes: literal
 ])
 def test_kubernetes_expansion_and_shell_lines(command, args, expected) -> None:
     reading = _argv.read_container("vLLM", "0.29.0", command, args, ENV)
@@ -214,7 +215,8 @@ def test_kubernetes_expansion_and_shell_lines(command, args, expected) -> None:
 
 @pytest.mark.e2e  # a fresh Python process
 def test_the_tables_load_lazily_and_ship_in_the_package() -> None:
-    code = ("import kubectl_kvdtype._engines.argv as a, sys; assert a._tables.cache_info().currsize == 0; "
+    code = ("import kubectl_kvdtype._engines.argv, kubectl_kvdtype._engines.parsers as a, sys; "
+            "assert a._tables.cache_info().currsize == 0; "
             "import kubectl_kvdtype._cli.main; assert a._tables.cache_info().currsize == 0; "
             "print(sorted(a._tables()['versions']['vLLM']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -17,6 +17,7 @@ import yaml
 
 from _support import kvdtype, report
 from kubectl_kvdtype._engines import argv as _argv
+from kubectl_kvdtype._engines import parsers as _parsers
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import verdicts as _verdicts
 from test_verdicts import binding, deployment, replica
@@ -29,7 +30,7 @@ MODEL = "Qwen/Qwen3-8B"  # the model the corpus argvs name
 
 def _late_versions() -> list[str]:
     """The recorded vLLM releases whose parser lists no choices for the flag."""
-    return [v for v in _argv.recorded_versions("vLLM") if _argv.recorded_choices("vLLM", v) is None]
+    return [v for v in _parsers.recorded_versions("vLLM") if _parsers.recorded_choices("vLLM", v) is None]
 
 
 def _single_value_rows(version: str) -> dict[str, list]:
@@ -38,7 +39,7 @@ def _single_value_rows(version: str) -> dict[str, list]:
     data = CORPUS["engines"]["vLLM"]
     rows = data["outcomes"][version][:len(data["argvs"])]
     return {argv[2]: row for argv, row in zip(data["argvs"], rows, strict=True)
-            if len(argv) == 3 and argv[:2] == [MODEL, _argv.FLAG] and row[0] in ("v", "s")}
+            if len(argv) == 3 and argv[:2] == [MODEL, _records.FLAG] and row[0] in ("v", "s")}
 
 
 def _spellings(version: str) -> tuple[str, str]:
@@ -55,9 +56,9 @@ def test_the_start_check_is_recorded_where_the_parser_lists_no_choices_and_only_
     late = _late_versions()
     assert late and late[0] == "0.33.0"
     for engine in ("vLLM", "SGLang"):
-        for version in _argv.recorded_versions(engine):
-            has_choices = _argv.recorded_choices(engine, version) is not None
-            assert (_argv.start_check(engine, version) is None) == has_choices, (engine, version)
+        for version in _parsers.recorded_versions(engine):
+            has_choices = _parsers.recorded_choices(engine, version) is not None
+            assert (_parsers.start_check(engine, version) is None) == has_choices, (engine, version)
     # No hand-kept rule says from which version values are checked late: the tables do.
     assert not hasattr(_records.VLLM_ENGINE, "late_validation_from")
 
@@ -67,31 +68,31 @@ def test_every_recorded_start_outcome_is_the_readers(version: str) -> None:
     """Each value the corpus ran through the real check: refused ones carry the engine's message."""
     rows = _single_value_rows(version)
     assert any(row[0] == "s" for row in rows.values()) and any(row[0] == "v" for row in rows.values())
-    accepted = _argv.start_check("vLLM", version)
+    accepted = _parsers.start_check("vLLM", version)
     assert accepted is not None
     for value, row in rows.items():
-        reading = _argv.read_engine_args("vLLM", version, [MODEL, _argv.FLAG, value])
+        reading = _argv.read_engine_args("vLLM", version, [MODEL, _records.FLAG, value])
         if row[0] == "s":
             assert value not in accepted
-            assert (reading.state, reading.at_start, reading.error) == (_argv.FAILED, True, CORPUS["errors"][row[1]])
-            assert _argv.refused_at_start("vLLM", version, value) == CORPUS["errors"][row[1]]
+            assert (reading.state, reading.at_start, reading.error) == (_parsers.FAILED, True, CORPUS["errors"][row[1]])
+            assert _parsers.refused_at_start("vLLM", version, value) == CORPUS["errors"][row[1]]
         else:
-            assert row == ["v", value] and value in accepted and reading.state == _argv.VALUE
+            assert row == ["v", value] and value in accepted and reading.state == _parsers.VALUE
 
 
 def test_the_verdict_at_a_late_release_is_the_recorded_checks() -> None:
     refused, accepted = _spellings("0.33.0")
     bad = _verdicts.renders("vLLM", "0.33.0", refused)
     assert (bad.state, bad.stage) == (_verdicts.FAILED, _verdicts.AT_START)
-    assert bad.error == _argv.refused_at_start("vLLM", "0.33.0", refused)
+    assert bad.error == _parsers.refused_at_start("vLLM", "0.33.0", refused)
     judged = _verdicts.judge("vLLM", "0.33.0", refused)
-    assert (judged.verdict, judged.failure) == (_verdicts.REJECTED, _records.AT_START_FAILURE)
+    assert (judged.verdict, judged.failure) == (_records.REJECTED, _records.AT_START_FAILURE)
     assert "recorded start check" in judged.reason
     good = _verdicts.renders("vLLM", "0.33.0", accepted)
     assert (good.state, good.value) == (_verdicts.VALUE, accepted)
     # The hand-kept table neither accepts nor refuses them: alone it would say "unknown".
-    assert _records.judge("vLLM", "0.33.0", refused).verdict == _records.UNKNOWN
-    assert _records.judge("vLLM", "0.33.0", accepted).verdict == _records.UNKNOWN
+    assert _records.judge_spelling("vLLM", "0.33.0", refused).verdict == _records.UNKNOWN
+    assert _records.judge_spelling("vLLM", "0.33.0", accepted).verdict == _records.UNKNOWN
     # A release newer than the data is judged as the newest recorded one: late, by the spelling table.
     newer = _verdicts.renders("vLLM", "0.99.0", "bf16")
     assert (newer.state, newer.stage) == (_verdicts.FAILED, _verdicts.AT_START)
@@ -102,13 +103,13 @@ def _manifest(path: Path, refused: str, accepted: str) -> None:
     objects = []
     for name, dtype in (("refused", refused), ("accepted", accepted)):
         objects += [binding("late", name, dtype), deployment("late", name, name, "vLLM", "0.33.0"),
-                    replica("late", name, 0, [_argv.FLAG, dtype])]
+                    replica("late", name, 0, [_records.FLAG, dtype])]
     path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}))
 
 
 def test_check_and_verify_through_kubectl_follow_the_recorded_start_check(kube_env, tmp_path: Path) -> None:
     refused, accepted = _spellings("0.33.0")
-    message = _argv.refused_at_start("vLLM", "0.33.0", refused)
+    message = _parsers.refused_at_start("vLLM", "0.33.0", refused)
     manifest = tmp_path / "late.yaml"
     _manifest(manifest, refused, accepted)
     checked = kvdtype(kube_env, "check", "-f", str(manifest), "-o", "json")

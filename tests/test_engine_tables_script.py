@@ -77,16 +77,16 @@ def _extra_table(tmp_path: Path, version: str) -> Path:
 
 
 def test_an_extra_table_file_adds_a_release(tmp_path: Path) -> None:
-    from kubectl_kvdtype._engines import argv as _argv
+    from kubectl_kvdtype._engines import parsers as _parsers
 
     try:
-        _argv.add_tables(str(_extra_table(tmp_path, "0.99.0")))
-        assert _argv.table_version("vLLM", "0.99.1") == "0.99.0"
-        assert "0.99.0" in _argv.recorded_versions("vLLM")
+        _parsers.add_tables(str(_extra_table(tmp_path, "0.99.0")))
+        assert _parsers.table_version("vLLM", "0.99.1") == "0.99.0"
+        assert "0.99.0" in _parsers.recorded_versions("vLLM")
     finally:
-        _argv._EXTRA.clear()
-        _argv.clear_caches()
-    assert _argv.table_version("vLLM", "0.99.1") != "0.99.0"
+        _parsers._EXTRA.clear()
+        _parsers.clear_caches()
+    assert _parsers.table_version("vLLM", "0.99.1") != "0.99.0"
 
 
 @pytest.mark.e2e  # the installed plugin, with the variable set

@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubectl_kvdtype._engines import verdicts as _engines
-from kubectl_kvdtype._engines.verdicts import ACCEPTED, REJECTED, SGLANG, UNKNOWN, VLLM, judge, parse_version, suggest
+from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._engines import verdicts as _verdicts
+from kubectl_kvdtype._engines.records import ACCEPTED, REJECTED, SGLANG, UNKNOWN, VLLM, parse_version
+from kubectl_kvdtype._engines.verdicts import judge, suggest
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 
@@ -34,6 +36,19 @@ def test_between_recordings_a_spelling_the_table_lacks_is_unknown_and_says_which
     assert judged.verdict == UNKNOWN
     assert judged.note == ("vLLM 0.27.5 is between the recorded releases 0.27.1 and 0.28.0: judged as 0.27.1, "
                            "the value by this tool's spelling table")
+
+
+@pytest.mark.parametrize("engine", [VLLM, SGLANG])
+@pytest.mark.parametrize("version", [None, "0.4.2", "0.27.5", "0.5.4", "0.5.20", "0.99.0"])
+def test_the_spellings_a_parse_checks_are_the_spelling_tables_verdicts(engine, version):
+    """Between recordings a parse checks the flag's value against ``records.spellings`` (data, not a
+    call back up to the judge): the spelling table's own verdicts, spelling by spelling."""
+    found = _records.spellings(engine, version)
+    known = _records.record(engine)
+    for spelling in (*known.accepted, *known.rejected, "turboquant_3bit", ""):
+        verdict = _records.judge_spelling(engine, version, spelling).verdict
+        assert (spelling in found.accepted, spelling in found.refused) == (verdict == ACCEPTED, verdict == REJECTED)
+    assert found.accepted and found.refused
 
 
 @pytest.mark.parametrize("value, vllm, sglang", TABLE)
@@ -99,7 +114,7 @@ def test_unreadable_version_falls_back_to_the_reference():
     (VLLM, "0.11.0", "vLLM 0.11.0 is older than the oldest recorded release, 0.18.0: judged as 0.18.0"),
 ])
 def test_the_basis_names_the_recorded_parser_that_stands_in(engine, version, note):
-    found = _engines.basis(engine, version).note
+    found = _verdicts.basis(engine, version).note
     assert found.startswith(note) and bool(found) == bool(note)
 
 
@@ -159,7 +174,7 @@ def test_suggest(dtype, consumers, expected):
 
 
 def test_canonical_engine_names():
-    assert [_engines.canonical_engine(n) for n in ("vLLM", "vllm", "VLLM", "SGLang", "sglang", "Ascend", None, 3)] == [
+    assert [_records.canonical_engine(n) for n in ("vLLM", "vllm", "VLLM", "SGLang", "sglang", "Ascend", None, 3)] == [
         VLLM, VLLM, VLLM, SGLANG, SGLANG, None, None, None]
 
 

@@ -53,6 +53,10 @@ def test_the_layers_contract_holds():
     ("_kits/report.py", "from kubectl_kvdtype._sources import cluster as _cluster\n"),  # a lower layer imports up
     ("check.py", "def f():\n    from kubectl_kvdtype import verify\n"),  # a subcommand imports another
     ("_changes/rebind/steps.py", "from kubectl_kvdtype._changes.rebind import plan as _plan\n"),  # within a layer
+    ("_engines/records.py", "def f():\n    from kubectl_kvdtype._engines import verdicts\n"),  # the engine wing
+    ("_engines/tables.py", "from kubectl_kvdtype._engines import rewrites as _rewrites\n"),  # its siblings
+    ("_judging/flags.py", "import kubernetes\n"),  # the client outside _sources
+    ("_sources/cluster.py", "from kubernetes.client import ApiClient\n"),  # a _sources module that does not own it
 ])
 def test_an_upward_import_breaks_the_contract(tmp_path, module, injected):
     """The same contract over a copy of the package with one wrong import added fails."""
@@ -63,6 +67,25 @@ def test_an_upward_import_breaks_the_contract(tmp_path, module, injected):
     result = _lint_imports(tmp_path)
     assert result.returncode != 0
     assert "BROKEN" in result.stdout and f"{CONTRACTS - 1} kept, 1 broken" in result.stdout, result.stdout
+
+
+def _contained_layers() -> dict[str, set[str]]:
+    """Per layers contract over a package inside ours (``containers``), the modules its layers name."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    found = {}
+    for container, layers in re.findall(r'containers = \["kubectl_kvdtype\.([\w.]+)"\]\s*layers = \[([^\]]*)\]', text):
+        found[container] = {name.strip() for layer in re.findall(r'"([^"]+)"', layers) for name in layer.split("|")}
+    return found
+
+
+def test_each_package_with_its_own_order_places_every_module_in_it():
+    """A module added to ``_engines`` (or a package of one module per job) is placed in its
+    contract's order, not left outside it, where import-linter would let it import anything."""
+    contained = _contained_layers()
+    assert {"_engines", "_changes.rebind", "_changes.fix"} <= set(contained)
+    for container, named in contained.items():
+        package = PACKAGE.joinpath(*container.split("."))
+        assert named == {p.stem for p in package.glob("*.py") if p.stem != "__init__"}, container
 
 
 def test_the_package_root_holds_the_public_face_only():

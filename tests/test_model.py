@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kubectl_kvdtype._engines.verdicts import SGLANG, VLLM
+from kubectl_kvdtype._engines.records import SGLANG, VLLM
 from kubectl_kvdtype._sources import model as _model
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)

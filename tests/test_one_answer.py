@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _support import codes, kvdtype, report, seed
-from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._judging import bindings as _bindings
 from kubectl_kvdtype._judging import readiness as preflight
 from kubectl_kvdtype._judging import replicas as verify
@@ -75,7 +76,7 @@ def test_a_release_candidate_is_judged_before_its_release_by_both(fake, kube_env
     assert len(rejected) == 1 and "exits at argument parsing" in rejected[0]["message"]
     prediction = flighted["predictions"][0]
     assert prediction["outcome"] == "fails" and prediction["prediction"].startswith("fails: invalid choice 'bf16'")
-    assert _engines.parse_version("0.33.0rc1") < _engines.parse_version("0.33.0")
+    assert _records.parse_version("0.33.0rc1") < _records.parse_version("0.33.0")
 
 
 NEWER = {"vLLM": ("0.34.0", "vLLM 0.34.0 is newer than the newest recorded release, 0.33.0: judged as 0.33.0"),
@@ -105,7 +106,7 @@ def test_preflight_lists_an_unrecorded_version_as_a_look_item(fake, kube_env):
 
 
 def test_the_upgrade_renders_the_base_command_of_the_engine_records():
-    for record in _engines.RECORDS:
+    for record in _records.RECORDS:
         dep = deployment("ns", "d", "b", record.name, None)
         argv = _upgrade.rendered_role_argv(dep, _model.roles_of(dep)[0], "auto")
         assert argv[:len(record.base_command)] == record.command("Qwen/Qwen3-8B")
@@ -168,7 +169,7 @@ def _injected_pod(index: int, engine: str, dtype: str) -> dict:
             "metadata": {"name": f"p{index}", "namespace": "gen", "labels": {_model.INJECT_LABEL: "true"},
                          "annotations": {_model.BINDING_ANNOTATION: f"pb{index}", _model.ENGINE_ANNOTATION: engine,
                                          _model.INJECTED_ANNOTATION: f'{{"binding": "pb{index}"}}'}},
-            "spec": {"containers": [{"name": "main", "command": _engines.record(engine).command("Qwen/Qwen3-8B"),
+            "spec": {"containers": [{"name": "main", "command": _records.record(engine).command("Qwen/Qwen3-8B"),
                                      "args": ["--kv-cache-dtype", dtype]}]}}
 
 
@@ -226,7 +227,7 @@ def test_check_preflight_verify_and_find_flags_give_one_answer(generated, genera
         if extra == "own":
             assert ("does not save it" in flagged[name]) == (said == "rejected at parsing"), (case, flagged[name])
         # one note names the recorded parser that stood in, wherever the version is not recorded
-        note = _engines.basis(engine, version).note
+        note = _verdicts.basis(engine, version).note
         assert (note in outcomes[name]["prediction"]) if note else True, case
     for index, (engine, dtype) in enumerate(generated_pods):
         name, said = f"p{index}", _check_verdict(checked, f"pb{index}")

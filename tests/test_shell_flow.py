@@ -15,6 +15,7 @@ import yaml
 
 from _support import kvdtype, report
 from kubectl_kvdtype._engines import argv as _argv
+from kubectl_kvdtype._engines import parsers as _parsers
 from test_verdicts import binding, deployment, replica
 
 pytestmark = pytest.mark.version_sensitive  # the argv reader (test_tiers.py)
@@ -24,23 +25,23 @@ RUN = "vllm serve M"
 
 @pytest.mark.parametrize("line,expected", [
     # An engine start that fails without exec: the shell goes on, `||` runs its right side.
-    (f"{RUN} --kv-cache-dtype bf16 || exec {RUN} --kv-cache-dtype bfloat16", (_argv.VALUE, "bfloat16")),
-    (f"{RUN} --kv-cache-dtype bf16; exec {RUN} --kv-cache-dtype fp8", (_argv.VALUE, "fp8")),
-    (f"{RUN} --kv-cache-dtype bf16 && exec {RUN} --kv-cache-dtype fp8", (_argv.FAILED, None)),
+    (f"{RUN} --kv-cache-dtype bf16 || exec {RUN} --kv-cache-dtype bfloat16", (_parsers.VALUE, "bfloat16")),
+    (f"{RUN} --kv-cache-dtype bf16; exec {RUN} --kv-cache-dtype fp8", (_parsers.VALUE, "fp8")),
+    (f"{RUN} --kv-cache-dtype bf16 && exec {RUN} --kv-cache-dtype fp8", (_parsers.FAILED, None)),
     # exec'd: the shell is gone, nothing after it runs.
-    (f"exec {RUN} --kv-cache-dtype bf16 || exec {RUN} --kv-cache-dtype bfloat16", (_argv.FAILED, None)),
+    (f"exec {RUN} --kv-cache-dtype bf16 || exec {RUN} --kv-cache-dtype bfloat16", (_parsers.FAILED, None)),
     # A value it runs with: the server runs, what follows waits for it.
-    (f"{RUN} --kv-cache-dtype fp8 || exec {RUN} --kv-cache-dtype bf16", (_argv.VALUE, "fp8")),
+    (f"{RUN} --kv-cache-dtype fp8 || exec {RUN} --kv-cache-dtype bf16", (_parsers.VALUE, "fp8")),
     # Control flow the reader does not evaluate: unknown, even where every branch would be refused.
-    (f"if [ -f /etc/x ]; then exec {RUN} --kv-cache-dtype bf16; fi", (_argv.UNKNOWN, None)),
-    (f"test -f /etc/x && exec {RUN} --kv-cache-dtype bf16", (_argv.UNKNOWN, None)),
-    (f"[ -n \"$X\" ] || X=bf16; exec {RUN} --kv-cache-dtype \"$X\"", (_argv.UNKNOWN, None)),
-    (f"while true; do {RUN} --kv-cache-dtype bf16; done", (_argv.UNKNOWN, None)),
+    (f"if [ -f /etc/x ]; then exec {RUN} --kv-cache-dtype bf16; fi", (_parsers.UNKNOWN, None)),
+    (f"test -f /etc/x && exec {RUN} --kv-cache-dtype bf16", (_parsers.UNKNOWN, None)),
+    (f"[ -n \"$X\" ] || X=bf16; exec {RUN} --kv-cache-dtype \"$X\"", (_parsers.UNKNOWN, None)),
+    (f"while true; do {RUN} --kv-cache-dtype bf16; done", (_parsers.UNKNOWN, None)),
 ])
 def test_a_shell_lines_flow(line: str, expected: tuple) -> None:
     reading = _argv.read_container("vLLM", "0.29.0", ["sh", "-c", line], [])
     assert (reading.state, reading.value) == expected, reading
-    if reading.state == _argv.UNKNOWN:
+    if reading.state == _parsers.UNKNOWN:
         assert reading.error.startswith("depends on "), reading
 
 

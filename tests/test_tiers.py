@@ -63,19 +63,23 @@ def test_a_test_using_the_fake_api_server_is_e2e(request, fake):
     assert fake.url.startswith("https://127.0.0.1:")
 
 
+TESTS = Path(__file__).resolve().parent
+#: The engine wing, every module of it: its parsers are argparse's, rebuilt from the recorded
+#: tables, and the rest of it is read through them (a module added there is a subject too).
+ENGINE_MODULES = frozenset(f"kubectl_kvdtype._engines.{path.stem}"
+                           for path in (TESTS.parent / "kubectl_kvdtype" / "_engines").glob("*.py")
+                           if path.stem != "__init__")
 #: What makes a test module's outcome depend on the Python running it: it imports argparse or the
-#: code built on it and on CPython's own parsing (the argv reader, the flag parser, completion) or
+#: code built on it and on CPython's own parsing (the engine wing, the flag parser, completion) or
 #: checks the man page. CI runs such modules on every supported Python, the rest on two
 #: (noxfile.py); such a module carries ``pytestmark`` with ``version_sensitive``. This is the floor:
 #: a module may carry the marker for another reason (test_cli.py: help and usage errors).
 VERSION_SENSITIVE_SUBJECTS = frozenset({
-    "argparse", "kubectl_kvdtype._engines.argv", "kubectl_kvdtype._engines.verdicts",
-    "kubectl_kvdtype._engines.records",
+    "argparse", *ENGINE_MODULES,
     "kubectl_kvdtype._cli.complete", "kubectl_kvdtype.completion", "kubectl_kvdtype._commands.flags",
     "kubectl_kvdtype._cli.registry", "kubectl_kvdtype._cli.main.parse",
 })
 MAN_PAGE = "kubectl-kvdtype.1"
-TESTS = Path(__file__).resolve().parent
 
 
 def _subjects(source: str) -> set[str]:
@@ -109,6 +113,7 @@ def test_every_test_of_argparse_the_argv_reader_completion_or_the_man_page_is_ve
     ("def test_x():\n    from kubectl_kvdtype._engines.argv import read\n", True),
     ("from kubectl_kvdtype._cli import complete as _complete\n", True),
     ("MAN = ROOT / 'man' / 'kubectl-kvdtype.1'\n", True),
+    ("from kubectl_kvdtype._engines import shell as _shell\n", True),
     ("from kubectl_kvdtype._kits.report import Report\n", False),
 ])
 def test_the_rule_finds_a_version_sensitive_module(source, needs_marker):

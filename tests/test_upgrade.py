@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._judging import upgrade as _upgrade
 from kubectl_kvdtype._sources import model as _model
 
@@ -172,16 +172,16 @@ _EXTRAS = ((), ("--kv-cache-dtype", "fp8_e4m3"), ("--kv_cache_dtype=fp8_e5m2",),
 @pytest.mark.parametrize("engine,version", [("vLLM", "0.18.0"), ("vLLM", "0.29.0"), ("SGLang", "0.5.18")])
 def test_the_exact_reader_and_the_flag_reader_agree_on_the_rendered_argv(engine, version):
     """Two readers, one answer: the argparse rebuilt from the recorded tables (what the dry run
-    uses) and ``_engines.read_flag`` (what check/find-flags/verify use), on every rendered argv
+    uses) and ``_engines.verdicts.read_flag`` (what check/find-flags/verify use), on every rendered argv
     whose spellings the tables know."""
     for dtype, extra in itertools.product(_SPELLINGS, _EXTRAS):
         prediction = _role(dtype, engine=engine, version=version, extra=extra)
         deployment = _deployment(engine=engine, version=version, extra=extra)
         argv = _upgrade.rendered_role_argv(deployment, _model.roles_of(deployment)[0], dtype)
-        reading = _engines.read_flag([("command", argv)], engine, version)
-        if reading.state == _engines.UNSURE or prediction.fails_anyway:
+        reading = _verdicts.read_flag([("command", argv)], engine, version)
+        if reading.state == _verdicts.UNSURE or prediction.fails_anyway:
             # a spelling the table does not know; an option this engine lacks (the flag reader reads only the flag)
             continue
-        assert (prediction.outcome == _upgrade.FAILS) == (reading.state == _engines.FAILED), (dtype, extra)
-        if reading.state == _engines.VALUE:
+        assert (prediction.outcome == _upgrade.FAILS) == (reading.state == _verdicts.FAILED), (dtype, extra)
+        if reading.state == _verdicts.VALUE:
             assert prediction.runs == reading.value, (dtype, extra)

@@ -1,6 +1,6 @@
 """Verdicts that never mislead: what an engine really makes of an argv, judged end to end.
 
-The reader (``_engines.read_flag``) in process, then every subcommand that judges through it, live
+The reader (``_engines.verdicts.read_flag``) in process, then every subcommand that judges through it, live
 through real kubectl against the fake API server, and offline with ``-f``.
 """
 
@@ -13,22 +13,8 @@ import pytest
 import yaml
 
 from _support import EXAMPLES, SETTING, codes, direct, kvdtype, report, seed
-from kubectl_kvdtype._engines.verdicts import (
-    ABSENT,
-    AT_PARSING,
-    AT_START,
-    FAILED,
-    REBIND,
-    REBIND_DIFFERENT,
-    SGLANG,
-    SPLIT,
-    UNSURE,
-    UPGRADE,
-    VALUE,
-    VLLM,
-    read_flag,
-    remedy,
-)
+from kubectl_kvdtype._engines.records import REBIND, REBIND_DIFFERENT, SGLANG, SPLIT, UPGRADE, VLLM
+from kubectl_kvdtype._engines.verdicts import ABSENT, AT_PARSING, AT_START, FAILED, UNSURE, VALUE, read_flag, remedy
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 

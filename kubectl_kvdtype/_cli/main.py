@@ -201,10 +201,10 @@ def _extra_engine_tables(env: Environment) -> None:
     path = _settings.value(env.environ, _settings.ENGINE_TABLES)
     if not path:
         return
-    from kubectl_kvdtype._engines import argv as _argv
+    from kubectl_kvdtype._engines import parsers as _parsers
 
     try:
-        _argv.add_tables(path)
+        _parsers.add_tables(path)
     except ValueError as error:
         raise UsageError(f"{ENGINE_TABLES_VARIABLE}: {error}") from None
 

@@ -2,11 +2,13 @@
 
 The lower half of the engine knowledge (docs/engines.md, "Which spellings each engine accepts"):
 the one version parser, the hand-kept spellings by version, equivalent spellings, the judgement of
-one spelling by those windows and the order in which fixes are sought. The recorded parsers
-(``_engines.argv``) and the argv reader (``_engines.verdicts``, which re-exports everything here) stand on it;
-``_engines.verdicts.judge`` puts a recorded parser's choices before these windows, and ``_engines.verdicts.remedy``
-seeks fixes with the one verdict every subcommand asks. Nothing here reads an argv.
-"""
+one spelling by those windows (:func:`judge_spelling`, and :func:`spellings`, the same as data a
+parse checks values against) and the order in which fixes are sought (:func:`suggest_by`,
+:func:`remedy_by`, given who accepts a spelling). The recorded parsers
+(``_engines.parsers``) and the one verdict (``_engines.verdicts``) stand on it:
+``_engines.verdicts.judge`` puts a recorded parser's choices before these windows, and
+``_engines.verdicts.remedy`` seeks fixes with the one verdict every subcommand asks. Nothing here
+reads an argv."""
 
 
 import functools
@@ -15,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 FLAG = "--kv-cache-dtype"
+#: Where argparse stores the flag's value (its ``dest``): what the recorded tables name it by.
+FLAG_DEST = FLAG[2:].replace("-", "_")
 
 
 @dataclass(frozen=True, order=True)
@@ -80,7 +84,8 @@ def parse_version(text: object) -> Optional[Version]:
     return Version(key, shown)
 
 
-def _v(text: str) -> Version:
+def known_version(text: str) -> Version:
+    """A version this tool writes itself (a record's, a recorded release's): always readable."""
     parsed = parse_version(text)
     assert parsed is not None, text
     return parsed
@@ -100,7 +105,7 @@ class Window:
 
 
 def _since(text: str) -> tuple[Window, ...]:
-    return (Window(since=_v(text)),)
+    return (Window(since=known_version(text)),)
 
 
 _ALWAYS = (Window(),)
@@ -141,7 +146,7 @@ VLLM_ENGINE = Engine(
     accepted={
         "auto": _ALWAYS,
         # fp8_e5m2 appeared in 0.3.0, went missing in 0.4.1-0.4.2 and came back in 0.4.3.
-        "fp8_e5m2": (Window(_v("0.3.0"), _v("0.4.1")), Window(since=_v("0.4.3"))),
+        "fp8_e5m2": (Window(known_version("0.3.0"), known_version("0.4.1")), Window(since=known_version("0.4.3"))),
         "fp8": _since("0.4.1"),
         "fp8_e4m3": _since("0.4.3"),
         "fp8_inc": _since("0.10.0"),
@@ -170,7 +175,7 @@ SGLANG_ENGINE = Engine(
         "fp8_e4m3": _since("0.4.2"),
         "bf16": _since("0.5.4"),
         "bfloat16": _since("0.5.4"),
-        "fp4_e2m1": (Window(_v("0.5.4.post3"), _v("0.5.21")),),
+        "fp4_e2m1": (Window(known_version("0.5.4.post3"), known_version("0.5.21")),),
         "mxfp8": _since("0.5.16"),
         "nvfp4": _since("0.5.16"),
         "fp4_mx_block16": _since("0.5.16"),
@@ -245,7 +250,7 @@ class Judgement:
     note: str = ""
 
 
-def judge(engine: str, version: object, dtype: str) -> Judgement:
+def judge_spelling(engine: str, version: object, dtype: str) -> Judgement:
     """Judge ``dtype`` for ``engine`` (canonical name) at ``version`` (free text or None).
 
     Memoized: a cluster has few distinct (engine, version, dtype) triples and many consumers.
@@ -261,7 +266,7 @@ def _judge(engine: str, version: object, dtype: str) -> Judgement:
     parsed = parse_version(version)
     is_reference = parsed is None
     shown = known.reference_version if is_reference else str(version).strip()
-    at = parsed if parsed is not None else _v(known.reference_version)
+    at = parsed if parsed is not None else known_version(known.reference_version)
     label = f"{engine} {shown}" + (" (reference version)" if is_reference else "")
     windows = known.accepted.get(dtype)
     if windows is not None:
@@ -279,6 +284,27 @@ def _judge(engine: str, version: object, dtype: str) -> Judgement:
 
 
 _judge_cached = functools.lru_cache(maxsize=4096)(_judge)
+
+
+@dataclass(frozen=True)
+class Spellings:
+    """What :func:`judge_spelling` says of every spelling at one engine version, as data: a parse
+    checks a value against it (``_engines.parsers``) without asking back up. Any other value is one
+    the table does not know."""
+
+    accepted: frozenset[str]
+    refused: frozenset[str]
+
+
+@functools.lru_cache(maxsize=256)
+def spellings(engine: str, version: Optional[str]) -> Spellings:
+    """The :class:`Spellings` of ``engine`` (canonical name) at ``version`` (None: the reference),
+    judged spelling by spelling, so the windows stay the one statement of them."""
+    known = record(engine)
+    verdicts = {spelling: judge_spelling(engine, version, spelling).verdict
+                for spelling in (*known.accepted, *known.rejected)}
+    return Spellings(frozenset(s for s, verdict in verdicts.items() if verdict == ACCEPTED),
+                     frozenset(s for s, verdict in verdicts.items() if verdict == REJECTED))
 
 
 def _availability(windows: Sequence[Window]) -> str:
@@ -308,15 +334,11 @@ def equivalents(dtype: str) -> tuple[str, ...]:
 Accepts = Callable[[str, object, str], bool]
 
 
-def _by_windows(engine: str, version: object, dtype: str) -> bool:
-    return judge(engine, version, dtype).verdict == ACCEPTED
-
-
-def suggest(dtype: str, consumers: Iterable[tuple[str, object]], accepts: Accepts = _by_windows) -> Optional[str]:
+def suggest_by(dtype: str, consumers: Iterable[tuple[str, object]], accepts: Accepts) -> Optional[str]:
     """A spelling meaning the same as ``dtype`` that every (engine, version) accepts, or None.
 
-    ``accepts`` answers for one consumer (``_engines.verdicts`` passes the one verdict every subcommand asks;
-    the default is the spelling table alone)."""
+    ``accepts`` answers for one consumer (``_engines.verdicts.suggest`` passes the one verdict every
+    subcommand asks)."""
     pairs = list(consumers)
     for candidate in equivalents(dtype):
         if candidate == "auto":
@@ -344,8 +366,9 @@ class Remedy:
     spelling: Optional[str] = None  # the dtype to rebind with (REBIND, REBIND_DIFFERENT)
 
 
-def remedy(dtype: str, consumers: Iterable[tuple[str, object]], accepts: Accepts = _by_windows) -> Remedy:
-    """The fix for ``dtype`` that some (engine, version) consumers reject.
+def remedy_by(dtype: str, consumers: Iterable[tuple[str, object]], accepts: Accepts) -> Remedy:
+    """The fix for ``dtype`` that some (engine, version) consumers reject, ``accepts`` answering
+    for one consumer (``_engines.verdicts.remedy`` passes the one verdict every subcommand asks).
 
     In order: a spelling meaning the same that every consumer accepts; the engine versions from
     which the spelling is accepted; a different dtype every consumer accepts (it changes the
@@ -353,7 +376,7 @@ def remedy(dtype: str, consumers: Iterable[tuple[str, object]], accepts: Accepts
     common spelling, splitting them by engine.
     """
     pairs = list(dict.fromkeys((e, v if isinstance(v, (str, type(None))) else str(v)) for e, v in consumers))
-    same = suggest(dtype, pairs, accepts)
+    same = suggest_by(dtype, pairs, accepts)
     if same:
         return Remedy(REBIND, f"rebind with {same}", same)
     upgrades = _upgrades(dtype, pairs, accepts)
@@ -374,7 +397,7 @@ def _upgrades(dtype: str, pairs: Sequence[tuple[str, object]], accepts: Accepts)
         if accepts(engine, version, dtype):
             continue
         windows = record(engine).accepted.get(dtype, ())
-        at = parse_version(version) or _v(record(engine).reference_version)
+        at = parse_version(version) or known_version(record(engine).reference_version)
         # The first version after this one from which the spelling stays accepted.
         since = [w.since for w in windows if w.until is None and w.since is not None and w.since > at]
         if not since:

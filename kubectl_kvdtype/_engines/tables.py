@@ -1,7 +1,7 @@
 """An extra engine table file (``KUBECTL_KVDTYPE_ENGINE_TABLES``), validated whole before it is used.
 
 The shipped tables (``data/engine_options.json``) are written by ``scripts/engine-tables`` and
-tested; a file added for one run may be anything. ``_engines.argv`` indexes, iterates and builds an
+tested; a file added for one run may be anything. ``_engines.parsers`` indexes, iterates and builds an
 argparse parser from every part of a table, so a table that only looks like one would end a
 run in ``KeyError`` or ``TypeError``, and one that lacks the flag would make every argv read as
 "absent" (the engine's default: everything "ok") without a word. So :func:`validate` checks the
@@ -18,9 +18,7 @@ from typing import Any, Callable, Iterable, Optional
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._kits import bounded as _bounded
 
-FLAG = "--kv-cache-dtype"
-_DEST = "kv_cache_dtype"
-#: The argparse actions the recorded tables hold (what ``_engines.argv._add`` rebuilds).
+#: The argparse actions the recorded tables hold (what ``_engines.parsers._add`` rebuilds).
 ACTIONS = frozenset({"store", "store_true", "store_false", "store_const", "append", "append_const", "extend",
                      "count", "boolean_optional", "help", "version", "parsers"})
 _NARGS = frozenset({"?", "*", "+"})
@@ -100,13 +98,13 @@ def _decode(stored: Any, where: str) -> dict:
 def _table(table: dict, where: str, record: _records.Engine, steps: frozenset[str]) -> None:
     _settings(table, where, required=True)
     actions = _actions(table.get("actions"), f"{where}.actions")
-    flags = [a for a in actions if a["dest"] == _DEST and FLAG in a["options"]]
+    flags = [a for a in actions if a["dest"] == _records.FLAG_DEST and _records.FLAG in a["options"]]
     if not flags:
-        raise TableError(f"{where}.actions", f"no option {FLAG}: without it every argv would read as passing no "
-                                             "dtype, and every verdict as ok")
+        raise TableError(f"{where}.actions", f"no option {_records.FLAG}: without it every argv would read as "
+                                             "passing no dtype, and every verdict as ok")
     flag = flags[0]
     if flag["action"] != "store" or flag.get("nargs") is not None:
-        raise TableError(f"{where}.actions", f"{FLAG} must take one value (action store, no nargs)")
+        raise TableError(f"{where}.actions", f"{_records.FLAG} must take one value (action store, no nargs)")
     dests = {a["dest"] for a in actions}
     for index, group in enumerate(_list(table.get("mutually_exclusive", []), f"{where}.mutually_exclusive")):
         for dest in _list(group, f"{where}.mutually_exclusive[{index}]"):
@@ -198,8 +196,9 @@ def _action(entry: dict, where: str) -> None:
 def _prefixes(value: Any) -> None:
     for engine, length in _mapping(value, "shortest_flag_prefix").items():
         _engine(engine, f"shortest_flag_prefix.{engine}")
-        if not isinstance(length, int) or isinstance(length, bool) or not 3 <= length <= len(FLAG):
-            raise TableError(f"shortest_flag_prefix.{engine}", f"{_shown(length)} is not a prefix length of {FLAG}")
+        if not isinstance(length, int) or isinstance(length, bool) or not 3 <= length <= len(_records.FLAG):
+            raise TableError(f"shortest_flag_prefix.{engine}",
+                             f"{_shown(length)} is not a prefix length of {_records.FLAG}")
 
 
 def _mapping(value: Any, where: str) -> dict:

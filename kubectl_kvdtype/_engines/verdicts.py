@@ -1,17 +1,19 @@
-"""Everything the plugin knows about the engines: names, versions, spellings, argv.
+"""The one answer about what an engine does with an argv, and with a ``--kv-cache-dtype`` spelling.
 
 This is the one place that encodes docs/engines.md ("Which spellings each engine accepts", "How
-each engine reads the flag"). Each engine is one
-:class:`Engine` record (names, reference version, which ``--kv-cache-dtype`` values it accepts at
-which version, which spellings mean the same, its recorded parser table, how the operator and a
-container start it); nothing here branches on an engine's name. What an engine makes of an argv
-is decided by its own parser rebuilt from the recorded tables (``_engines.argv``); this module locates the
-copies of the flag and turns the parser's answer into a judgement (:func:`read_flag`, the one
-question every subcommand asks; :func:`renders` is ``check``'s case of it). At a recorded version
-the recorded choices (or, where the parser lists none, the recorded start check) decide a
-spelling; the hand-kept windows only where none cover the version (:func:`basis`,
-:func:`judge`). The rest of the package asks questions; only this module answers them.
-"""
+each engine reads the flag") as answers. The facts are below it: each engine is one
+``_engines.records.Engine`` record (names, reference version, which values it accepts at which
+version, which spellings mean the same, its recorded parser table, how the operator and a container
+start it), and nothing here branches on an engine's name. What an engine makes of an argv is
+decided by its own parser rebuilt from the recorded tables (``_engines.parsers``), which
+``_engines.argv`` reads a container's argv with; this module locates the copies of the flag and
+turns the parser's answer into a judgement (:func:`read_flag`, the one question every subcommand
+asks; :func:`renders` is ``check``'s case of it). At a recorded version the recorded choices (or,
+where the parser lists none, the recorded start check) decide a spelling; the hand-kept windows
+only where none cover the version (:func:`basis`, :func:`judge`). The rest of the package asks
+questions; only this module answers them. Its answers keep their own names (:func:`judge`,
+:func:`suggest`, :func:`remedy`); the spelling table's are ``_engines.records.judge_spelling``,
+``suggest_by`` and ``remedy_by``."""
 
 from __future__ import annotations
 
@@ -23,22 +25,6 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Optional, Sequence
 
 from kubectl_kvdtype._engines import records as _records
-from kubectl_kvdtype._engines.records import *  # noqa: F401,F403 - the records are part of this module's surface
-from kubectl_kvdtype._engines.records import (  # noqa: F401 - used below
-    _BY_NAME,
-    ACCEPTED,
-    AT_PARSING_FAILURE,
-    AT_START_FAILURE,
-    ENGINES,
-    FLAG,
-    REJECTED,
-    UNKNOWN,
-    Judgement,
-    Remedy,
-    _v,
-    parse_version,
-    record,
-)
 
 # --- Which table decides ----------------------------------------------------------------------
 
@@ -77,32 +63,32 @@ def basis(engine: str, version: object) -> Basis:
 
 
 def _basis(engine: str, version: object) -> Basis:
-    from kubectl_kvdtype._engines import argv as _argv  # the tables load on first use, never at start-up
+    from kubectl_kvdtype._engines import parsers as _parsers  # the tables load on first use, never at start-up
 
-    parsed = parse_version(version)
-    at_text = str(version).strip() if parsed is not None else record(engine).reference_version
-    at = parsed if parsed is not None else _v(at_text)
+    parsed = _records.parse_version(version)
+    at_text = str(version).strip() if parsed is not None else _records.record(engine).reference_version
+    at = parsed if parsed is not None else _records.known_version(at_text)
     note = ""
     if parsed is None and isinstance(version, str) and version.strip():
         note = f"{engine} version {version.strip()!r} is unreadable: judged at the reference version {at_text}"
-    table = _argv.table_version(engine, at_text)
-    choices = _argv.recorded_choices(engine, table)
-    at_start = _argv.start_check(engine, table) if choices is None else None
-    added = _argv.added_by(engine, table) or ""
-    if _v(table) == at:
+    table = _parsers.table_version(engine, at_text)
+    choices = _parsers.recorded_choices(engine, table)
+    at_start = _parsers.start_check(engine, table) if choices is None else None
+    added = _parsers.added_by(engine, table) or ""
+    if _records.known_version(table) == at:
         decides = frozenset(choices) if choices is not None else at_start
         return Basis(at_text, table, decides, note, at_start is not None, added)
-    recorded = _argv.recorded_versions(engine)
-    if at > _v(recorded[-1]):
+    recorded = _parsers.recorded_versions(engine)
+    if at > _records.known_version(recorded[-1]):
         where = f"is newer than the newest recorded release, {table}"
-    elif at < _v(recorded[0]):
+    elif at < _records.known_version(recorded[0]):
         where = f"is older than the oldest recorded release, {table}"
     else:
-        after = next(v for v in recorded if _v(v) > at)
+        after = next(v for v in recorded if _records.known_version(v) > at)
         where = f"is between the recorded releases {table} and {after}"
     # A release newer than the data can be recorded by the admin and added for a run: say how.
     extend = (f" (record it with scripts/engine-tables --only {engine}=={at_text} --out FILE and add it with "
-              f"KUBECTL_KVDTYPE_ENGINE_TABLES=FILE)") if at > _v(recorded[-1]) else ""
+              f"KUBECTL_KVDTYPE_ENGINE_TABLES=FILE)") if at > _records.known_version(recorded[-1]) else ""
     return Basis(at_text, table, None,
                  f"{engine} {at_text} {where}: judged as {table}, the value by this tool's spelling table{extend}",
                  at_start is not None, added)
@@ -111,11 +97,11 @@ def _basis(engine: str, version: object) -> Basis:
 _basis_cached = functools.lru_cache(maxsize=256)(_basis)
 
 
-def judge(engine: str, version: object, dtype: str) -> Judgement:  # type: ignore[no-redef]  # replaces the records'
+def judge(engine: str, version: object, dtype: str) -> _records.Judgement:
     """How ``engine`` at ``version`` takes ``dtype``: the recording wins at recorded versions.
 
     Where the version's recorded parser lists the flag's choices, they decide; elsewhere the
-    hand-kept spelling windows (``_engine_records.judge``) do, and the Judgement's ``note`` names
+    hand-kept spelling windows (``_engines.records.judge_spelling``) do, and the Judgement's ``note`` names
     the recorded parser that stood in for the version. Memoized.
     """
     try:
@@ -124,7 +110,7 @@ def judge(engine: str, version: object, dtype: str) -> Judgement:  # type: ignor
         return _judge(engine, version, dtype)
 
 
-def _judge(engine: str, version: object, dtype: str) -> Judgement:
+def _judge(engine: str, version: object, dtype: str) -> _records.Judgement:
     found = basis(engine, version)
     judged = _judge_by(found, engine, version, dtype)
     if found.added:  # an added table decided: the verdict says so wherever it is said
@@ -132,37 +118,31 @@ def _judge(engine: str, version: object, dtype: str) -> Judgement:
     return judged
 
 
-def _judge_by(found: Basis, engine: str, version: object, dtype: str) -> Judgement:
-    by_table = _records.judge(engine, version, dtype)
-    failure = AT_START_FAILURE if found.at_start else AT_PARSING_FAILURE
-    if by_table.verdict == REJECTED:
+def _judge_by(found: Basis, engine: str, version: object, dtype: str) -> _records.Judgement:
+    by_table = _records.judge_spelling(engine, version, dtype)
+    failure = _records.AT_START_FAILURE if found.at_start else _records.AT_PARSING_FAILURE
+    if by_table.verdict == _records.REJECTED:
         by_table = replace(by_table, failure=failure)
     if found.choices is None:
         reason = by_table.reason
-        if not found.note and by_table.verdict != UNKNOWN:
+        if not found.note and by_table.verdict != _records.UNKNOWN:
             reason += f" (this tool's spelling table: the recorded parser of {engine} {found.table} checks no choices)"
         return replace(by_table, reason=reason, note=found.note)
-    verdict = ACCEPTED if dtype in found.choices else REJECTED
+    verdict = _records.ACCEPTED if dtype in found.choices else _records.REJECTED
     if verdict == by_table.verdict:
         return replace(by_table, note=found.note)
     label = f"{engine} {by_table.version}" + (" (reference version)" if by_table.version_is_reference else "")
-    if verdict == ACCEPTED:
+    if verdict == _records.ACCEPTED:
         recorded = "its recorded start check" if found.at_start else "its recorded parser"
-        return replace(by_table, verdict=ACCEPTED, reason=f"{label} accepts {dtype} ({recorded} lists it)",
+        return replace(by_table, verdict=_records.ACCEPTED, reason=f"{label} accepts {dtype} ({recorded} lists it)",
                        failure="", note=found.note)
     refused = "its recorded start check does not list it" if found.at_start \
         else "its recorded parser's choices do not list it"
-    return replace(by_table, verdict=REJECTED, note=found.note,
+    return replace(by_table, verdict=_records.REJECTED, note=found.note,
                    reason=f"{label} does not accept {dtype} ({refused})", failure=failure)
 
 
 _judge_cached = functools.lru_cache(maxsize=4096)(_judge)
-
-
-def _validity(engine: str, version: object, value: str) -> Optional[bool]:
-    """The recorded parser's choices, as :func:`judge` gives them: True accepted, False refused, None unknown."""
-    verdict = judge(engine, version, value).verdict
-    return True if verdict == ACCEPTED else False if verdict == REJECTED else None
 
 # --- Reading the flag out of an argv -------------------------------------------------------
 
@@ -223,31 +203,32 @@ def _classify_uncached(name: str, engine: Optional[str], version: object) -> Opt
     """(spelling, read, note) when an option name could be the flag; else None.
 
     Which names are candidates, and whether this engine at this version reads one as the flag,
-    both come from the recorded parser tables (``_engines.argv.option_matches``): a candidate is the flag
+    both come from the recorded parser tables (``_engines.parsers.option_matches``): a candidate is the flag
     with dashes or underscores, or an abbreviation at least as long as the shortest one some
     recorded version of the engine reads (``--kv-cache-d`` for vLLM 0.18, ``--kv-cac`` for SGLang);
     never a longer option such as ``--kv-cache-dtype-skip-layers``.
     """
     folded = name.replace("_", "-")
-    if not (folded.startswith("--") and FLAG.startswith(folded)):
+    if not (folded.startswith("--") and _records.FLAG.startswith(folded)):
         return None
-    from kubectl_kvdtype._engines import argv as _argv  # the tables load on first use, never at start-up
+    from kubectl_kvdtype._engines import parsers as _parsers  # the tables load on first use, never at start-up
 
-    engines = [engine] if engine in _BY_NAME else list(ENGINES)
-    if len(folded) < min(_argv.shortest_flag_prefix(e) for e in engines):
+    engines = [engine] if engine in _records.ENGINES else list(_records.ENGINES)
+    if len(folded) < min(_parsers.shortest_flag_prefix(e) for e in engines):
         return None
-    spelling = EXACT if name == FLAG else UNDERSCORE if folded == FLAG else ABBREVIATION
-    if engine not in _BY_NAME:
-        read = any(_argv.option_matches(e, t, name) == (FLAG,) for e in engines for t in _argv.recorded_versions(e))
+    spelling = EXACT if name == _records.FLAG else UNDERSCORE if folded == _records.FLAG else ABBREVIATION
+    if engine not in _records.ENGINES:
+        read = any(_parsers.option_matches(e, t, name) == (_records.FLAG,)
+                   for e in engines for t in _parsers.recorded_versions(e))
         return spelling, read, "" if spelling == EXACT else "a spelling some engine's parser reads as the flag"
-    table = _argv.table_version(engine, _version_or_reference(engine, version))
-    matches = _argv.option_matches(engine, table, name)
+    table = _parsers.table_version(engine, _version_or_reference(engine, version))
+    matches = _parsers.option_matches(engine, table, name)
     label = f"{engine} {table}"
-    if matches == (FLAG,):
+    if matches == (_records.FLAG,):
         if spelling == UNDERSCORE:
             return spelling, True, f"{engine} reads underscores in flag names as dashes"
         if spelling == ABBREVIATION:
-            return spelling, True, f"an abbreviation {label}'s parser expands to {FLAG}"
+            return spelling, True, f"an abbreviation {label}'s parser expands to {_records.FLAG}"
         return spelling, True, ""
     if len(matches) > 1:
         return spelling, False, (f"an abbreviation {label} rejects as ambiguous (it could match "
@@ -263,7 +244,7 @@ _classify_cached = functools.lru_cache(maxsize=1024)(_classify_uncached)
 
 def _version_or_reference(engine: str, version: object) -> str:
     """The version text the tables are chosen by: the consumer's, else the engine's reference."""
-    return str(version) if parse_version(version) is not None else record(engine).reference_version
+    return str(version) if _records.parse_version(version) is not None else _records.record(engine).reference_version
 
 
 def find_dtype_flags(argv: object, engine: Optional[str] = None, version: object = None) -> list[FlagOccurrence]:
@@ -418,13 +399,13 @@ def read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], versi
               env: object = None) -> FlagReading:
     """What ``engine`` (canonical name, None when unknown) at ``version`` makes of the argv ``fields``.
 
-    The fields are one container argv (``command`` then ``args``, with the container's ``env``
-    for the kubelet's ``$(VAR)`` expansion). The engine's own parser, rebuilt from its recorded
-    option table (``_engines.argv``), decides: the first refused value, missing value or ambiguous
-    abbreviation ends the process even when a later copy is valid; only when every copy passes
-    does the last one win. vLLM 0.33+ checks no choices in the parser: the value that wins is
-    refused at engine start instead. A value the spelling tables do not list, or one that
-    depends on something outside the object, makes the reading UNSURE, never FAILED.
+    The fields are one container argv (``command`` then ``args``, with the container's ``env`` for
+    the kubelet's ``$(VAR)`` expansion). The engine's own parser, rebuilt from its recorded option
+    table (``_engines.parsers``, through ``_engines.argv``), decides: the first refused value,
+    missing value or ambiguous abbreviation ends the process even when a later copy is valid; only
+    when every copy passes does the last one win. vLLM 0.33+ checks no choices in the parser: the
+    value that wins is refused at engine start instead. A value the spelling tables do not list, or
+    one that depends on something outside the object, makes the reading UNSURE, never FAILED.
     """
     argv, _ = _joined(fields)
     relevant_env = env if env and any("$" in t for t in argv) else None  # only a variable can use it
@@ -446,10 +427,11 @@ def _read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], vers
                env: object) -> FlagReading:
     found = tuple(find_in_fields(fields, engine, version, env))
     read = [o for o in found if o.read]
-    if engine not in _BY_NAME:
+    if engine not in _records.ENGINES:
         return FlagReading(UNSURE if found else ABSENT, read[-1].value if read else None, occurrences=found,
                            culprit=read[-1] if read else None,
-                           reason=f"the engine is none of {', '.join(ENGINES)}, so how it reads the argv is not known")
+                           reason=f"the engine is none of {', '.join(_records.ENGINES)}, "
+                                  "so how it reads the argv is not known")
     judged_by = basis(engine, version)
     note = "; ".join(part for part in (judged_by.note, judged_by.added_clause) if part)
     return replace(_parse(fields, engine, version, env, found), note=note)
@@ -458,28 +440,29 @@ def _read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], vers
 def _parse(fields: Sequence[tuple[str, object]], engine: str, version: object, env: object,
            found: tuple[FlagOccurrence, ...]) -> FlagReading:
     from kubectl_kvdtype._engines import argv as _argv
+    from kubectl_kvdtype._engines import parsers as _parsers
 
     read = [o for o in found if o.read]
     at = _version_or_reference(engine, version)
     argv, _ = _joined(fields)
-    reading = _argv.read_container(engine, at, argv, [], env, validity=_validity)
-    if reading.state == _argv.UNKNOWN:
+    reading = _argv.read_container(engine, at, argv, [], env)
+    if reading.state == _parsers.UNKNOWN:
         return FlagReading(UNSURE, None, occurrences=found, culprit=read[-1] if read else None, reason=reading.error)
-    if reading.state == _argv.FAILED and reading.at_start:  # the engine's own start check, recorded
+    if reading.state == _parsers.FAILED and reading.at_start:  # the engine's own start check, recorded
         return FlagReading(FAILED, None, reading.error, found, AT_START, _winner(read, reading.value or ""),
                            reason=judge(engine, version, reading.value or "").reason)
-    if reading.state == _argv.FAILED:
+    if reading.state == _parsers.FAILED:
         error = f"error: {reading.error}" if reading.exit_code == 2 else reading.error
         return FlagReading(FAILED, None, error, found, AT_PARSING, _culprit(reading.error, found))
-    if reading.state == _argv.ABSENT:
+    if reading.state == _parsers.ABSENT:
         return FlagReading(ABSENT, occurrences=found)
     value = reading.value or ""
     winner = _winner(read, value)
     judged = judge(engine, version, value)
-    if judged.verdict == REJECTED and basis(engine, version).at_start:  # judged by the spelling table
+    if judged.verdict == _records.REJECTED and basis(engine, version).at_start:  # judged by the spelling table
         return FlagReading(FAILED, None, f"{judged.reason}: the engine exits at start-up", found, AT_START, winner,
                            reason=judged.reason)
-    if judged.verdict == UNKNOWN:
+    if judged.verdict == _records.UNKNOWN:
         return FlagReading(UNSURE, value, occurrences=found, culprit=winner, reason=judged.reason)
     return FlagReading(VALUE, value, occurrences=found, culprit=winner)
 
@@ -496,10 +479,10 @@ def read_role(extra_args: Sequence[str], engine: Optional[str], version: object,
 
     Occurrences are located in the fields ``operator`` and ``extraArgs``.
     """
-    base = record(engine).command(model) if engine in _BY_NAME else []
+    base = _records.record(engine).command(model) if engine in _records.ENGINES else []
     fields: list[tuple[str, object]] = [("base", base)]
     if operator_dtype is not None:
-        fields.append(("operator", [FLAG, operator_dtype]))
+        fields.append(("operator", [_records.FLAG, operator_dtype]))
     fields.append(("extraArgs", list(extra_args)))
     return read_flag(fields, engine, version)
 
@@ -517,15 +500,15 @@ def _runs(engine: str, version: object, dtype: str) -> bool:
     return renders(engine, version, dtype).state == VALUE
 
 
-def suggest(dtype: str, consumers: Iterable[tuple[str, object]]) -> Optional[str]:  # type: ignore[no-redef]
+def suggest(dtype: str, consumers: Iterable[tuple[str, object]]) -> Optional[str]:
     """A spelling meaning the same as ``dtype`` that every (engine, version) consumer runs, or None."""
-    return _records.suggest(dtype, consumers, _runs)
+    return _records.suggest_by(dtype, consumers, _runs)
 
 
-def remedy(dtype: str, consumers: Iterable[tuple[str, object]]) -> Remedy:  # type: ignore[no-redef]
+def remedy(dtype: str, consumers: Iterable[tuple[str, object]]) -> _records.Remedy:
     """The fix for ``dtype`` that some (engine, version) consumers reject, judged by :func:`renders`
-    (see ``_engine_records.remedy`` for the order in which fixes are sought)."""
-    return _records.remedy(dtype, consumers, _runs)
+    (see ``_engines.records.remedy_by`` for the order in which fixes are sought)."""
+    return _records.remedy_by(dtype, consumers, _runs)
 
 
 def _culprit(error: str, found: tuple[FlagOccurrence, ...]) -> Optional[FlagOccurrence]:
@@ -533,9 +516,9 @@ def _culprit(error: str, found: tuple[FlagOccurrence, ...]) -> Optional[FlagOccu
     ambiguous or unrecognized spelling; None when the error is about another option."""
     read = [o for o in found if o.read]
     choice = re.search(r"invalid choice: '((?:[^'\\]|\\.)*)'", error)
-    if error.startswith(f"argument {FLAG}:") and choice:
+    if error.startswith(f"argument {_records.FLAG}:") and choice:
         return next((o for o in read if o.value == choice.group(1)), read[0] if read else None)
-    if error.startswith(f"argument {FLAG}:"):
+    if error.startswith(f"argument {_records.FLAG}:"):
         return next((o for o in read if o.value is None), read[0] if read else None)
     ambiguous = re.match(r"ambiguous option: (\S+)", error)
     if ambiguous:

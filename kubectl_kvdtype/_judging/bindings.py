@@ -13,7 +13,8 @@ import functools
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Optional
 
-from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._judging.managed import MANAGED_BY
 from kubectl_kvdtype._kits.codes import (
     BINDING_MISSING,
@@ -148,7 +149,7 @@ def _judge_binding(binding: dict, consumers: list[Consumer], report: Report) -> 
     ref = ObjectRef(BINDING.name, _model.namespace_of(binding), _model.name_of(binding))
     dtype = _model.binding_dtype(binding) or ""
     verdicts = set()
-    fix: Optional[_engines.Remedy] = None
+    fix: Optional[_records.Remedy] = None
     if dtype == "auto":
         verdicts.add(AUTO)
         report.add(DTYPE_AUTO, ref,
@@ -173,32 +174,32 @@ def _judge_binding(binding: dict, consumers: list[Consumer], report: Report) -> 
         "namespace": ref.namespace, "name": ref.name, "dtype": dtype or None,
         "pool": _model.binding_pool(binding), "domain": _model.binding_domain(binding),
         "consumers": [c.to_item() for c in consumers], "verdict": verdict,
-        "suggestion": fix.spelling if fix and fix.kind == _engines.REBIND and verdict == REJECTED else None,
+        "suggestion": fix.spelling if fix and fix.kind == _records.REBIND and verdict == REJECTED else None,
         "fix": _fix(verdict, fix, consumers),
     }
 
 
 def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer],
-                   report: Report) -> tuple[set[str], Optional[_engines.Remedy]]:
+                   report: Report) -> tuple[set[str], Optional[_records.Remedy]]:
     """One dtype-rejected finding per rejecting engine, one dtype-unknown per unsure engine.
 
     Also returns the fix, sought only once an engine rejects (most Bindings pass).
     """
     verdicts: set[str] = set()
     fix = None
-    for engine in _engines.ENGINES:
+    for engine in _records.ENGINES:
         users = [c for c in consumers if c.engine.name == engine and c.receives_flag]
         judged = [(c, consumer_verdict(engine, c.engine.version, dtype)) for c in users]
-        rejecting = [(c, j) for c, j in judged if j.verdict == _engines.REJECTED]
-        unsure = [(c, j) for c, j in judged if j.verdict == _engines.UNKNOWN]
+        rejecting = [(c, j) for c, j in judged if j.verdict == _records.REJECTED]
+        unsure = [(c, j) for c, j in judged if j.verdict == _records.UNKNOWN]
         if rejecting:
             if fix is None:
-                fix = _engines.remedy(dtype, [(c.engine.name, c.engine.version) for c in consumers
+                fix = _verdicts.remedy(dtype, [(c.engine.name, c.engine.version) for c in consumers
                                               if c.engine.name and c.receives_flag])
             verdicts.add(REJECTED)
             report.add(DTYPE_REJECTED, ref, _rejected_message(ref, dtype, rejecting, fix),
                        dtype=dtype, engine=engine, engineVersion=_versions(j for _, j in rejecting),
-                       suggestion=fix.spelling if fix.kind == _engines.REBIND else None,
+                       suggestion=fix.spelling if fix.kind == _records.REBIND else None,
                        fix=fix.text, consumers=[c.ref.to_dict() for c, _ in rejecting],
                        field_path=_model.BINDING_DTYPE_PATH)
         elif unsure:
@@ -212,29 +213,29 @@ def _judge_engines(ref: ObjectRef, dtype: str, consumers: list[Consumer],
 
 
 @functools.lru_cache(maxsize=4096)
-def consumer_verdict(engine: str, version: Optional[str], dtype: str) -> _engines.Judgement:
+def consumer_verdict(engine: str, version: Optional[str], dtype: str) -> _records.Judgement:
     """check's verdict on one consumer: what it does with the argv the upgrade renders for it
     (``_engines.verdicts.renders``: the operator's command with the Binding's dtype, never the role's own
     ``extraArgs``), in the words of the spelling's judgement. Memoized: a cluster has few distinct
     (engine, version, dtype) triples and many consumers."""
-    reading = _engines.renders(engine, version, dtype)
-    judged = _engines.judge(engine, version, dtype)
-    if reading.state == _engines.FAILED:
-        failure = "exits at argument parsing" if reading.stage == _engines.AT_PARSING else "fails at engine start"
-        reason = judged.reason if judged.verdict == _engines.REJECTED else \
+    reading = _verdicts.renders(engine, version, dtype)
+    judged = _verdicts.judge(engine, version, dtype)
+    if reading.state == _verdicts.FAILED:
+        failure = "exits at argument parsing" if reading.stage == _verdicts.AT_PARSING else "fails at engine start"
+        reason = judged.reason if judged.verdict == _records.REJECTED else \
             f"{engine} {judged.version} refuses it ({reading.error})"
-        return replace(judged, verdict=_engines.REJECTED, reason=reason, failure=failure)
-    if reading.state == _engines.VALUE:
-        return replace(judged, verdict=_engines.ACCEPTED, failure="")
-    return replace(judged, verdict=_engines.UNKNOWN, reason=reading.reason or judged.reason, failure="")
+        return replace(judged, verdict=_records.REJECTED, reason=reason, failure=failure)
+    if reading.state == _verdicts.VALUE:
+        return replace(judged, verdict=_records.ACCEPTED, failure="")
+    return replace(judged, verdict=_records.UNKNOWN, reason=reading.reason or judged.reason, failure="")
 
 
-def _noted(judged: _engines.Judgement) -> str:
+def _noted(judged: _records.Judgement) -> str:
     """`` (vLLM 0.34.0 is newer than ...: judged as 0.33.0)``: the parser that stood in, when one did."""
     return f" ({judged.note})" if judged.note else ""
 
 
-def _versions(judgements: Iterable[_engines.Judgement]) -> str:
+def _versions(judgements: Iterable[_records.Judgement]) -> str:
     return ", ".join(dict.fromkeys(j.version for j in judgements))
 
 
@@ -247,17 +248,17 @@ def rebind_command(namespace: Optional[str], name: str, spelling: Optional[str])
     return f"kubectl kvdtype escape rebind {name} -n {namespace} --dtype {spelling}"
 
 
-def _rejected_message(ref: ObjectRef, dtype: str, rejecting: list, fix: _engines.Remedy) -> str:
+def _rejected_message(ref: ObjectRef, dtype: str, rejecting: list, fix: _records.Remedy) -> str:
     replicas = sum(c.replicas for c, _ in rejecting)
     names = ", ".join(c.label() for c, _ in rejecting[:3]) + (" ..." if len(rejecting) > 3 else "")
     command = rebind_command(ref.namespace, ref.name, fix.spelling) or "no command: its name is not valid"
     how = {
-        _engines.REBIND: f"move them to a Binding with dtype {fix.spelling}, which means the same ({command})",
-        _engines.UPGRADE: f"{fix.text}, from which {dtype} is accepted",
-        _engines.REBIND_DIFFERENT: (f"no spelling of {dtype} is accepted by every consumer, nor by a later engine "
+        _records.REBIND: f"move them to a Binding with dtype {fix.spelling}, which means the same ({command})",
+        _records.UPGRADE: f"{fix.text}, from which {dtype} is accepted",
+        _records.REBIND_DIFFERENT: (f"no spelling of {dtype} is accepted by every consumer, nor by a later engine "
                                     f"version: move them to a Binding with dtype {fix.spelling}, a different dtype "
                                     f"that changes the KV-cache precision ({command})"),
-        _engines.SPLIT: ("no dtype is accepted by every engine consuming it, so split its consumers by engine "
+        _records.SPLIT: ("no dtype is accepted by every engine consuming it, so split its consumers by engine "
                          "onto Bindings of their own"),
     }.get(fix.kind, fix.text)
     first = rejecting[0][1]
@@ -265,7 +266,7 @@ def _rejected_message(ref: ObjectRef, dtype: str, rejecting: list, fix: _engines
             f"upgrade renders it; {how}.")
 
 
-def _fix(verdict: str, fix: Optional[_engines.Remedy], consumers: list[Consumer]) -> str:
+def _fix(verdict: str, fix: Optional[_records.Remedy], consumers: list[Consumer]) -> str:
     if verdict == REJECTED and fix is not None:
         return fix.text
     if verdict == UNKNOWN:
@@ -309,7 +310,7 @@ def _unrecorded_versions(consumers: list[Consumer], report: Report) -> None:
     for consumer in consumers:
         if consumer.engine.name is None or not consumer.receives_flag:
             continue
-        basis = _engines.basis(consumer.engine.name, consumer.engine.version)
+        basis = _verdicts.basis(consumer.engine.name, consumer.engine.version)
         if basis.note:
             report.add(VERSION_UNRECORDED, consumer.ref, f"{consumer.ref}: {basis.note}.",
                        engine=consumer.engine.name, engineVersion=consumer.engine.version, judgedAs=basis.table,
@@ -319,7 +320,7 @@ def _unrecorded_versions(consumers: list[Consumer], report: Report) -> None:
                             consumer.engine_path)
 
 
-def add_table_added(report: Report, ref: ObjectRef, engine: str, version: object, basis: _engines.Basis,
+def add_table_added(report: Report, ref: ObjectRef, engine: str, version: object, basis: _verdicts.Basis,
                     field_path: Optional[FieldPath] = None) -> None:
     """The engine-table-added finding: a verdict about ``ref`` rests on a table added for the run."""
     report.add(TABLE_ADDED, ref, f"{ref}: {engine} {basis.at} is judged {basis.added_clause} "

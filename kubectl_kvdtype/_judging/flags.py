@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._engines.argv import too_long
 from kubectl_kvdtype._engines.verdicts import FlagOccurrence
 from kubectl_kvdtype._judging.managed import MANAGED_BY, reader_for
@@ -132,14 +133,14 @@ def _deployment(deployment: dict, dtypes: dict, report: Report) -> None:
         role_name = _model.role_name(role)
         if _unread(report, ref, too_long(extra), f"role {role_name}'s extraArgs", role=role_name):
             continue
-        today = _engines.read_role(extra, engine.name, engine.version)
+        today = _verdicts.read_role(extra, engine.name, engine.version)
         found = list(today.occurrences)
         if not found:
             continue
         known = (namespace, binding) in dtypes
         binding_dtype = dtypes.get((namespace, binding))
         value = today.value if today.runs else None
-        after = (_engines.read_role(extra, engine.name, engine.version, operator_dtype=binding_dtype)
+        after = (_verdicts.read_role(extra, engine.name, engine.version, operator_dtype=binding_dtype)
                  if binding_dtype else None)
         message = _role_message(ref, role_name, engine, today, after, binding, known, binding_dtype)
         report.add(ROLE_FLAG, ref, message[:-1] + (f" ({today.note})." if today.note else "."),
@@ -149,20 +150,20 @@ def _deployment(deployment: dict, dtypes: dict, report: Report) -> None:
         report.items.append(_item(ref, role_name, None, engine, found, value, binding, binding_dtype, None))
 
 
-def _role_message(ref: ObjectRef, role: str, engine: _model.EngineInfo, today: _engines.FlagReading,
-                  after: Optional[_engines.FlagReading], binding: str, known: bool,
+def _role_message(ref: ObjectRef, role: str, engine: _model.EngineInfo, today: _verdicts.FlagReading,
+                  after: Optional[_verdicts.FlagReading], binding: str, known: bool,
                   binding_dtype: Optional[str]) -> str:
     found = list(today.occurrences)
     value = today.value
     head = f"{ref} role {role} passes {_where(found)}"
-    if (today.state == _engines.FAILED and any(not o.read for o in found)) or value is None:
+    if (today.state == _verdicts.FAILED and any(not o.read for o in found)) or value is None:
         error = f" ({today.error})" if today.error else ""
         return (f"{head}, in a form {engine.name or 'its engine'} does not read as the flag "
                 f"({_unread_note(found)}): the role fails at startup anyway{error}; remove it from extraArgs.")
-    if today.state == _engines.FAILED:
+    if today.state == _verdicts.FAILED:
         return (f"{head}: {engine.name} {engine.version or ''} refuses it ({today.error}), so the role fails at "
                 f"{today.stage} today, whatever its Binding says; remove it from extraArgs.").replace("  ", " ")
-    if after is not None and after.state == _engines.FAILED and after.culprit is not None \
+    if after is not None and after.state == _verdicts.FAILED and after.culprit is not None \
             and after.culprit.field == "operator":
         return (f"{head}: after the upgrade the operator renders its Binding {binding}'s {binding_dtype} first, "
                 f"and its engine refuses it ({after.error}): the process exits at {after.stage} although the "
@@ -180,7 +181,7 @@ def _role_message(ref: ObjectRef, role: str, engine: _model.EngineInfo, today: _
         return (f"{head}: the same value as its Binding {binding} ({value}), so removing the flag changes "
                 f"nothing; remove it, since {refused}.")
     same = (f" ({value} and {binding_dtype} are spellings of the same format)"
-            if binding_dtype in _engines.equivalents(value) else "")
+            if binding_dtype in _records.equivalents(value) else "")
     return (f"{head}: the role runs {value} today (its copy comes after the operator's and wins); after "
             f"removal it runs its Binding {binding}'s {binding_dtype}{same}. Remove it once {binding_dtype} is "
             f"what the role should run; {refused}.")
@@ -219,14 +220,15 @@ def _pod_like(kind: str, obj: dict, pod_like: dict, spec: dict, dtypes: dict, re
     report.items.append(_item(ref, None, name, engine, own, value, binding, binding_dtype, owner))
 
 
-def _own_reading(container: dict, engine: _model.EngineInfo, webhook: Optional[FlagOccurrence]) -> _engines.FlagReading:
+def _own_reading(container: dict, engine: _model.EngineInfo,
+                 webhook: Optional[FlagOccurrence]) -> _verdicts.FlagReading:
     """What the engine makes of the Pod's own copies, read without the webhook's."""
     fields = _model.container_fields(container)
     if webhook is not None:
         args = list(fields[1][1])
         del args[webhook.index:webhook.index + (1 if "=" in webhook.token or webhook.value is None else 2)]
         fields[1] = ("args", args)
-    return _engines.read_flag(fields, engine.name, engine.version, container.get("env"))
+    return _verdicts.read_flag(fields, engine.name, engine.version, container.get("env"))
 
 
 def _unread(report: Report, ref: ObjectRef, why: Optional[str], what: str, **fields: Any) -> bool:
@@ -246,14 +248,14 @@ def _owner(pod: dict) -> Optional[dict]:
 
 
 def _pod_message(ref: ObjectRef, container: str, own: list[FlagOccurrence], owner: Optional[dict],
-                 reading: _engines.FlagReading) -> str:
+                 reading: _verdicts.FlagReading) -> str:
     head = f"{ref} passes {_where(own)} itself, in container {container}"
     if not any(o.read for o in own):  # not the flag to its engine, so not to the webhook either
         fix = (f"fix its owner {owner['kind']} {owner['name']}" if ref.kind == POD.name and owner else
                "recreate it without it" if ref.kind == POD.name else "remove it from its Pod template")
         return (f"{head}, in a form its engine does not read as the flag ({_unread_note(own)}): the webhook "
                 f"lets such a Pod through and its engine fails at startup; {fix}.")
-    if reading.state == _engines.FAILED:
+    if reading.state == _verdicts.FAILED:
         unread = f" (its engine refuses it at {reading.stage}: {reading.error})"
     else:
         unread = ""

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._engines.argv import too_long
 from kubectl_kvdtype._judging.bindings import add_missing_binding, add_table_added
 from kubectl_kvdtype._judging.managed import MANAGED_BY
@@ -139,7 +140,7 @@ class Judged:
     message: str = ""
     error: Optional[str] = None  # the engine's own error text, for a rejected Pod
     #: The copy of the flag the verdict is about (the refused one, the one that wins), if any.
-    culprit: Optional[_engines.FlagOccurrence] = None
+    culprit: Optional[_verdicts.FlagOccurrence] = None
 
 
 def build_verify_report(inventory: PodInventory, offline: bool = False) -> Report:
@@ -256,7 +257,7 @@ def _unrecorded(engine: _model.EngineInfo, ref: ObjectRef, report: Report) -> st
     per object as an info finding; "" when the version is recorded (or the engine unknown)."""
     if engine.name is None:
         return ""
-    basis = _engines.basis(engine.name, engine.version)
+    basis = _verdicts.basis(engine.name, engine.version)
     if basis.note:
         report.add(VERSION_UNRECORDED, ref, f"{ref}: {basis.note}.", engine=engine.name,
                    engineVersion=engine.version, judgedAs=basis.table)
@@ -322,7 +323,7 @@ def _judge_replica(container: Optional[dict], role: dict, engine: _model.EngineI
                    expected: Optional[str], judgeable: bool) -> Judged:
     reading = _model.container_reading(container or {}, engine)
     found = list(reading.occurrences)
-    own = len(_engines.find_dtype_flags(_model.role_extra_args(role), engine.name, engine.version))
+    own = len(_verdicts.find_dtype_flags(_model.role_extra_args(role), engine.name, engine.version))
     origins = ["operator"] * max(len(found) - own, 0) + ["extraArgs"] * min(own, len(found))
     occurrences = [{**o.to_dict(), "origin": origin} for o, origin in zip(found, origins, strict=True)]
     effective = reading.value
@@ -332,7 +333,7 @@ def _judge_replica(container: Optional[dict], role: dict, engine: _model.EngineI
         return Judged(UNKNOWN, None, effective, occurrences)
     operator = [o for o, origin in zip(found, origins, strict=True) if origin == "operator"]
     if not on:
-        if reading.state == _engines.FAILED:
+        if reading.state == _verdicts.FAILED:
             return _rejected(reading, origins, None, occurrences, "replica")
         if operator:
             return Judged(MISMATCH, None, effective, occurrences,
@@ -343,7 +344,7 @@ def _judge_replica(container: Optional[dict], role: dict, engine: _model.EngineI
     return _compare(reading, origins, expected, occurrences, "replica")
 
 
-def _compare(reading: _engines.FlagReading, origins: list[str], expected: Optional[str],
+def _compare(reading: _verdicts.FlagReading, origins: list[str], expected: Optional[str],
              occurrences: list[dict], what: str) -> Judged:
     """Setting on: the engine must get past the flag and run the Binding's dtype.
 
@@ -351,9 +352,9 @@ def _compare(reading: _engines.FlagReading, origins: list[str], expected: Option
     """
     found = list(reading.occurrences)
     effective = reading.value
-    if reading.state == _engines.FAILED:
+    if reading.state == _verdicts.FAILED:
         return _rejected(reading, origins, expected, occurrences, what)
-    if reading.state == _engines.ABSENT:
+    if reading.state == _verdicts.ABSENT:
         tokens = ", ".join(repr(o.token) for o in found)
         unread = f" (it passes {tokens}, which its engine does not read)" if found else ""
         why = ("it has not been replaced since the upgrade yet; the rollout replaces it at the deployment's next "
@@ -361,12 +362,12 @@ def _compare(reading: _engines.FlagReading, origins: list[str], expected: Option
         return Judged(MISSING, expected, None, occurrences,
                       f"no --kv-cache-dtype in its engine container{unread}, but its Binding says {expected}: {why}",
                       culprit=found[0] if found else None)
-    if reading.state == _engines.UNSURE and effective in (None, expected):
+    if reading.state == _verdicts.UNSURE and effective in (None, expected):
         return Judged(UNKNOWN, expected, effective, occurrences)  # the engine or the value is not in the tables
     last = reading.culprit
     origin = origins[found.index(last)] if last in found else ""
     # The occurrence the value came from; a parser can read one that no occurrence names.
-    shown = last.shown if last is not None else f"{_engines.FLAG} {effective}"
+    shown = last.shown if last is not None else f"{_records.FLAG} {effective}"
     if effective == expected:
         if what == "replica" and "operator" not in origins:
             return Judged(PENDING, expected, effective, occurrences,
@@ -390,7 +391,7 @@ def _compare(reading: _engines.FlagReading, origins: list[str], expected: Option
     return Judged(MISMATCH, expected, effective, occurrences, detail, culprit=last)
 
 
-def _rejected(reading: _engines.FlagReading, origins: list[str], expected: Optional[str],
+def _rejected(reading: _verdicts.FlagReading, origins: list[str], expected: Optional[str],
               occurrences: list[dict], what: str) -> Judged:
     """The engine refuses the argv: the process exits and never serves."""
     found = list(reading.occurrences)
@@ -440,7 +441,7 @@ def _judge_injected(pod: dict, container: dict, engine: _model.EngineInfo, on: b
     effective = reading.value
     if not judgeable:
         return Judged(UNKNOWN, None, effective, occurrences)
-    if reading.state == _engines.FAILED:
+    if reading.state == _verdicts.FAILED:
         return _rejected(reading, origins, expected if on else None, occurrences, "pod")
     if not on:
         if webhook is not None:

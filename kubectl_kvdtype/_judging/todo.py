@@ -12,7 +12,8 @@ import re
 import shlex
 from typing import Iterable, Optional
 
-from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._judging import bindings as _bindings
 from kubectl_kvdtype._judging.managed import MANAGED_BY, title_of
 from kubectl_kvdtype._kits import codes as _codes
@@ -86,16 +87,16 @@ def _rebind_item(namespace: str, name: str, group: list[Finding], consumers: lis
     dtype = group[0].fields.get("dtype") or ""
     pairs = [(c.engine.name, c.engine.version) for c in consumers
              if (c.namespace, c.binding) == (namespace, name) and c.engine.name and c.receives_flag]
-    fix = _engines.remedy(dtype, pairs)
+    fix = _verdicts.remedy(dtype, pairs)
     engines = " and ".join(f"{f.fields.get('engine')} {f.fields.get('engineVersion')}" for f in group)
     why = f"{engines} reject{'s' if len(group) == 1 else ''} {dtype}"
-    if fix.kind in (_engines.REBIND, _engines.REBIND_DIFFERENT):
+    if fix.kind in (_records.REBIND, _records.REBIND_DIFFERENT):
         command = _bindings.rebind_command(namespace, name, fix.spelling)
         what = f"{why}: move its consumers to a Binding with dtype {fix.spelling}" + (
-            ", which means the same" if fix.kind == _engines.REBIND else
+            ", which means the same" if fix.kind == _records.REBIND else
             " (a different dtype: it changes the KV-cache precision)")
         action = REBIND
-    elif fix.kind in (_engines.UPGRADE, _engines.NO_FIX):
+    elif fix.kind in (_records.UPGRADE, _records.NO_FIX):
         names = ", ".join(f"{c.kind} {c.name}" for c in consumers
                           if (c.namespace, c.binding) == (namespace, name) and c.receives_flag)
         command = None
@@ -121,10 +122,10 @@ def _split_plan(dtype: str, attached: list[_bindings.Consumer]) -> str:
     for engine, group in by_engine.items():
         pairs = [(engine, c.engine.version) for c in group]
         names = ", ".join(f"{c.kind} {c.name}" for c in group)
-        if all(_bindings.consumer_verdict(e, v, dtype).verdict == _engines.ACCEPTED for e, v in pairs):
+        if all(_bindings.consumer_verdict(e, v, dtype).verdict == _records.ACCEPTED for e, v in pairs):
             parts.append(f"{engine}: {names}: can stay")
         else:
-            parts.append(f"{engine}: {names}: {_engines.remedy(dtype, pairs).text}")
+            parts.append(f"{engine}: {names}: {_verdicts.remedy(dtype, pairs).text}")
     return "; ".join(parts)
 
 
@@ -174,7 +175,7 @@ def _deleted_tokens(occurrences: list[dict]) -> str:
         field, index, token = occurrence.get("field", "argv"), occurrence.get("index", 0), occurrence.get("token")
         entries.append(f"{field}[{index}] {token!r}")
         separate = "=" not in str(token) and occurrence.get("value") is not None and \
-            occurrence.get("spelling") != _engines.SPACED
+            occurrence.get("spelling") != _verdicts.SPACED
         if separate:
             entries.append(f"{field}[{index + 1}] {occurrence['value']!r}")
     return ", ".join(entries[:-1]) + (" and " if len(entries) > 1 else "") + entries[-1] if entries else "the flag"

@@ -21,11 +21,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._kits.report import FieldPath
 from kubectl_kvdtype._sources import model as _model
 
-FLAG = _engines.FLAG
+FLAG = _records.FLAG
 MODEL_DEPLOYMENT, POD = "ModelDeployment", "Pod"
 
 #: ``Prediction.outcome``: what the replica does after the upgrade.
@@ -104,7 +105,7 @@ def rendered_role_argv(deployment: dict, role: dict, dtype: str) -> list[str]:
     from the engine's record; none for an engine this tool does not know)."""
     engine = _model.deployment_engine(deployment).name
     model = _model.text(_model.dig(deployment, "spec", "model", "name")) or ""
-    base = _engines.record(engine).command(model) if engine is not None else []
+    base = _records.record(engine).command(model) if engine is not None else []
     extra = _model.role_extra_args(role)
     tail = []
     for option, value in zip(HOST_PORT[::2], HOST_PORT[1::2], strict=True):
@@ -135,7 +136,7 @@ def predict_role(deployment: dict, role: dict, dtypes: dict) -> Prediction:
     name = engine.name
     argv = rendered_role_argv(deployment, role, dtype)
     extra = _model.role_extra_args(role)
-    own = [o for o in _engines.find_in_fields([("extraArgs", extra)], name, engine.version) if o.read]
+    own = [o for o in _verdicts.find_in_fields([("extraArgs", extra)], name, engine.version) if o.read]
     at = argv.index(FLAG)
     control = _read(name, engine.version, [*argv[:at], FLAG, CONTROL_DTYPE, *argv[at + 2:]], [])
     outcome = _outcome(name, _read(name, engine.version, argv, []), dtype, bool(own), "role", control)
@@ -197,15 +198,15 @@ def predict_pod(pod: dict, dtypes: dict) -> Prediction:
 # --- Reading the rendered argv ----------------------------------------------------------------
 
 def _read(engine: str, version: Optional[str], command: list[str], args: list[str],
-          env: object = None) -> _engines.FlagReading:
-    return _engines.read_flag([("command", command), ("args", args)], engine, version, env)
+          env: object = None) -> _verdicts.FlagReading:
+    return _verdicts.read_flag([("command", command), ("args", args)], engine, version, env)
 
 
 _INVALID_CHOICE = re.compile(r"invalid choice: ('[^']*')")
 
 
-def _outcome(engine: str, reading: _engines.FlagReading, dtype: str, own: bool, holder: str,
-             control: _engines.FlagReading) -> dict:
+def _outcome(engine: str, reading: _verdicts.FlagReading, dtype: str, own: bool, holder: str,
+             control: _verdicts.FlagReading) -> dict:
     """The outcome fields of a Prediction from what the engine makes of the rendered argv
     (``control``: the same argv rendered with ``auto``); a version no recorded parser covers is
     named in the text."""
@@ -215,24 +216,24 @@ def _outcome(engine: str, reading: _engines.FlagReading, dtype: str, own: bool, 
     return outcome
 
 
-def _outcome_of(engine: str, reading: _engines.FlagReading, dtype: str, own: bool, holder: str,
-                control: _engines.FlagReading) -> dict:
-    if reading.state == _engines.FAILED and reading.stage == _engines.AT_START:
+def _outcome_of(engine: str, reading: _verdicts.FlagReading, dtype: str, own: bool, holder: str,
+                control: _verdicts.FlagReading) -> dict:
+    if reading.state == _verdicts.FAILED and reading.stage == _verdicts.AT_START:
         return {"outcome": FAILS, "text": f"fails at engine start: {reading.reason}", "error": reading.reason}
-    if reading.state == _engines.FAILED:
+    if reading.state == _verdicts.FAILED:
         error = reading.error.removeprefix("error: ")
         choice = _INVALID_CHOICE.search(error)
         why = f"invalid choice {choice.group(1)}" if choice else error
-        anyway = control.state == _engines.FAILED
+        anyway = control.state == _verdicts.FAILED
         return {"outcome": FAILS, "text": f"fails: {why}" + (" (whatever the dtype)" if anyway else ""),
                 "error": error, "fails_anyway": anyway}
-    if reading.state == _engines.UNSURE and reading.value is None:  # set from outside the object
+    if reading.state == _verdicts.UNSURE and reading.value is None:  # set from outside the object
         return {"outcome": UNSURE, "text": f"unsure: the value {reading.reason}"}
-    if reading.state == _engines.UNSURE:  # a spelling no recorded parser or table entry decides
+    if reading.state == _verdicts.UNSURE:  # a spelling no recorded parser or table entry decides
         value = reading.value
         return {"outcome": UNSURE, "runs": value,
                 "text": f"unsure: starts with {value} only if {engine} accepts it ({reading.reason})"}
-    if reading.state == _engines.ABSENT:  # the rendered flag is not where the engine reads it (a shell script)
+    if reading.state == _verdicts.ABSENT:  # the rendered flag is not where the engine reads it (a shell script)
         return {"outcome": UNSURE, "text": "unsure: the engine does not read the rendered flag from this argv"}
     value = reading.value or ""
     if own and value != dtype:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._kits import bounded as _bounded
 from kubectl_kvdtype._kits.report import FieldPath
 
@@ -118,7 +119,7 @@ def deployment_engine(deployment: dict) -> EngineInfo:
     else:
         declared = text(engine)
         version = text(dig(deployment, "spec", "engineVersion"))
-    return EngineInfo(_engines.canonical_engine(declared), declared, version)
+    return EngineInfo(_records.canonical_engine(declared), declared, version)
 
 
 def roles_of(deployment: dict) -> list[dict]:
@@ -192,7 +193,7 @@ def pod_engine(pod: dict) -> EngineInfo:
     declared = text(annotations_of(pod).get(ENGINE_ANNOTATION))
     if declared is None:
         declared = text((injected_record(pod) or {}).get("engine"))
-    return EngineInfo(_engines.canonical_engine(declared), declared, None)
+    return EngineInfo(_records.canonical_engine(declared), declared, None)
 
 
 def pod_spec(obj: dict) -> dict:
@@ -231,14 +232,14 @@ def argv_of(container: dict, field: str) -> list[str]:
     return [arg for arg in as_list(container.get(field)) if isinstance(arg, str)]
 
 
-def container_flags(container: dict, engine: EngineInfo) -> list[_engines.FlagOccurrence]:
+def container_flags(container: dict, engine: EngineInfo) -> list[_verdicts.FlagOccurrence]:
     """The flag's occurrences in a container's argv: ``command`` then ``args``, read as one."""
-    return _engines.find_in_fields(container_fields(container), engine.name, engine.version, container.get("env"))
+    return _verdicts.find_in_fields(container_fields(container), engine.name, engine.version, container.get("env"))
 
 
-def container_reading(container: dict, engine: EngineInfo) -> _engines.FlagReading:
+def container_reading(container: dict, engine: EngineInfo) -> _verdicts.FlagReading:
     """What the engine makes of a container's argv (``command`` then ``args``, ``$(VAR)`` from ``env``)."""
-    return _engines.read_flag(container_fields(container), engine.name, engine.version, container.get("env"))
+    return _verdicts.read_flag(container_fields(container), engine.name, engine.version, container.get("env"))
 
 
 def container_fields(container: dict) -> list[tuple[str, list[str]]]:
@@ -253,7 +254,7 @@ def pod_template(workload: dict) -> Optional[dict]:
     return template if isinstance(template, dict) else None
 
 
-def webhook_copy(pod_like: dict, occurrences: list[_engines.FlagOccurrence]) -> Optional[_engines.FlagOccurrence]:
+def webhook_copy(pod_like: dict, occurrences: list[_verdicts.FlagOccurrence]) -> Optional[_verdicts.FlagOccurrence]:
     """The webhook's own appended flag on a Pod it injected: the last occurrence in ``args``.
 
     docs/engines.md, "Injected Pods": only a Pod carrying the ``injected`` annotation has one;
@@ -395,7 +396,7 @@ def named(path: Optional[FieldPath]) -> Optional[FieldPath]:
 
 
 def occurrence_path(owner: Optional[FieldPath], fields: dict,
-                    occurrence: Optional[_engines.FlagOccurrence]) -> Optional[FieldPath]:
+                    occurrence: Optional[_verdicts.FlagOccurrence]) -> Optional[FieldPath]:
     """The argv entry holding a flag occurrence, under the role or container at ``owner``."""
     if occurrence is None or occurrence.field not in ("extraArgs", "command", "args"):
         return owner

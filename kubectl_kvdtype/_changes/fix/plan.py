@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from kubectl_kvdtype._commands.command import Context
-from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._kits.report import ObjectRef, Report
 from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._sources import model as _model
@@ -295,7 +296,7 @@ def _drops(occurrences: list[dict], fields: dict[str, list], name: str) -> list[
     drop: set[int] = set()
     for o in occurrences:
         where, index = o.get("field") or name, o["index"]
-        separate = "=" not in o["token"] and o.get("value") is not None and o.get("spelling") != _engines.SPACED
+        separate = "=" not in o["token"] and o.get("value") is not None and o.get("spelling") != _verdicts.SPACED
         if where == name:
             drop.add(index)
             if separate and index + 1 < len(fields[name]):
@@ -366,7 +367,7 @@ class _Judge:
             missing = "does not exist" if not any(name == binding for _, name in self.known) else "declares no dtype"
             return (f"its Binding {binding!r} {missing}: after removal it runs its engine's default (auto) instead "
                     f"of {value}")
-        if dtype == value or dtype in _engines.equivalents(value):
+        if dtype == value or dtype in _records.equivalents(value):
             return ""
         return f"it runs {value} today; after removal it runs its Binding {binding}'s {dtype}"
 

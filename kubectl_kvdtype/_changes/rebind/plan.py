@@ -36,7 +36,7 @@ from kubectl_kvdtype._changes.rebind.steps import (
 )
 from kubectl_kvdtype._changes.setting import OFF, ON, attached_counts, blockers_of
 from kubectl_kvdtype._commands.command import Context
-from kubectl_kvdtype._engines import verdicts as _engines
+from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._judging.bindings import (
     BindingInventory,
     Consumer,
@@ -241,7 +241,7 @@ def _unknown_to(consumers: list[Consumer], dtype: str) -> list[str]:
         if engine.name is None or not consumer.receives_flag:
             continue
         judgement = consumer_verdict(engine.name, engine.version, dtype)
-        if judgement.verdict == _engines.UNKNOWN:
+        if judgement.verdict == _records.UNKNOWN:
             found.append(f"{engine.name} {engine.version or '(reference version)'} (md/{consumer.name})")
     return found
 
