@@ -355,6 +355,17 @@ def test_a_changed_copy_wins_and_is_named(kube_env, tmp_path):
     assert Path(original).read_text() != changed.read_text()
 
 
+
+def test_the_fix_is_sought_once_per_distinct_question():
+    """Every rejected Binding asks for its fix; the same dtype and consumers get the answer already found."""
+    from kubectl_kvdtype._engines.verdicts import _remedy_cached
+
+    first = remedy("bf16", [(VLLM, "0.29.0"), (SGLANG, "0.5.18")])
+    hits = _remedy_cached.cache_info().hits
+    assert remedy("bf16", [(VLLM, "0.29.0"), (SGLANG, "0.5.18")]) == first
+    assert _remedy_cached.cache_info().hits == hits + 1
+    assert remedy("bf16", [(VLLM, ["0.29.0"])]).kind == first.kind  # an unhashable version: sought, not memoized
+
 # --- The parsers built: only where the recorded choices cannot answer --------------------------
 
 def _rendered_cases() -> list[tuple[str, str, str]]:

@@ -554,8 +554,19 @@ def suggest(dtype: str, consumers: Iterable[tuple[str, object]]) -> Optional[str
 
 def remedy(dtype: str, consumers: Iterable[tuple[str, object]]) -> Remedy:  # type: ignore[no-redef]
     """The fix for ``dtype`` that some (engine, version) consumers reject, judged by :func:`renders`
-    (see ``_engine_records.remedy`` for the order in which fixes are sought)."""
-    return _records.remedy(dtype, consumers, _runs)
+    (see ``_engine_records.remedy`` for the order in which fixes are sought). Memoized by the
+    dtype and the consumers' (engine, version) pairs: every rejected Binding asks, and a cluster
+    has few distinct such questions."""
+    pairs = tuple(consumers)
+    try:
+        return _remedy_cached(dtype, pairs)
+    except TypeError:  # an unhashable version (a hand-written manifest's list or mapping)
+        return _records.remedy(dtype, pairs, _runs)
+
+
+@functools.lru_cache(maxsize=1024)
+def _remedy_cached(dtype: str, pairs: tuple[tuple[str, object], ...]) -> Remedy:
+    return _records.remedy(dtype, pairs, _runs)
 
 
 def _culprit(error: str, found: tuple[FlagOccurrence, ...]) -> Optional[FlagOccurrence]:
