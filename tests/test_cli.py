@@ -68,6 +68,17 @@ def test_a_live_run_refused_before_its_first_request_imports_no_client(kube_env,
     assert lines[-1] == "CLEAN", result.stderr
 
 
+
+@pytest.mark.e2e  # a fresh Python process
+def test_find_flags_without_fix_imports_no_write_machinery():
+    """The plan, the backup and the journal of --fix are imported only when --fix asks for them."""
+    code = ("import sys; from kubectl_kvdtype._cli.main import run\n"
+            f"run(['find-flags', '-f', {str(EXAMPLES)!r}])\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('kubectl_kvdtype._changes.fix.apply',"
+            " 'kubectl_kvdtype._changes.fix.plan', 'kubectl_kvdtype._changes.journal'))))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
+
 def test_live_run_does_import_it(kube_env):
     """The probes above can tell: a live run imports the client (and fails cleanly here)."""
     code = ("import sys; from kubectl_kvdtype._cli.main import run\n"
