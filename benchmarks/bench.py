@@ -33,12 +33,13 @@ plugin), and the HTTP requests the plugin made (all, and paged LIST calls). Then
 
 With the krew archive (--archive, default this platform's in dist/, when it exists), installed the
 way krew installs it (tests/_krew.py) into a temporary KREW_ROOT: `--version` through the installed
-binary against the venv's, and `kubectl kvdtype check -A` through it at --installed-size
-deployments against the guide's Step 1 listing, each pair run interleaved (A, B, B, A, ...: a load
-change hits both) for the median of --startup-repeat runs; then the import profile of one live
-`check -A` (the venv's `python -X importtime`: the frozen interpreter ignores PYTHON* variables),
-its slowest top-level imports by cumulative time. And a fleet (--fleet, default 20 clusters of 100
-deployments, each its own server): one `check -A --all-contexts` run against one single
+binary against the venv's, and each judging subcommand (`kubectl kvdtype check -A`, `find-flags -A`,
+`verify -A`) through it at each of --installed-sizes (default: --sizes) against the guide's command
+for it (check's against both of Step 1's), each pair run interleaved (A, B, B, A, ...: a load
+change hits both) for the median of --startup-repeat runs (--repeat for the subcommands); then the
+import profile of one live `check -A` (the venv's `python -X importtime`: the frozen interpreter
+ignores PYTHON* variables), its slowest top-level imports by cumulative time. And a fleet (--fleet,
+default 20 clusters of 100 deployments, each its own server): one `check -A --all-contexts` run against one single
 `check -A --context C` run per cluster, one after another. Figures are whole-process wall times,
 noisy on a shared machine, and for the plugin its CPU time (user + system), the steadier figure.
 """
@@ -247,14 +248,7 @@ def bench_size(n: int, repeat: int, plugin_dir: str, mode: str) -> list[dict]:
                    PATH=os.pathsep.join([plugin_dir, env.get("PATH", "")]))
         print(f"\n## {n:,} ModelDeployments ({n:,} Bindings, {2 * n:,} Pods; server: {mode}, "
               f"seeded in {seeded:.1f} s)", flush=True)
-        guide = {
-            "check": ("Step 1 Bindings listing only", step1_listing(kubectl)),
-            "find-flags": ("Step 2 get -o json | jq",
-                           ["bash", "-c", f"{kubectl} get modeldeployments -A -o json | jq -r '{STEP2_JQ}'"]),
-            "verify": ("Verification over every replica at once",
-                       ["bash", "-c", f"{kubectl} get pods -A -l app.kubernetes.io/name=model-deployment "
-                                      f"-o jsonpath='{VERIFY_JSONPATH}' | grep -o -- '--kv-cache-dtype\",\"[^\"]*'"]),
-        }
+        guide = guides(kubectl)
         commands = registered()
         for name, (label, pipeline) in guide.items():
             if name not in commands:
@@ -282,6 +276,18 @@ def bench_size(n: int, repeat: int, plugin_dir: str, mode: str) -> list[dict]:
                       f"ratio {r['ours'] / r['theirs']:5.2f}  RSS {r['rss']:6.1f} MB (guide {r['guide_rss']:.1f})"
                       f"  requests {r['requests']} (LIST {r['lists']})", flush=True)
     return rows
+
+
+def guides(kubectl: str) -> dict[str, tuple[str, list[str]]]:
+    """Each judging subcommand's counterpart in the upgrade guide: (label, command line)."""
+    return {
+        "check": ("Step 1 Bindings listing only", step1_listing(kubectl)),
+        "find-flags": ("Step 2 get -o json | jq",
+                       ["bash", "-c", f"{kubectl} get modeldeployments -A -o json | jq -r '{STEP2_JQ}'"]),
+        "verify": ("Verification over every replica at once",
+                   ["bash", "-c", f"{kubectl} get pods -A -l app.kubernetes.io/name=model-deployment "
+                                  f"-o jsonpath='{VERIFY_JSONPATH}' | grep -o -- '--kv-cache-dtype\",\"[^\"]*'"]),
+    }
 
 
 def step1_listing(kubectl: str) -> list[str]:
@@ -395,34 +401,58 @@ def install_archive(archive: Path, krew_root: Path) -> Path:
     return krew_install(manifest, archive, krew_root, os_, arch)
 
 
-def installed(archive: Path, n: int, repeat: int) -> None:
-    """--version and a live check -A through the krew-installed binary, and a live run's imports."""
-    kubectl = kubectl_path()
-    with tempfile.TemporaryDirectory() as work, Server("apiserver", objects(n)) as server:
+def installed(archive: Path, sizes: list[int], startup_repeat: int, repeat: int) -> None:
+    """--version through the krew-installed binary (``startup_repeat`` pairs), each judging
+    subcommand through it at each of ``sizes`` against the guide's command (``repeat`` pairs), and
+    a live run's imports."""
+    with tempfile.TemporaryDirectory() as work:
         link = install_archive(archive, Path(work) / "krew")
-        env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECTL_KUBERC")}
-        env.update(KUBECONFIG=server.write_kubeconfig(Path(work) / "kubeconfig"), HOME=work, NO_COLOR="1",
-                   KUBECACHEDIR=str(Path(work) / "cache"))
-        venv, frozen = interleaved([VENV_PLUGIN, "--version"], [str(link), "--version"], env, repeat)
-        print(f"\n## The krew-installed binary ({archive.name})\n")
-        print("| command | median | CPU (median) |")
-        print("|---|---:|---:|")
-        print(f"| venv `kubectl-kvdtype --version` | {median(venv) * 1000:.0f} ms | {median_cpu(venv) * 1000:.0f} ms |")
-        print(f"| installed `kubectl-kvdtype --version` | {median(frozen) * 1000:.0f} ms | "
-              f"{median_cpu(frozen) * 1000:.0f} ms |")
-        print(f"\ninstalled / venv --version: {median(frozen) / median(venv):.2f}x (interleaved, median of {repeat})")
-        path = os.pathsep.join([str(link.parent), "/usr/local/bin", "/usr/bin", "/bin"])
-        ours = [kubectl, "kvdtype", "check", "-A", "-o", "json"]
-        print(f"\n| {n:,} ModelDeployments, interleaved, median of {repeat} | installed `check -A` | CPU "
-              "| the guide's | CPU | ratio |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for label, guide in (("Step 1 Bindings listing", step1_listing),
-                             ("Step 1 Bindings + deployments listings", step1_job)):
-            plugin, listing = interleaved(ours, guide(kubectl), dict(env, PATH=path), repeat)
-            print(f"| {label} | {median(plugin):.2f} s | {median_cpu(plugin):.2f} s | {median(listing):.2f} s | "
-                  f"{median_cpu(listing):.2f} s | {median(plugin) / median(listing):.2f}x |")
-        import_profile([sys.executable, "-X", "importtime", "-m", "kubectl_kvdtype", "check", "-A", "-o", "json"],
-                       env)
+        for number, n in enumerate(sizes):
+            with Server("apiserver", objects(n)) as server:
+                env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECTL_KUBERC")}
+                env.update(KUBECONFIG=server.write_kubeconfig(Path(work) / f"kubeconfig-{n}"), HOME=work,
+                           NO_COLOR="1", KUBECACHEDIR=str(Path(work) / "cache"))
+                if number == 0:
+                    installed_startup(archive, link, env, startup_repeat)
+                installed_size(link, n, env, repeat)
+                if number == len(sizes) - 1:
+                    import_profile([sys.executable, "-X", "importtime", "-m", "kubectl_kvdtype", "check", "-A", "-o",
+                                    "json"], env)
+
+
+def installed_startup(archive: Path, link: Path, env: dict, repeat: int) -> None:
+    """``--version`` through the installed binary against the venv's, interleaved."""
+    venv, frozen = interleaved([VENV_PLUGIN, "--version"], [str(link), "--version"], env, repeat)
+    print(f"\n## The krew-installed binary ({archive.name})\n")
+    print("| command | median | CPU (median) |")
+    print("|---|---:|---:|")
+    print(f"| venv `kubectl-kvdtype --version` | {median(venv) * 1000:.0f} ms | {median_cpu(venv) * 1000:.0f} ms |")
+    print(f"| installed `kubectl-kvdtype --version` | {median(frozen) * 1000:.0f} ms | "
+          f"{median_cpu(frozen) * 1000:.0f} ms |")
+    print(f"\ninstalled / venv --version: {median(frozen) / median(venv):.2f}x (interleaved, median of {repeat})")
+
+
+def installed_size(link: Path, n: int, env: dict, repeat: int) -> None:
+    """Each judging subcommand through kubectl and the installed binary against the guide's
+    command (check's against both of Step 1's), interleaved, at ``n`` deployments."""
+    kubectl = kubectl_path()
+    path = os.pathsep.join([str(link.parent), "/usr/local/bin", "/usr/bin", "/bin"])
+    print(f"\n| {n:,} ModelDeployments, interleaved, median of {repeat} | installed | time | CPU "
+          "| the guide's | time | CPU | ratio | peak RSS |")
+    print("|---|---|---:|---:|---|---:|---:|---:|---:|")
+    commands = registered()
+    for name, (label, guide) in guides(kubectl).items():
+        if name not in commands:
+            continue
+        against = [("Step 1 Bindings + deployments listings", step1_job(kubectl)), (label, guide)] \
+            if name == "check" else [(label, guide)]
+        for label_, guide_ in against:
+            plugin, theirs = interleaved([kubectl, "kvdtype", name, "-A", "-o", "json"], guide_,
+                                         dict(env, PATH=path), repeat)
+            shown = label_.replace("|", "\\|")
+            print(f"| {n:,} | `{name} -A` | {median(plugin):.2f} s | {median_cpu(plugin):.2f} s | {shown} | "
+                  f"{median(theirs):.2f} s | {median_cpu(theirs):.2f} s | {median(plugin) / median(theirs):.2f} | "
+                  f"{max(r.rss_mb for r in plugin):.0f} MB |", flush=True)
 
 
 def import_profile(argv: list[str], env: dict, top: int = 12) -> None:
@@ -515,8 +545,9 @@ def main() -> int:
                              "runs one after another (CLUSTERS 0: skip)")
     parser.add_argument("--archive", type=Path, default=None,
                         help="the krew archive to install and time (default: this platform's in dist/)")
-    parser.add_argument("--installed-size", type=int, default=100,
-                        help="ModelDeployments for check -A through the installed binary")
+    parser.add_argument("--installed-sizes", nargs="+", default=None,
+                        help="ModelDeployments for the judging subcommands through the installed binary "
+                             "(default: --sizes)")
     parser.add_argument("--startup-repeat", type=int, default=20, help="interleaved runs per start-up pair")
     options = parser.parse_args()
     sizes = [int(s) for arg in options.sizes for s in arg.split(",") if s]
@@ -555,7 +586,8 @@ def main() -> int:
         print(f"| `{label}` | {seconds * 1000:.0f} ms |")
     archive = options.archive or default_archive()
     if archive.is_file():
-        installed(archive, options.installed_size, options.startup_repeat)
+        installed(archive, [int(s) for arg in options.installed_sizes or options.sizes for s in arg.split(",") if s],
+                  options.startup_repeat, options.repeat)
     else:
         print(f"\n(no krew archive at {archive}: build it with scripts/build-binary)")
     return 0

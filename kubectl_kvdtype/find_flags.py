@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from kubectl_kvdtype._changes.fix import apply as _fix
+from kubectl_kvdtype._changes.fix import options as _fix_options
 from kubectl_kvdtype._changes.managed import FORCE_MANAGED, FORCE_MANAGED_HELP
 from kubectl_kvdtype._commands.command import APPLY_CONSENT, Command, CommonOptions, Context
 from kubectl_kvdtype._judging.flags import FLAG_COLUMNS, FlagInventory, build_find_flags_report  # noqa: F401 - re-exported
@@ -37,19 +37,23 @@ class FindFlagsCommand(Command):
 
     def run(self, context: Context) -> Report:
         options = fix_options(context.options, context.common)
-        _fix.check_options(context, options)
+        _fix_options.check_options(context, options)
         inventory = FlagInventory.read(context.source, context.namespace)
         report = build_find_flags_report(inventory)
         name_managers(report, inventory.managers_reader(context.source, context.offline))
-        return _fix.fix(context, inventory, report, options) if options.fix else report
+        if not options.fix:
+            return report
+        from kubectl_kvdtype._changes.fix import apply as _fix  # the plan, backup and journal: only for --fix
+
+        return _fix.fix(context, inventory, report, options)
 
 
-def fix_options(flags: argparse.Namespace, common: CommonOptions) -> _fix.FixOptions:
+def fix_options(flags: argparse.Namespace, common: CommonOptions) -> _fix_options.FixOptions:
     """``find-flags --fix``'s typed options, from the parsed command line (every attribute named: a
     missing one is an error); ``_changes`` never sees the namespace."""
-    return _fix.FixOptions(fix=bool(flags.fix), apply=bool(flags.apply), yes=bool(flags.yes), dry_run=flags.dry_run,
-                           accept_dtype_change=bool(flags.accept_dtype_change), backup_dir=flags.backup_dir,
-                           force_managed=bool(flags.force_managed))
+    return _fix_options.FixOptions(fix=bool(flags.fix), apply=bool(flags.apply), yes=bool(flags.yes),
+                                   dry_run=flags.dry_run, accept_dtype_change=bool(flags.accept_dtype_change),
+                                   backup_dir=flags.backup_dir, force_managed=bool(flags.force_managed))
 
 
 def add_fix_flags(parser: argparse.ArgumentParser) -> None:

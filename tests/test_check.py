@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
+import pytest
 import yaml
 
-from _support import EXAMPLES, assert_one_clean_line, codes, direct, documents, kvdtype, report, seed
+from _support import EXAMPLES, SETTING, assert_one_clean_line, codes, direct, documents, kvdtype, report, seed
 
 
 def test_every_finding_code_on_the_examples(cluster):
@@ -298,3 +301,29 @@ def test_take_over_only_deployments_are_not_judged(fake, kube_env):
                 {"spec": {"roles": [{"name": "s", "command": ["vllm"], "replicas": 2}, {"name": "t", "replicas": 1}]}})
     again = report(kvdtype(kube_env, "check", "-n", "team-a", "-o", "json"))
     assert [(c, o) for c, o in codes(again)] == [("dtype-rejected", "team-a/b")]
+
+
+@pytest.mark.parametrize("command", ["check", "verify", "preflight"])
+def test_the_setting_is_read_beside_the_lists(cluster, fake, command):
+    """The Setting's GET does not wait for the LISTs (``kinds.list_many``): it reaches the server
+    while the Bindings' LIST is still unanswered."""
+    held = fake.hold("GET", r"/kvcachepoolbindings$")
+    seen: list = []
+
+    def watch() -> None:
+        try:
+            held.wait_arrived()
+            waited = 0
+            while waited < 400 and not seen:  # up to 20 s: a Setting read after the LISTs never comes
+                seen.extend(r for r in list(fake.requests) if r.path.endswith(f"/settings/{SETTING}"))
+                time.sleep(0.05)
+                waited += 1
+        finally:
+            held.release()
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    result = kvdtype(cluster, command, "-A", "-o", "json")
+    thread.join()
+    assert result.returncode in (0, 1, 4), result.stderr
+    assert seen, "the Setting was read only once the LISTs were answered"

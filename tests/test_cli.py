@@ -38,17 +38,49 @@ def test_version(kube_env):
                                   ["check", "-f", str(EXAMPLES)], ["completion", "bash"],
                                   ["__complete", "check", "--o"]])
 def test_fast_paths_never_import_the_kubernetes_client(args):
-    code = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
-            "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
-            "except SystemExit:\n    pass\n"
-            "print('KUBERNETES-IMPORTED' if any(m.split('.')[0] == 'kubernetes' for m in sys.modules) else 'CLEAN',"
-            " file=sys.stderr)")
-    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-c", _CLIENT_PROBE, *args], capture_output=True, text=True, timeout=60)
     assert result.stderr.strip().endswith("CLEAN"), result.stderr
 
 
+#: Runs the plugin as its console script does, then says whether the client stack was imported.
+_CLIENT_PROBE = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
+                 "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
+                 "except SystemExit:\n    pass\n"
+                 "print('CLIENT-IMPORTED' if any(m.split('.')[0] in ('kubernetes', 'urllib3') for m in sys.modules)"
+                 " else 'CLEAN', file=sys.stderr)")
+
+
+@pytest.mark.e2e  # a fresh Python process
+@pytest.mark.parametrize("args, without", [
+    (["check", "-A", "--context", "no-such-context"], []),
+    (["verify", "-A"], ["KUBECONFIG", "KUBERNETES_SERVICE_HOST"]),  # no kubeconfig, not in a cluster
+    (["find-flags", "-A", "--server", "https://127.0.0.1:1", "--token", "t", "--username", "u"], []),  # refused
+])
+def test_a_live_run_refused_before_its_first_request_imports_no_client(kube_env, tmp_path, args, without):
+    """The kubeconfig is resolved and refused before the client stack (urllib3, the kubernetes
+    client) is imported: it is paid for only once a request is due."""
+    env = {k: v for k, v in kube_env.items() if k not in without}
+    env["HOME"] = str(tmp_path)  # no ~/.kube/config to fall back on
+    result = subprocess.run([sys.executable, "-c", _CLIENT_PROBE, *args], capture_output=True, text=True,
+                            env=env, timeout=60)
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("error: ") and len(lines) == 2, result.stderr
+    assert lines[-1] == "CLEAN", result.stderr
+
+
+
+@pytest.mark.e2e  # a fresh Python process
+def test_find_flags_without_fix_imports_no_write_machinery():
+    """The plan, the backup and the journal of --fix are imported only when --fix asks for them."""
+    code = ("import sys; from kubectl_kvdtype._cli.main import run\n"
+            f"run(['find-flags', '-f', {str(EXAMPLES)!r}])\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('kubectl_kvdtype._changes.fix.apply',"
+            " 'kubectl_kvdtype._changes.fix.plan', 'kubectl_kvdtype._changes.journal'))))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
+
 def test_live_run_does_import_it(kube_env):
-    """The probe above can tell: a live run imports the client (and fails cleanly here)."""
+    """The probes above can tell: a live run imports the client (and fails cleanly here)."""
     code = ("import sys; from kubectl_kvdtype._cli.main import run\n"
             "run(['check'])\n"
             "print('KUBERNETES-IMPORTED' if 'kubernetes' in sys.modules else 'CLEAN')")

@@ -6,6 +6,8 @@ through real kubectl against the fake API server, and offline with ``-f``.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -337,3 +339,58 @@ def test_a_changed_copy_wins_and_is_named(kube_env, tmp_path):
     reversed_order = report(direct(kube_env, "check", "-f", str(changed), "-f", str(original), "-o", "json"))
     assert by_name(reversed_order)["legacy"]["verdict"] == "rejected"
     assert Path(original).read_text() != changed.read_text()
+
+
+
+def test_the_fix_is_sought_once_per_distinct_question():
+    """Every rejected Binding asks for its fix; the same dtype and consumers get the answer already found."""
+    from kubectl_kvdtype._engines.verdicts import _remedy_cached
+
+    first = remedy("bf16", [(VLLM, "0.29.0"), (SGLANG, "0.5.18")])
+    hits = _remedy_cached.cache_info().hits
+    assert remedy("bf16", [(VLLM, "0.29.0"), (SGLANG, "0.5.18")]) == first
+    assert _remedy_cached.cache_info().hits == hits + 1
+    assert remedy("bf16", [(VLLM, ["0.29.0"])]).kind == first.kind  # an unhashable version: sought, not memoized
+
+# --- The parsers built: only where the recorded choices cannot answer --------------------------
+
+def _rendered_cases() -> list[tuple[str, str, str]]:
+    """(engine, recorded version, listed choice) for every recorded table whose parser lists the choices."""
+    from kubectl_kvdtype._engines import parsers as _parsers
+
+    cases = []
+    for engine in (VLLM, SGLANG):
+        for version in _parsers.recorded_versions(engine):
+            table = _parsers.table_version(engine, version)
+            cases += [(engine, version, choice) for choice in _parsers.recorded_choices(engine, table) or ()]
+    return cases
+
+
+def test_an_accepted_rendering_read_from_the_choices_is_the_parsers_reading():
+    """``renders`` answers a listed spelling at a recorded version from the choices alone: the
+    same reading, occurrences and notes included, as the engine's parser gives the same argv."""
+    from kubectl_kvdtype._engines.verdicts import _rendered_by_choices, read_role
+
+    cases = _rendered_cases()
+    assert {engine for engine, _, _ in cases} == {VLLM, SGLANG}
+    for engine, version, dtype in cases:
+        by_choices = _rendered_by_choices(engine, version, dtype)
+        assert by_choices is not None, (engine, version, dtype)
+        assert by_choices == read_role((), engine, version, operator_dtype=dtype), (engine, version, dtype)
+
+
+@pytest.mark.e2e  # a process of its own: the parsers built are counted from empty caches
+def test_only_a_refused_rendering_builds_its_engines_parser():
+    """An accepted spelling builds no parser; a refused one builds its (engine, table)'s, whose
+    words the failure quotes; a version between recordings is read by the parser as before."""
+    script = """
+from kubectl_kvdtype._engines import parsers, verdicts
+def built():
+    return parsers._parser.cache_info().currsize
+print(verdicts.renders('vLLM', '0.29.0', 'fp8_e4m3').state, verdicts.renders('SGLang', '0.5.18', 'auto').state, built())
+print(verdicts.renders('vLLM', '0.29.0', 'bf16').state, built())
+print(verdicts.renders('vLLM', '0.32.1', 'fp8').state, built())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == [f"{VALUE} {VALUE} 0", f"{FAILED} 1", f"{VALUE} 2"]

@@ -116,7 +116,7 @@ Describe = Callable[[Exception, Environment], str]
 
 def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_error: Describe) -> FleetReport:
     """Every selected context judged, at most ``--parallel`` at once; the fleet's report."""
-    from kubectl_kvdtype._sources.kubeconfig import context_names  # imports the client: a live run
+    from kubectl_kvdtype._sources.kubeconfig import context_names  # read as kubectl reads them, no client
 
     names = _selectable(select(options, context_names(options.kubeconfig, dict(env.environ))))
     started = time.monotonic()  # verify --wait: one deadline for the whole fleet

@@ -106,9 +106,13 @@ class Context:
             from kubectl_kvdtype._sources.manifests import ManifestSource
 
             return ManifestSource.from_paths(list(self.common.filename), self.env.stdin, self.env.environ)
-        from kubectl_kvdtype._sources.cluster import ClusterSource  # imports the client
+        from kubectl_kvdtype._sources.kubeconfig import resolve
 
-        self._writable = ClusterSource(self.common.connection, environ=dict(self.env.environ))
+        environ = dict(self.env.environ)
+        resolved = resolve(self.common.connection, environ)  # a refused kubeconfig ends the run here...
+        from kubectl_kvdtype._sources.cluster import ClusterSource  # ...before the client stack is imported
+
+        self._writable = ClusterSource(self.common.connection, environ=environ, resolved=resolved)
         return self._writable
 
     @property

@@ -492,8 +492,39 @@ def renders(engine: str, version: object, dtype: str) -> FlagReading:
     the operator's base command and the Binding's ``dtype``, without a role's own ``extraArgs``
     (an unrelated bad option of one role never makes a Binding rejected). ``check`` and
     :func:`remedy` ask this; ``preflight``, ``verify`` and ``find-flags`` ask :func:`read_flag`
-    about the whole argv, which this is one case of."""
+    about the whole argv, which this is one case of. Where the recorded choices alone give the
+    answer (:func:`_rendered_by_choices`), the engine's parser is not built for it."""
+    if isinstance(version, (str, int, float)) or version is None:
+        by_choices = _rendered_by_choices(engine, version, dtype)
+        if by_choices is not None:
+            return by_choices
     return read_role((), engine, version, operator_dtype=dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _rendered_by_choices(engine: str, version: object, dtype: str) -> Optional[FlagReading]:
+    """:func:`renders`' answer without a parse, when the recorded choices give it: at a recorded
+    version whose parser lists the flag's choices (no start check), a listed ``dtype`` after the
+    operator's own base command is what the engine runs, so the reading is VALUE; memoized.
+
+    None otherwise: a refused value fails in argparse's own words, which only the parser says; a
+    version between recordings, or one checked at start, is judged as :func:`read_flag` judges it.
+    ``tests/test_verdicts.py`` holds this equal to the parse at every recorded table and choice."""
+    if engine not in _records.ENGINES:
+        return None
+    found = basis(engine, version)
+    if found.note or found.at_start or found.choices is None or dtype not in found.choices:
+        return None
+    from kubectl_kvdtype._engines import parsers as _parsers  # the tables load on first use, never at start-up
+
+    if _parsers.start_check(engine, found.table) is not None:
+        return None
+    fields: list[tuple[str, object]] = [("base", _records.record(engine).command("MODEL")),
+                                        ("operator", [_records.FLAG, dtype]),
+                                        ("extraArgs", [])]
+    occurrences = tuple(find_in_fields(fields, engine, version))
+    winner = _winner([o for o in occurrences if o.read], dtype)
+    return FlagReading(VALUE, dtype, occurrences=occurrences, culprit=winner, note=found.added_clause)
 
 
 def _runs(engine: str, version: object, dtype: str) -> bool:
@@ -507,8 +538,19 @@ def suggest(dtype: str, consumers: Iterable[tuple[str, object]]) -> Optional[str
 
 def remedy(dtype: str, consumers: Iterable[tuple[str, object]]) -> _records.Remedy:
     """The fix for ``dtype`` that some (engine, version) consumers reject, judged by :func:`renders`
-    (see ``_engines.records.remedy_by`` for the order in which fixes are sought)."""
-    return _records.remedy_by(dtype, consumers, _runs)
+    (see ``_engines.records.remedy_by`` for the order in which fixes are sought). Memoized by the
+    dtype and the consumers' (engine, version) pairs: every rejected Binding asks, and a cluster
+    has few distinct such questions."""
+    pairs = tuple(consumers)
+    try:
+        return _remedy_cached(dtype, pairs)
+    except TypeError:  # an unhashable version (a hand-written manifest's list or mapping)
+        return _records.remedy_by(dtype, pairs, _runs)
+
+
+@functools.lru_cache(maxsize=1024)
+def _remedy_cached(dtype: str, pairs: tuple[tuple[str, object], ...]) -> _records.Remedy:
+    return _records.remedy_by(dtype, pairs, _runs)
 
 
 def _culprit(error: str, found: tuple[FlagOccurrence, ...]) -> Optional[FlagOccurrence]:

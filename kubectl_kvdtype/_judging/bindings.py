@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Union
 
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import verdicts as _verdicts
@@ -30,7 +30,17 @@ from kubectl_kvdtype._kits.report import Column, FieldPath, ObjectRef, Report
 from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources import names as _names
-from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD, SETTING, Query, Source, list_many, unwrap
+from kubectl_kvdtype._sources.kinds import (
+    BINDING,
+    DEPLOYMENT,
+    POD,
+    SETTING,
+    Get,
+    Query,
+    Source,
+    list_many,
+    unwrap,
+)
 
 OK, REJECTED, UNKNOWN, AUTO, UNUSED = "ok", "rejected", "unknown", "auto", "unused"
 #: Every consumer runs an engine this tool cannot judge (neither vLLM nor SGLang).
@@ -78,11 +88,12 @@ class BindingInventory:
 
     @classmethod
     def read(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "BindingInventory":
-        bindings, deployments, pods = unwrap(list_many(source, [
+        *lists, setting_read = list_many(source, [
             Query(BINDING, namespace), Query(DEPLOYMENT, namespace),
-            Query(POD, namespace, f"{_model.INJECT_LABEL}=true"),
-        ]))
-        setting, error = read_setting(source, system_namespace)
+            Query(POD, namespace, f"{_model.INJECT_LABEL}=true"), setting_get(system_namespace),
+        ])
+        bindings, deployments, pods = unwrap(lists)
+        setting, error = setting_of(setting_read, system_namespace)
         return cls(bindings, consumers_of(deployments, pods), deployments, setting, error, pods)
 
 
@@ -109,13 +120,21 @@ def _takeover_only(deployment: dict) -> bool:
 
 def read_setting(source: Source, system_namespace: str) -> tuple[Optional[dict], Optional[str]]:
     """The Setting, or None and why not: it is context for the report, never fatal to it."""
-    try:
-        setting = source.get(SETTING, system_namespace, _model.SETTING_NAME)
-    except KvdtypeError as error:
-        return None, error.message
-    if setting is None:
+    return setting_of(list_many(source, [setting_get(system_namespace)])[0], system_namespace)
+
+
+def setting_get(system_namespace: str) -> Get:
+    """The Setting's GET, to read beside a judgement's LISTs (``list_many``)."""
+    return Get(SETTING, system_namespace, _model.SETTING_NAME)
+
+
+def setting_of(read: Union[list[dict], KvdtypeError], system_namespace: str) -> tuple[Optional[dict], Optional[str]]:
+    """The Setting ``setting_get`` read, or None and why not (the error it met, or its absence)."""
+    if isinstance(read, KvdtypeError):
+        return None, read.message
+    if not read:
         return None, f"Setting {system_namespace}/{_model.SETTING_NAME} not found"
-    return setting, None
+    return read[0], None
 
 
 def build_check_report(inventory: BindingInventory, system_namespace: str, offline: bool = False) -> Report:

@@ -7,21 +7,24 @@ layers, never each other). ``find_flags`` is the command; this is what it report
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._engines.argv import too_long
 from kubectl_kvdtype._engines.verdicts import FlagOccurrence
+from kubectl_kvdtype._judging.bindings import setting_get
 from kubectl_kvdtype._judging.managed import MANAGED_BY, reader_for
 from kubectl_kvdtype._kits.codes import ARGV_TOO_LONG, POD_FLAG, ROLE_FLAG
 from kubectl_kvdtype._kits.report import Column, FieldPath, ObjectRef, Report
+from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.kinds import (
     BINDING,
     DEPLOYMENT,
     POD,
     WORKLOADS,
+    Get,
     Kind,
     Query,
     Source,
@@ -44,16 +47,23 @@ class FlagInventory:
     #: (kind, why) of each optional kind that could not be read: a warning finding each.
     not_examined: list[tuple[Kind, str]] = field(default_factory=list)
     namespace: Optional[str] = None
+    #: The Setting's read (``bindings.setting_of`` words it), when ``read`` was asked for it.
+    setting_read: Union[list[dict], KvdtypeError, None] = None
     _reader: Optional[ManagerReader] = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def read(cls, source: Source, namespace: Optional[str]) -> "FlagInventory":
-        queries = [Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
-                   Query(POD, namespace, f"{_model.INJECT_LABEL}=true")] + [Query(k, namespace) for k in WORKLOADS]
+    def read(cls, source: Source, namespace: Optional[str], setting_in: Optional[str] = None) -> "FlagInventory":
+        """One LIST per kind, side by side; with ``setting_in`` (preflight's system namespace) the
+        Setting's GET beside them."""
+        queries: list[Union[Query, Get]] = [
+            Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
+            Query(POD, namespace, f"{_model.INJECT_LABEL}=true"), *(Query(k, namespace) for k in WORKLOADS),
+            *([setting_get(setting_in)] if setting_in is not None else [])]
         results = list_many(source, queries)
         deployments, bindings, pods = unwrap(results[:3])
-        inventory = cls(deployments, bindings, pods, namespace=namespace)
-        for kind, result in zip(WORKLOADS, results[3:], strict=True):
+        inventory = cls(deployments, bindings, pods, namespace=namespace,
+                        setting_read=results[-1] if setting_in is not None else None)
+        for kind, result in zip(WORKLOADS, results[3:3 + len(WORKLOADS)], strict=True):
             if not_readable(result):
                 # Workload templates are a bonus over the guide (docs/reference.md, "Kinds that
                 # cannot be read"): a user who may not list them still gets the roles and Pods,

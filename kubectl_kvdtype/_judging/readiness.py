@@ -40,8 +40,8 @@ def preflight(context: Context) -> Report:
     """The PreflightReport of the run's cluster or manifests: one read of each kind (find-flags'
     inventory, which holds check's), then ``build_report``; with ``--context`` the to-do list's
     commands name it, to reach the cluster judged rather than the current context."""
-    flags_inventory = FlagInventory.read(context.source, context.namespace)
-    setting, setting_error = _bindings.read_setting(context.source, context.system_namespace)
+    flags_inventory = FlagInventory.read(context.source, context.namespace, setting_in=context.system_namespace)
+    setting, setting_error = _bindings.setting_of(flags_inventory.setting_read or [], context.system_namespace)
     check_inventory = _bindings.BindingInventory(
         flags_inventory.bindings, _bindings.consumers_of(flags_inventory.deployments, flags_inventory.pods),
         flags_inventory.deployments, setting, setting_error)

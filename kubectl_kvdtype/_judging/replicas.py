@@ -10,12 +10,12 @@ what one read of the cluster gives it (``_judging.rollout`` reads again for each
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._engines.argv import too_long
-from kubectl_kvdtype._judging.bindings import add_missing_binding, add_table_added
+from kubectl_kvdtype._judging.bindings import add_missing_binding, add_table_added, setting_get, setting_of
 from kubectl_kvdtype._judging.managed import MANAGED_BY
 from kubectl_kvdtype._kits.codes import (
     ARGV_TOO_LONG,
@@ -90,12 +90,13 @@ class PodInventory:
     @classmethod
     def read_all(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "PodInventory":
         """Everything in scope: one LIST per kind (two for Pods: replicas, injected)."""
-        listed, bindings, replicas, injected = unwrap(list_many(source, [
+        *lists, setting_read = list_many(source, [
             Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
             Query(POD, namespace, REPLICA_SELECTOR, _model.slim_pod),
-            Query(POD, namespace, f"{_model.INJECT_LABEL}=true", _model.slim_pod),
-        ]))
-        setting, error, refused = _read_setting(source, system_namespace)
+            Query(POD, namespace, f"{_model.INJECT_LABEL}=true", _model.slim_pod), setting_get(system_namespace),
+        ])
+        listed, bindings, replicas, injected = unwrap(lists)
+        setting, error, refused = _setting_with_refusal(setting_read, system_namespace)
         by_key = {(_model.namespace_of(b), _model.name_of(b)): b for b in bindings}
         return cls([d for d in listed if _model.is_pool_attached(d)], by_key, replicas, injected, setting, error,
                    setting_refused_in=refused)
@@ -105,13 +106,14 @@ def _read_setting(source: Source, system_namespace: str) -> tuple[Optional[dict]
     """The Setting the verdicts depend on (with it off no flag is expected), why it is not there,
     and, when this user may not read it, the namespace it was asked in: judged by its default
     then, the report incomplete (``kinds.not_readable``, the rule every optional kind follows)."""
-    try:
-        setting = source.get(SETTING, system_namespace, _model.SETTING_NAME)
-    except KvdtypeError as error:
-        return None, error.message, system_namespace if not_readable(error) else None
-    if setting is None:
-        return None, f"Setting {system_namespace}/{_model.SETTING_NAME} not found", None
-    return setting, None, None
+    return _setting_with_refusal(list_many(source, [setting_get(system_namespace)])[0], system_namespace)
+
+
+def _setting_with_refusal(read: Union[list[dict], KvdtypeError],
+                          system_namespace: str) -> tuple[Optional[dict], Optional[str], Optional[str]]:
+    """``bindings.setting_of``, and the namespace asked in when this user may not read it."""
+    setting, error = setting_of(read, system_namespace)
+    return setting, error, system_namespace if not_readable(read) else None
 
 
 def _find_deployment(source: Source, namespace: Optional[str], name: str) -> dict:

@@ -43,10 +43,7 @@ from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources.client import ApiException, RESTClientObject
 from kubectl_kvdtype._sources.credentials import _exec_bounded, _first_line, _seconds
 from kubectl_kvdtype._sources.kinds import FIELD_MANAGER, SETTINGS_GROUP, WORKER_GROUP, Kind, Projection
-from kubectl_kvdtype._sources.kubeconfig import (
-    ConnectionOptions,
-    _load_configuration,
-)
+from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions, Resolved, configure, resolve
 
 PAGE_SIZE = 500
 #: Pages one LIST may take before it is abandoned as endless: 500,000 objects at PAGE_SIZE, five
@@ -75,9 +72,13 @@ class ClusterSource:
     #: network and the server most of its time, and the HTTP pool is thread-safe.
     parallel = True
 
-    def __init__(self, options: ConnectionOptions, environ: Optional[dict] = None) -> None:
+    def __init__(self, options: ConnectionOptions, environ: Optional[dict] = None,
+                 resolved: Optional[Resolved] = None) -> None:
+        """``resolved``: the kubeconfig already resolved for ``options`` (``kubeconfig.resolve``,
+        which a caller runs before importing this module); else it is resolved here."""
         environ = dict(os.environ if environ is None else environ)
-        self._configuration, self._namespace, self.description, impersonation = _load_configuration(options, environ)
+        resolved = resolved or resolve(options, environ)
+        self._configuration, self._namespace, self.description, impersonation = configure(resolved)
         self._rest = RESTClientObject(self._configuration)
         _watch_connections(self._rest.pool_manager)
         #: The server as messages name it: a password in its URL shown as ``user:***``.

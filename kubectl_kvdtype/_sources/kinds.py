@@ -133,17 +133,40 @@ class Query:
     selector: str = ""
     project: Optional[Projection] = None
 
+    def read(self, source: Source) -> list[dict]:
+        return source.list(self.kind, self.namespace, self.selector, self.project)
 
-def list_many(source: Source, queries: Sequence[Query]) -> list[Union[list[dict], KvdtypeError]]:
+
+@dataclass(frozen=True)
+class Get:
+    """One GET of a named object, read beside the LISTs of ``list_many`` (the Setting a judgement
+    depends on does not wait for them): its answer is a list of one object, or none when it
+    does not exist."""
+
+    kind: Kind
+    namespace: Optional[str]
+    name: str
+
+    def read(self, source: Source) -> list[dict]:
+        found = source.get(self.kind, self.namespace, self.name)
+        return [] if found is None else [found]
+
+
+#: The most requests ``list_many`` has in flight at once: find-flags' eight LISTs, each mostly a
+#: wait on the network and the API server.
+MAX_IN_FLIGHT = 8
+
+
+def list_many(source: Source, queries: Sequence[Union[Query, Get]]) -> list[Union[list[dict], KvdtypeError]]:
     """Each query's objects, or the error it met, in order.
 
-    A live source runs the LISTs side by side (``parallel``): on a real cluster each one mostly
-    waits on the network and the API server, so a subcommand reading four kinds pays for about
-    the slowest, not the sum. Errors are returned, not raised, so a caller can forgive some kinds.
+    A live source runs the requests side by side (``parallel``): on a real cluster each one mostly
+    waits on the network and the API server, so a subcommand reading four kinds and a Setting pays
+    for about the slowest, not the sum. Errors are returned, not raised, so a caller can forgive some kinds.
     """
-    def one(query: Query) -> Union[list[dict], KvdtypeError]:
+    def one(query: Union[Query, Get]) -> Union[list[dict], KvdtypeError]:
         try:
-            return source.list(query.kind, query.namespace, query.selector, query.project)
+            return query.read(source)
         except KvdtypeError as error:
             return error
 
@@ -151,7 +174,7 @@ def list_many(source: Source, queries: Sequence[Query]) -> list[Union[list[dict]
         return [one(query) for query in queries]
     from concurrent.futures import ThreadPoolExecutor  # only live runs pay for it
 
-    pool = ThreadPoolExecutor(max_workers=min(len(queries), 4))
+    pool = ThreadPoolExecutor(max_workers=min(len(queries), MAX_IN_FLIGHT))
     try:
         with threads.signals_left_to_main():  # the pool starts its threads as the queries go in
             futures = [pool.submit(one, query) for query in queries]

@@ -1,14 +1,18 @@
 """The kubeconfig resolved like kubectl: files merged, the connection flags' overrides applied
 (the flags and ``ConnectionOptions`` are ``_sources.connection``'s), in-cluster configuration, what is
-refused before any request."""
+refused before any request.
+
+Resolving (:func:`resolve`) imports nothing of the kubernetes client: a kubeconfig refused, a
+context that does not exist, end the run before the client stack (urllib3, the client's
+configuration and REST modules) is imported; :func:`configure` imports it, once the first request
+is due."""
 
 from __future__ import annotations
 
 import base64
 import os
-from typing import Any, Iterator, Optional
-
-import urllib3
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from kubectl_kvdtype._kits import files as _files
 from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header, without_password
@@ -17,9 +21,10 @@ from kubectl_kvdtype._kits.status import (
     UsageError,
 )
 from kubectl_kvdtype._sources import names as _names
-from kubectl_kvdtype._sources.client import ConfigException, Configuration, KubeConfigLoader, load_incluster_config
 from kubectl_kvdtype._sources.connection import ConnectionOptions, kubeconfig_names, kubeconfig_paths, read_kubeconfig
-from kubectl_kvdtype._sources.credentials import _exec_bounded, _first_line
+
+if TYPE_CHECKING:
+    from kubectl_kvdtype._sources.client import Configuration
 
 _IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -32,18 +37,63 @@ _CLUSTER_PATHS = ("certificate-authority",)
 _USER_PATHS = ("client-certificate", "client-key", "tokenFile")
 
 
+@dataclass(frozen=True)
+class Resolved:
+    """A kubeconfig resolved for one run (:func:`resolve`), before the client is imported:
+    the one-context kubeconfig the client's loader gets, or ``in_cluster``."""
+
+    options: ConnectionOptions
+    environ: dict = field(repr=False)
+    in_cluster: bool = False
+    config: dict = field(default_factory=dict, repr=False)
+    user_dir: str = ""
+    what: str = ""
+    namespace: str = "default"
+    impersonation: Headers = field(default_factory=list)
+
+
 def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Configuration, str, str, Headers]:
     """(client configuration, the context's namespace, a description, impersonation headers);
     never writes a file. The flags override the kubeconfig as kubectl's do."""
+    return configure(resolve(options, environ))
+
+
+def configure(resolved: Resolved) -> tuple[Configuration, str, str, Headers]:
+    """The client's configuration of a resolved kubeconfig (or of the in-cluster service
+    account), credentials loaded (an exec plugin runs here): imports the client stack."""
+    import urllib3
+
+    from kubectl_kvdtype._sources.client import ConfigException, Configuration, KubeConfigLoader
+    from kubectl_kvdtype._sources.credentials import _exec_bounded, _first_line
+
     configuration = Configuration()
     # One quiet retry of a dropped connection, never of a read that timed out: the request
     # timeout bounds the whole call (see _Clock), so urllib3 must not start the clock again.
     # Nor does it honour Retry-After itself (it would sleep for whatever the server asks): the
     # plugin's retries do, within what is left of the request timeout.
     configuration.retries = urllib3.Retry(total=1, read=0, respect_retry_after_header=False)
+    options = resolved.options
+    if resolved.in_cluster:
+        return _in_cluster(configuration, options, resolved.environ)
+    try:
+        with _exec_bounded(options.request_timeout):
+            KubeConfigLoader(config_dict=resolved.config, active_context="kvdtype",
+                             config_base_path=resolved.user_dir).load_and_set(configuration)
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+        raise KvdtypeError(f"cannot use the {resolved.what} of the kubeconfig: {_first_line(error)}") from None
+    _names.check_configured("namespace", resolved.namespace, _names.LABEL, f"the {resolved.what} of the kubeconfig")
+    return configuration, resolved.namespace, resolved.what, resolved.impersonation
+
+
+def resolve(options: ConnectionOptions, environ: dict) -> Resolved:
+    """The kubeconfig of a run, resolved as kubectl resolves it, and refused as kubectl refuses
+    it, with no client import (see the module's docstring)."""
     paths = kubeconfig_paths(options.kubeconfig, environ)
     if not paths and not options.server:
-        return _in_cluster(configuration, options, environ)
+        if not environ.get("KUBERNETES_SERVICE_HOST"):
+            raise KvdtypeError("no kubeconfig found (~/.kube/config, KUBECONFIG, --kubeconfig) and not running "
+                               "in a cluster: pass --kubeconfig, or --server")
+        return Resolved(options, environ, in_cluster=True)
     documents = [(path, read_kubeconfig(path, options.request_timeout)) for path in paths]
     context_name = options.context or next(
         (d.get("current-context") for _, d in documents if d.get("current-context")), None)
@@ -73,15 +123,9 @@ def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Conf
     config = {"clusters": [{"name": "c", "cluster": cluster}], "users": [{"name": "u", "user": user}],
               "contexts": [{"name": "kvdtype", "context": {"cluster": "c", "user": "u"}}]}
     what = f'context "{context_name}"' if context_name else f"the server {without_password(str(cluster.get('server')))}"
-    try:
-        with _exec_bounded(options.request_timeout):
-            KubeConfigLoader(config_dict=config, active_context="kvdtype",
-                             config_base_path=user_dir).load_and_set(configuration)
-    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
-        raise KvdtypeError(f"cannot use the {what} of the kubeconfig: {_first_line(error)}") from None
     namespace = entry.get("namespace") or "default"
-    _names.check_configured("namespace", namespace, _names.LABEL, f"the {what} of the kubeconfig")
-    return configuration, namespace, what, _impersonation(user)
+    return Resolved(options, environ, config=config, user_dir=user_dir, what=what, namespace=namespace,
+                    impersonation=_impersonation(user))
 
 
 #: A token file: a token is a few kB at most. A FIFO is refused, not waited on (kubectl hangs on
@@ -307,9 +351,8 @@ def context_names(explicit: Optional[str], environ: dict) -> list[str]:
 
 def _in_cluster(configuration: Configuration, options: ConnectionOptions,
                 environ: dict) -> tuple[Configuration, str, str, Headers]:
-    if not environ.get("KUBERNETES_SERVICE_HOST"):
-        raise KvdtypeError("no kubeconfig found (~/.kube/config, KUBECONFIG, --kubeconfig) and not running "
-                           "in a cluster: pass --kubeconfig, or --server")
+    from kubectl_kvdtype._sources.client import ConfigException, load_incluster_config
+
     try:
         load_incluster_config(client_configuration=configuration)
     except ConfigException as error:

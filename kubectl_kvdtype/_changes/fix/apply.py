@@ -9,7 +9,6 @@ reverts (``_changes.fix.restore``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -19,12 +18,13 @@ from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits.codes import FIX_CONFLICT, FIX_MANUAL, FIX_REFUSED
 from kubectl_kvdtype._kits.report import Column, Report
-from kubectl_kvdtype._kits.status import ApiError, Interrupted, KvdtypeError, UsageError, interrupted_status
+from kubectl_kvdtype._kits.status import ApiError, Interrupted, KvdtypeError, interrupted_status
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.managers import pointer_field
 
 if TYPE_CHECKING:
     from kubectl_kvdtype._judging.flags import FlagInventory
+from kubectl_kvdtype._changes.fix.options import FixOptions, check_options  # noqa: F401 - part of this module's face
 from kubectl_kvdtype._changes.fix.plan import (
     CONFLICT,
     DRY,
@@ -47,22 +47,6 @@ COLUMNS = [
     Column("STATE", "state", status=True),
     Column("DETAIL", "detail"),
 ]
-
-
-@dataclass(frozen=True)
-class FixOptions:
-    """``find-flags --fix``'s flags, typed: what the fix reads, taken by the subcommand from the
-    parsed command line."""
-
-    fix: bool
-    apply: bool
-    yes: bool
-    #: ``none``, ``client`` or ``server``.
-    dry_run: str
-    accept_dtype_change: bool
-    backup_dir: Optional[str]
-    #: --force-managed: patch objects that Helm, Argo CD, Flux, a controller or a field manager manage.
-    force_managed: bool = False
 
 
 def fix(context: Context, inventory: FlagInventory, found: Report, options: FixOptions) -> Report:
@@ -96,24 +80,6 @@ def _patch_write(target: Target) -> _managed.Write:
     """A planned patch, as a write on the object read: the lists it changes are its fields."""
     fields = [pointer_field(target.as_read, revert["path"]) for revert in target.revert]
     return _managed.write_of(target.kind.name, target.as_read, _managed.PATCH, fields)
-
-
-def check_options(context: Context, options: FixOptions) -> None:
-    """Refuse what cannot be done before anything is read."""
-    if not options.fix:
-        given = [flag for flag, on in (("--apply", options.apply), ("--yes", options.yes),
-                                       ("--dry-run", options.dry_run != "none"),
-                                       ("--accept-dtype-change", options.accept_dtype_change),
-                                       ("--backup-dir", options.backup_dir),
-                                       (_managed.FORCE_MANAGED, options.force_managed)) if on]
-        if given:
-            raise UsageError(f"{given[0]} goes with --fix")
-        return
-    if context.offline and (options.apply or options.dry_run == "server"):
-        raise UsageError("find-flags --fix writes to a live cluster only: with -f/--filename it plans (drop "
-                         f"{'--apply' if options.apply else '--dry-run=server'}, or drop -f)")
-    if options.apply and options.dry_run == "client":
-        raise UsageError("--apply and --dry-run=client cannot be used together")
 
 
 def _confirm(context: Context, ready: list[Target]) -> None:
