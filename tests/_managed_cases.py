@@ -297,3 +297,29 @@ def assert_owned_after_the_fix(kind: str, managed_fields: list[dict]) -> None:
     else:
         assert mine == [] and all('"f:args"' not in json.dumps(m.get("fieldsV1")) for m in managed_fields), \
             managed_fields
+
+
+def findings_in(report: dict, code: str, namespace: str, kind: str = "") -> list[dict]:
+    """A JSON report's findings of ``code`` about an object in ``namespace`` (of ``kind``)."""
+    return [f for f in report["findings"] if f["code"] == code and f["object"]["namespace"] == namespace
+            and (not kind or f["object"]["kind"] == kind)]
+
+
+def managers_of(entries: list[dict]) -> list[tuple[str, str, str]]:
+    """(manager, name, reverts) of each ``managedBy`` entry."""
+    return [(m["manager"], m["name"], m["reverts"]) for m in entries]
+
+
+def expected_managers(case: Case, what: str = "flag") -> list[tuple[str, str, str]]:
+    """The managers expected of a case for the flag's removal, a ``rebind`` or ``verify``."""
+    return list({"rebind": case.rebinds, "verify": case.verifies}.get(what) or case.managers)
+
+
+def flag_finding(find_flags: dict, case: Case) -> dict:
+    """find-flags' one finding of the case's flag, its managers and its message's words checked."""
+    code, kind = ("pod-flag", "Pod") if case.pod else ("role-flag", "ModelDeployment")
+    (finding,) = findings_in(find_flags, code, case.id, kind)
+    assert managers_of(finding["managedBy"]) == expected_managers(case)
+    for words in case.says:
+        assert words in finding["message"], finding["message"]
+    return finding

@@ -27,7 +27,11 @@ from _managed_cases import (
     assert_owned_after_the_fix,
     cluster_objects,
     deployment,
+    expected_managers,
+    findings_in,
+    flag_finding,
     managed_object,
+    managers_of,
 )
 from _support import SETTING, SYSTEM, WRITES, assert_one_clean_line, seed
 from conftest import kubectl_path
@@ -99,29 +103,12 @@ def fresh(tmp_path: Path) -> Iterator[tuple[FakeKube, dict, Path]]:
         fake.stop()
 
 
-def _in(document: dict, code: str, namespace: str, kind: str = "") -> list[dict]:
-    return [f for f in document["findings"] if f["code"] == code and f["object"]["namespace"] == namespace
-            and (not kind or f["object"]["kind"] == kind)]
-
-
-def _expected(case: Case, what: str = "flag") -> list[tuple[str, str, str]]:
-    """The managers expected of a case for the flag's removal, a ``rebind`` or ``verify``."""
-    return list({"rebind": case.rebinds, "verify": case.verifies}.get(what) or case.managers)
-
-
-def _managers(entries: list[dict]) -> list[tuple[str, str, str]]:
-    return [(m["manager"], m["name"], m["reverts"]) for m in entries]
-
-
 # --- Judging ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_find_flags_names_the_managers_of_each_flagged_object(judged, case):
-    code, kind = ("pod-flag", "Pod") if case.pod else ("role-flag", "ModelDeployment")
-    (finding,) = _in(judged["find-flags"], code, case.id, kind)
-    assert _managers(finding["managedBy"]) == _expected(case)
-    for words in case.says:
-        assert words in finding["message"], finding["message"]
+    finding = flag_finding(judged["find-flags"], case)
+    kind = "Pod" if case.pod else "ModelDeployment"
     if case.pod:  # the managers are the top owner's: the Deployment above its ReplicaSet
         assert {m["object"]["name"] for m in finding["managedBy"]} == {"vllm-batch"}
     (item,) = [i for i in judged["find-flags"]["items"] if i["namespace"] == case.id and i["kind"] == kind]
@@ -130,17 +117,17 @@ def test_find_flags_names_the_managers_of_each_flagged_object(judged, case):
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.pod], ids=[c.id for c in CASES if not c.pod])
 def test_check_names_the_managers_of_a_rejected_bindings_consumers(judged, case):
-    (finding,) = _in(judged["check"], "dtype-rejected", case.id)
+    (finding,) = findings_in(judged["check"], "dtype-rejected", case.id)
     (consumer,) = finding["consumers"]
-    assert _managers(consumer["managedBy"]) == _expected(case, "rebind")
+    assert managers_of(consumer["managedBy"]) == expected_managers(case, "rebind")
     assert f"Its consumer ModelDeployment {case.id}/qwen is managed by" in finding["message"]
     assert "managedBy" not in finding  # the Binding itself is nobody's
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.pod], ids=[c.id for c in CASES if not c.pod])
 def test_verify_names_the_managers_of_each_replicas_deployment(judged, case):
-    (finding,) = _in(judged["verify"], "replica-missing-flag", case.id)
-    assert _managers(finding["managedBy"]) == _expected(case, "verify")
+    (finding,) = findings_in(judged["verify"], "replica-missing-flag", case.id)
+    assert managers_of(finding["managedBy"]) == expected_managers(case, "verify")
     assert {m["object"]["kind"] for m in finding["managedBy"]} == {"ModelDeployment"}
     assert "Its owner ModelDeployment" in finding["message"]
 
@@ -189,11 +176,11 @@ def test_preflight_sends_each_change_to_its_source(judged, case):
         assert rebind["command"] == f"kubectl kvdtype escape rebind chat -n {case.id} --dtype bfloat16 --apply " \
                                     "--force-managed"
         assert source["order"] < rebind["order"]
-        assert _managers(rebind["managedBy"]) == _expected(case, "rebind")
+        assert managers_of(rebind["managedBy"]) == expected_managers(case, "rebind")
     else:
         remove = next(i for i in mine if i["action"] == "remove-flag" and i["object"]["kind"] == "Pod")
     assert remove["what"].startswith("in the source, not the cluster: delete ")
-    assert _managers(remove["managedBy"]) == _expected(case)
+    assert managers_of(remove["managedBy"]) == expected_managers(case)
     if case.id == "helm":
         assert remove["command"] == "helm get values qwen-chart -n helm"
     pauses = [i for i in items if i["action"] == "pause-manager" and i["command"].startswith(case.pauses or "-")]
@@ -220,7 +207,7 @@ def test_a_manager_is_paused_before_anything_and_resumed_after_everything(judged
     assert "apps-paused" not in paused and "argo-manual" not in paused and "argo-annot" in paused
 
 
-def test_wide_junit_and_sarif_carry_the_managers(gitops):
+def test_wide_junit_and_sarif_carry_themanagers_of(gitops):
     fake, env, where = gitops
     wide = kvdtype(env, where, "find-flags", "-n", "argo-annot", "-o", "wide").stdout.splitlines()
     assert "MANAGED BY" in wide[0]
@@ -262,7 +249,7 @@ def test_fix_refuses_every_managed_object_and_writes_nothing(fresh):
     assert noted == {case.id for case in CASES}
 
 
-def test_fix_with_force_managed_writes_warns_and_journals_the_managers(fresh):
+def test_fix_with_force_managed_writes_warns_and_journals_themanagers_of(fresh):
     fake, env, where = fresh
     fake.clear_log()
     result = kvdtype(env, where, "find-flags", "-A", "--fix", "--apply", "--yes", "--force-managed")
@@ -271,10 +258,11 @@ def test_fix_with_force_managed_writes_warns_and_journals_the_managers(fresh):
         assert case.warns in result.stderr, case.id
     (backup,) = where.glob("kvdtype-backup-fix-*")
     journal = json.loads((backup / "journal.json").read_text())
-    recorded = {(m["object"]["namespace"], m["object"]["name"]): _managers(m["managedBy"]) for m in journal["managers"]}
+    recorded = {(m["object"]["namespace"], m["object"]["name"]): managers_of(m["managedBy"])
+                for m in journal["managers"]}
     for case in CASES:
         kind, namespace, name = managed_object(case)
-        assert recorded[(namespace, name)] == _expected(case)
+        assert recorded[(namespace, name)] == expected_managers(case)
     patches = [r for r in fake.requests if r.method == "PATCH"]
     assert len(patches) == len(CASES) + 2 and all(r.query.get("fieldManager") == "kubectl-kvdtype" for r in patches)
     for case in CASES:  # the managedFields name the plugin for the field it changed, and nobody else
@@ -305,7 +293,7 @@ def test_rebind_refuses_a_managed_deployment_then_takes_it_over(tmp_path, case_i
         assert (case.rebind_warns or case.warns) in taken.stderr
         (backup,) = tmp_path.glob("kvdtype-backup-*")
         journal = json.loads((backup / "journal.json").read_text())
-        assert [_managers(m["managedBy"]) for m in journal["managers"]] == [_expected(case, "rebind")]
+        assert [managers_of(m["managedBy"]) for m in journal["managers"]] == [expected_managers(case, "rebind")]
         assert journal["managers"][0]["write"] == "delete and create again"
         recreated = fake.get("ModelDeployment", case.id, "qwen")
         assert recreated["spec"]["kvCache"]["poolRef"]["name"] == "chat-bfloat16"

@@ -28,7 +28,11 @@ from _managed_cases import (
     assert_owned_after_the_fix,
     binding,
     deployment,
+    expected_managers,
+    findings_in,
+    flag_finding,
     managed_object,
+    managers_of,
     objects,
 )
 from conftest import kubectl_path
@@ -110,14 +114,14 @@ def _seed(plane: ControlPlane, admin: Cluster, cases: tuple[Case, ...]) -> None:
     try:
         for obj in stored:
             if obj["kind"] == "ModelDeployment" and obj["metadata"]["namespace"] == SSA.id:
-                _two_managers(plane, admin, obj)
+                _twomanagers_of(plane, admin, obj)
             else:
                 plane.apply([obj])
     finally:
         plane.set_setting("true")
 
 
-def _two_managers(plane: ControlPlane, admin: Cluster, deployment: dict) -> None:
+def _twomanagers_of(plane: ControlPlane, admin: Cluster, deployment: dict) -> None:
     created = copy.deepcopy(deployment)
     del created["metadata"]["managedFields"]
     created["spec"]["roles"][0]["replicas"] = 2
@@ -129,19 +133,6 @@ def _two_managers(plane: ControlPlane, admin: Cluster, deployment: dict) -> None
     result = admin.kubectl("apply", "--server-side", "--field-manager=ci-deploy", "--force-conflicts", "-f", "-",
                            input=yaml.safe_dump(applied))
     assert result.returncode == 0, result.stderr
-
-
-def _managers(entries: list[dict]) -> list[tuple[str, str, str]]:
-    return [(m["manager"], m["name"], m["reverts"]) for m in entries]
-
-
-def _expected(case: Case, what: str = "flag") -> list[tuple[str, str, str]]:
-    return list({"rebind": case.rebinds, "verify": case.verifies}.get(what) or case.managers)
-
-
-def _findings(report: dict, code: str, namespace: str, kind: str = "") -> list[dict]:
-    return [f for f in report["findings"] if f["code"] == code and f["object"]["namespace"] == namespace
-            and (not kind or f["object"]["kind"] == kind)]
 
 
 def _clean(plane: ControlPlane, namespaces: list[str]) -> None:
@@ -186,20 +177,16 @@ def _judged(cluster: Cluster, command: str, user: str = JUDGE) -> dict:
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_find_flags_names_each_manager_as_the_real_server_stores_it(gitops, case):
-    code, kind = ("pod-flag", "Pod") if case.pod else ("role-flag", "ModelDeployment")
-    (finding,) = _findings(gitops["find-flags"], code, case.id, kind)
-    assert _managers(finding["managedBy"]) == _expected(case)
-    for words in case.says:
-        assert words in finding["message"], finding["message"]
+    flag_finding(gitops["find-flags"], case)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.pod], ids=[c.id for c in CASES if not c.pod])
 def test_check_and_verify_name_the_managers_of_the_fields_they_would_change(gitops, case):
-    (rejected,) = _findings(gitops["check"], "dtype-rejected", case.id)
+    (rejected,) = findings_in(gitops["check"], "dtype-rejected", case.id)
     (consumer,) = rejected["consumers"]
-    assert _managers(consumer["managedBy"]) == _expected(case, "rebind")
-    (replica,) = _findings(gitops["verify"], "replica-missing-flag", case.id)
-    assert _managers(replica["managedBy"]) == _expected(case, "verify")
+    assert managers_of(consumer["managedBy"]) == expected_managers(case, "rebind")
+    (replica,) = findings_in(gitops["verify"], "replica-missing-flag", case.id)
+    assert managers_of(replica["managedBy"]) == expected_managers(case, "verify")
 
 
 def test_the_real_servers_managed_fields_make_the_ssa_case(gitops, control_plane):
@@ -213,7 +200,7 @@ def test_the_real_servers_managed_fields_make_the_ssa_case(gitops, control_plane
 
 
 def test_an_application_the_user_may_not_read_is_the_real_servers_403(gitops):
-    (finding,) = _findings(gitops["find-flags"], "role-flag", "argo-denied")
+    (finding,) = findings_in(gitops["find-flags"], "role-flag", "argo-denied")
     (argo,) = finding["managedBy"]
     assert (argo["manager"], argo["readable"], argo["reverts"]) == ("Argo CD", False, "unknown")
     assert "you may not read applications.argoproj.io in namespace argo-denied (403 Forbidden)" in argo["unreadable"]
@@ -225,8 +212,8 @@ def test_the_shipped_reader_role_reads_every_managers_object(gitops):
     unreadable = [(f["object"]["namespace"], m["name"], m.get("unreadable"))
                   for f in gitops["reader"]["findings"] for m in f.get("managedBy") or [] if m.get("readable") is False]
     assert unreadable == []
-    (finding,) = _findings(gitops["reader"], "role-flag", "argo-annot")
-    assert _managers(finding["managedBy"]) == [("Argo CD", "argo-annot", "at-once")]
+    (finding,) = findings_in(gitops["reader"], "role-flag", "argo-annot")
+    assert managers_of(finding["managedBy"]) == [("Argo CD", "argo-annot", "at-once")]
 
 
 def test_a_manager_whose_kind_is_not_installed_is_said(gitops):
@@ -322,6 +309,6 @@ def test_a_rebind_refuses_a_helm_deployment_then_takes_it_over(real):
     assert [m["manager"] for m in moved["metadata"]["managedFields"]] == ["kubectl-kvdtype"]
     (backup,) = real.home.glob("kvdtype-backup-*")
     journal = json.loads((backup / "journal.json").read_text())
-    assert [_managers(m["managedBy"]) for m in journal["managers"]] == [list(helm.managers)]
+    assert [managers_of(m["managedBy"]) for m in journal["managers"]] == [list(helm.managers)]
     # (Whether the Setting is on again depends on the rest of the cluster: the module's other cases,
     # if they are stored, still hold Bindings that would break an engine.)
