@@ -33,6 +33,14 @@ def test_version(kube_env):
     assert result.stdout.strip() == f"kubectl-kvdtype v{__version__}"
 
 
+#: Runs the plugin as its console script does, then says whether the client stack was imported.
+_CLIENT_PROBE = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
+                 "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
+                 "except SystemExit:\n    pass\n"
+                 "print('CLIENT-IMPORTED' if any(m.split('.')[0] in ('kubernetes', 'urllib3') for m in sys.modules)"
+                 " else 'CLEAN', file=sys.stderr)")
+
+
 @pytest.mark.e2e  # a fresh Python process
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["check", "-f", str(EXAMPLES), "-o", "json"],
                                   ["check", "-f", str(EXAMPLES)], ["completion", "bash"],
@@ -40,14 +48,6 @@ def test_version(kube_env):
 def test_fast_paths_never_import_the_kubernetes_client(args):
     result = subprocess.run([sys.executable, "-c", _CLIENT_PROBE, *args], capture_output=True, text=True, timeout=60)
     assert result.stderr.strip().endswith("CLEAN"), result.stderr
-
-
-#: Runs the plugin as its console script does, then says whether the client stack was imported.
-_CLIENT_PROBE = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
-                 "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
-                 "except SystemExit:\n    pass\n"
-                 "print('CLIENT-IMPORTED' if any(m.split('.')[0] in ('kubernetes', 'urllib3') for m in sys.modules)"
-                 " else 'CLEAN', file=sys.stderr)")
 
 
 @pytest.mark.e2e  # a fresh Python process
@@ -68,7 +68,6 @@ def test_a_live_run_refused_before_its_first_request_imports_no_client(kube_env,
     assert lines[-1] == "CLEAN", result.stderr
 
 
-
 @pytest.mark.e2e  # a fresh Python process
 def test_find_flags_without_fix_imports_no_write_machinery():
     """The plan, the backup and the journal of --fix are imported only when --fix asks for them."""
@@ -78,6 +77,7 @@ def test_find_flags_without_fix_imports_no_write_machinery():
             " 'kubectl_kvdtype._changes.fix.plan', 'kubectl_kvdtype._changes.journal'))))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
+
 
 def test_live_run_does_import_it(kube_env):
     """The probes above can tell: a live run imports the client (and fails cleanly here)."""

@@ -135,11 +135,6 @@ def _twomanagers_of(plane: ControlPlane, admin: Cluster, deployment: dict) -> No
     assert result.returncode == 0, result.stderr
 
 
-def _clean(plane: ControlPlane, namespaces: list[str]) -> None:
-    for namespace in namespaces:
-        plane.clean(namespace)
-
-
 @pytest.fixture(scope="module")
 def gitops(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """Every case stored; find-flags run once before Argo CD's and Flux's kinds are installed, then
@@ -164,7 +159,8 @@ def gitops(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
             yield found
     finally:
         _uninstall_gitops(control_plane)
-        _clean(control_plane, namespaces)
+        for namespace in namespaces:
+            control_plane.clean(namespace)
 
 
 def _judged(cluster: Cluster, command: str, user: str = JUDGE) -> dict:
