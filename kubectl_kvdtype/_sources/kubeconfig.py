@@ -52,15 +52,10 @@ class Resolved:
     impersonation: Headers = field(default_factory=list)
 
 
-def _load_configuration(options: ConnectionOptions, environ: dict) -> tuple[Configuration, str, str, Headers]:
-    """(client configuration, the context's namespace, a description, impersonation headers);
-    never writes a file. The flags override the kubeconfig as kubectl's do."""
-    return configure(resolve(options, environ))
-
-
 def configure(resolved: Resolved) -> tuple[Configuration, str, str, Headers]:
-    """The client's configuration of a resolved kubeconfig (or of the in-cluster service
-    account), credentials loaded (an exec plugin runs here): imports the client stack."""
+    """(client configuration, the context's namespace, a description, impersonation headers) of a
+    resolved kubeconfig (or of the in-cluster service account), credentials loaded (an exec plugin
+    runs here); never writes a file. Imports the client stack."""
     import urllib3
 
     from kubectl_kvdtype._sources.client import ConfigException, Configuration, KubeConfigLoader
