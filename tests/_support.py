@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from _controlplane import documents  # noqa: F401  (the test modules import it from here)
 from conftest import kubectl_path
@@ -113,3 +113,27 @@ def with_ctrl_c(argv: Sequence[str]) -> list[str]:
 def ignores(pid: int, number: int) -> bool:
     """Whether /proc says process ``pid`` ignores signal ``number``."""
     return number in signal_mask(proc_status(pid)["SigIgn"])
+
+
+# --- A kubeconfig of the fake's, changed -------------------------------------------------------
+
+def kubeconfig(fake: Any, path: Path, edit: Any = None) -> Path:
+    """The fake's kubeconfig, changed by ``edit(config)`` (a dict) and written back."""
+    fake.write_kubeconfig(path)
+    config = json.loads(path.read_text())
+    if edit:
+        edit(config)
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def with_kubeconfig(env: dict, path: Path) -> dict:
+    return {**env, "KUBECONFIG": str(path)}
+
+
+def cluster_of(config: dict) -> dict:
+    return config["clusters"][0]["cluster"]
+
+
+def user_of(config: dict) -> dict:
+    return config["users"][0]["user"]

@@ -79,30 +79,44 @@ def test_find_flags_without_fix_imports_no_write_machinery():
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
 
 
-def test_live_run_does_import_it(kube_env):
-    """The probes above can tell: a live run imports the client (and fails cleanly here)."""
-    code = ("import sys; from kubectl_kvdtype._cli.main import run\n"
-            "run(['check'])\n"
-            "print('KUBERNETES-IMPORTED' if 'kubernetes' in sys.modules else 'CLEAN')")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=kube_env, timeout=60)
-    assert "KUBERNETES-IMPORTED" in result.stdout
+#: Runs the plugin as its console script does, then names the client's heavy parts it imported and
+#: whether it imported the client's REST module (the client's transport) and urllib3.
+_CLIENT_PARTS_PROBE = (
+    "import sys, runpy; sys.argv = ['kubectl-kvdtype', 'check', '-A', '-o', 'json']\n"
+    "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
+    "except SystemExit:\n    pass\n"
+    "heavy = ('pydantic', 'requests', 'requests_oauthlib', 'oauthlib', 'kubernetes.client.models',"
+    " 'kubernetes.client.api', 'kubernetes.client.api_client', 'kubernetes.dynamic', 'kubernetes.watch')\n"
+    "print('IMPORTED', sorted(m for m in sys.modules if m.startswith(heavy)), "
+    "'kubernetes.client.rest' in sys.modules, 'urllib3' in sys.modules, file=sys.stderr)")
 
 
-def test_live_run_imports_only_the_parts_of_the_client_it_uses(fake, kube_env):
-    """A live run answers from the fake without the client's generated API and model classes
-    (pydantic) or the OIDC refresh's requests/oauthlib: importing those cost most of a small run."""
+def test_a_live_run_over_a_token_kubeconfig_imports_neither_the_client_nor_urllib3(fake, kube_env):
+    """A token (or basic auth, or client certificate) with a CA and no proxy needs nothing of the
+    client: its requests go over http.client and ssl (the direct transport), and answer alike."""
     seed(fake, documents(EXAMPLES))
-    code = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', 'check', '-A', '-o', 'json']\n"
-            "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
-            "except SystemExit:\n    pass\n"
-            "heavy = ('pydantic', 'requests', 'requests_oauthlib', 'oauthlib', 'kubernetes.client.models',"
-            " 'kubernetes.client.api', 'kubernetes.client.api_client', 'kubernetes.dynamic', 'kubernetes.watch')\n"
-            "print('IMPORTED', sorted(m for m in sys.modules if m.startswith(heavy)), "
-            "'kubernetes.client.rest' in sys.modules, file=sys.stderr)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=kube_env, timeout=60)
+    result = subprocess.run([sys.executable, "-c", _CLIENT_PARTS_PROBE], capture_output=True, text=True,
+                            env=kube_env, timeout=60)
     assert result.returncode == 0, result.stderr
     assert len(json.loads(result.stdout)["items"]) == 8  # the Bindings of examples/
-    assert result.stderr.strip().splitlines()[-1] == "IMPORTED [] True"
+    assert result.stderr.strip().splitlines()[-1] == "IMPORTED [] False False"
+
+
+def test_a_live_run_through_an_exec_plugin_imports_only_the_parts_of_the_client_it_uses(fake, kube_env, tmp_path):
+    """An exec credential plugin needs the client (its transport): the run answers from the fake
+    without the client's generated API and model classes (pydantic) or the OIDC refresh's
+    requests/oauthlib, whose import cost most of a small run; and the probe can tell the client apart."""
+    seed(fake, documents(EXAMPLES))
+    plugin = tmp_path / "cred-plugin"
+    plugin.write_text("#!/bin/sh\necho '{\"apiVersion\": \"client.authentication.k8s.io/v1\", "
+                      f"\"kind\": \"ExecCredential\", \"status\": {{\"token\": \"{fake.token}\"}}}}'\n")
+    plugin.chmod(0o755)
+    kube_env["KUBECONFIG"] = str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)]))
+    result = subprocess.run([sys.executable, "-c", _CLIENT_PARTS_PROBE], capture_output=True, text=True,
+                            env=kube_env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)["items"]) == 8
+    assert result.stderr.strip().splitlines()[-1] == "IMPORTED [] True True"
 
 
 def test_colour_only_on_a_terminal_and_never_with_no_color():

@@ -17,7 +17,17 @@ from typing import Optional
 import pytest
 
 from _oidc import FRESH_EXP, identity_provider, jwt, oidc_user
-from _support import EXAMPLES, PLUGIN, assert_one_clean_line, documents, seed
+from _support import (
+    EXAMPLES,
+    PLUGIN,
+    assert_one_clean_line,
+    cluster_of,
+    documents,
+    kubeconfig,
+    seed,
+    user_of,
+    with_kubeconfig,
+)
 from conftest import kubectl_path, run_kubectl
 from fakekube import TEST_CLIENT_CA_PEM, TEST_CLIENT_CERT_PEM, TEST_CLIENT_KEY_PEM, FakeKube
 
@@ -47,28 +57,6 @@ def both(fake: FakeKube, env: dict, *flags: str, cwd: Optional[Path] = None, aft
     fake.clear_log()
     theirs = oracle(env, *flags, cwd=cwd)
     return mine, my_requests, theirs, list(fake.requests)
-
-
-def kubeconfig(fake: FakeKube, path: Path, edit=None) -> Path:
-    """The fake's kubeconfig, changed by ``edit(config)`` (a dict) and written back."""
-    fake.write_kubeconfig(path)
-    config = json.loads(path.read_text())
-    if edit:
-        edit(config)
-    path.write_text(json.dumps(config, indent=2))
-    return path
-
-
-def with_kubeconfig(env: dict, path: Path) -> dict:
-    return {**env, "KUBECONFIG": str(path)}
-
-
-def cluster_of(config: dict) -> dict:
-    return config["clusters"][0]["cluster"]
-
-
-def user_of(config: dict) -> dict:
-    return config["users"][0]["user"]
 
 
 def served(records) -> list:

@@ -57,6 +57,7 @@ def test_the_layers_contract_holds():
     ("_engines/tables.py", "from kubectl_kvdtype._engines import rewrites as _rewrites\n"),  # its siblings
     ("_judging/flags.py", "import kubernetes\n"),  # the client outside _sources
     ("_sources/cluster.py", "from kubernetes.client import ApiClient\n"),  # a _sources module that does not own it
+    ("_sources/direct.py", "import urllib3\n"),  # urllib3 in the direct transport
 ])
 def test_an_upward_import_breaks_the_contract(tmp_path, module, injected):
     """The same contract over a copy of the package with one wrong import added fails."""

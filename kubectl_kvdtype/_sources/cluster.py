@@ -1,9 +1,9 @@
-"""The one place that talks to a cluster, through the official ``kubernetes`` client.
+"""The one place that talks to a cluster: the reads and the few writes, as plain JSON.
 
-The client is used for what it does well (kubeconfig, exec credential plugins, TLS, the HTTP
-pool); responses are read as plain JSON, never as generated model classes, because lists can hold
-10,000+ objects. Importing this module imports the client (only the parts used, see
-"The kubernetes client" below), so only a live run does it.
+Responses are read as plain JSON, never as generated model classes, because lists can hold
+10,000+ objects. The requests go out through a transport (``_sources.transport``): the standard
+library's for most kubeconfigs, the official ``kubernetes`` client's for exec credential plugins,
+auth providers, proxies and in-cluster configuration; only a live run imports either.
 """
 
 from __future__ import annotations
@@ -12,24 +12,18 @@ import builtins
 import http
 import os
 import re
-import socket
 import threading
-import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 from urllib.parse import quote, unquote, urlencode
-
-import urllib3
-from urllib3 import HTTPHeaderDict
 
 from kubectl_kvdtype import __version__
 from kubectl_kvdtype._kits import bounded as _bounded
 from kubectl_kvdtype._kits import progress as _progress
 from kubectl_kvdtype._kits import settings as _settings
-from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.display import cut
 from kubectl_kvdtype._kits.report import Finding
-from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header, without_password
+from kubectl_kvdtype._kits.secrets import without_password
 from kubectl_kvdtype._kits.status import (
     ApiError,
     ClusterError,
@@ -37,13 +31,11 @@ from kubectl_kvdtype._kits.status import (
     KvdtypeError,
     NotFound,
     NotServed,
-    RequestTimeout,
 )
 from kubectl_kvdtype._sources import names as _names
-from kubectl_kvdtype._sources.client import ApiException, RESTClientObject
-from kubectl_kvdtype._sources.credentials import _exec_bounded, _first_line, _seconds
 from kubectl_kvdtype._sources.kinds import FIELD_MANAGER, SETTINGS_GROUP, WORKER_GROUP, Kind, Projection
-from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions, Resolved, configure, resolve
+from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions, Resolved, resolve
+from kubectl_kvdtype._sources.transport import Clock, HeaderLines, connect, first_line
 
 PAGE_SIZE = 500
 #: Pages one LIST may take before it is abandoned as endless: 500,000 objects at PAGE_SIZE, five
@@ -77,25 +69,19 @@ class ClusterSource:
         """``resolved``: the kubeconfig already resolved for ``options`` (``kubeconfig.resolve``,
         which a caller runs before importing this module); else it is resolved here."""
         environ = dict(os.environ if environ is None else environ)
-        resolved = resolved or resolve(options, environ)
-        self._configuration, self._namespace, self.description, impersonation = configure(resolved)
-        self._rest = RESTClientObject(self._configuration)
-        _watch_connections(self._rest.pool_manager)
+        connected = connect(resolved or resolve(options, environ))  # the transport (_sources.transport)
+        self._transport = connected.transport
+        self._namespace, self.description = connected.namespace, connected.description
         #: The server as messages name it: a password in its URL shown as ``user:***``.
-        self._shown_host = without_password(self._configuration.host)
+        self._shown_host = without_password(self._transport.host)
         self._timeout = options.request_timeout
         #: A time (time.monotonic) no request may outlive, set by ``within`` (verify --wait).
         self._deadline: Optional[float] = None
-        # A header dict that keeps a repeated name (Impersonate-Group) as separate header lines.
-        self._headers = HTTPHeaderDict({"Accept": "application/json", "User-Agent": f"kubectl-kvdtype/{__version__}"})
-        for name, value in impersonation:
-            self._headers.add(name, value)
+        #: Every request's header lines; a repeated name (Impersonate-Group) is a line each.
+        self._headers: HeaderLines = [("Accept", "application/json"),
+                                      ("User-Agent", f"kubectl-kvdtype/{__version__}"), *connected.impersonation]
         self._versions: dict[str, Optional[str]] = {}
         self._discovery = threading.Lock()  # one discovery per group, even from parallel LISTs
-        # One credential refresh at a time: parallel LISTs would each run an expired token's exec
-        # plugin; and once it has failed, the others say so rather than run it again.
-        self._credentials = threading.Lock()
-        self._credentials_failed: Optional[KvdtypeError] = None
         self._discovery_errors: dict[str, KvdtypeError] = {}  # met once, not again per waiting LIST
         self.request_count = 0
         self._max_pages = int(_settings.value(environ, _settings.MAX_PAGES))
@@ -289,68 +275,24 @@ class ClusterSource:
 
     def _request(self, method: str, path: str, query: Optional[dict], body: Any, content_type: str, verb: str,
                  kind: Optional[Kind], namespace: Optional[str]) -> dict:
-        url = self._configuration.host + _encoded(path) + (f"?{urlencode(query)}" if query else "")
-        headers = HTTPHeaderDict(self._headers)
-        if body is not None:
-            headers["Content-Type"] = content_type
-        clock = _Clock(self._timeout, self._deadline, _describe(verb or method.lower(), kind, namespace, path),
-                       self._shown_host)
+        target = _encoded(path) + (f"?{urlencode(query)}" if query else "")
+        headers = self._headers + ([("Content-Type", content_type)] if body is not None else [])
+        clock = Clock(self._timeout, self._deadline, _describe(verb or method.lower(), kind, namespace, path),
+                      self._shown_host)
         for attempt in range(1, ATTEMPTS + 1):
-            headers.update(self._auth_headers())
+            authorization = self._transport.authorization()  # per attempt: an exec plugin's token may expire
+            sent = headers + ([("Authorization", authorization)] if authorization else [])
+            self.request_count += 1
             with clock.watching():  # connect, headers and body: all of it within what is left
-                response = self._send(method, url, headers, body, clock)
-                data = self._read(response, clock)
-            status = response.status
-            if status < 300:
-                return _json(data, verb or method.lower(), kind, namespace, path)
-            retryable = status == 429 or (method == "GET" and status in _RETRY_READ)
+                answer = self._transport.exchange(method, target, sent, body, clock)
+            if answer.status < 300:
+                return _json(answer.data, verb or method.lower(), kind, namespace, path)
+            retryable = answer.status == 429 or (method == "GET" and answer.status in _RETRY_READ)
             if retryable and attempt < ATTEMPTS:
-                clock.sleep(_backoff(attempt, response.headers.get("Retry-After")))
+                clock.sleep(_backoff(attempt, answer.retry_after))
                 continue
-            raise _api_error(status, data, verb or method.lower(), kind, namespace, path)
+            raise _api_error(answer.status, answer.data, verb or method.lower(), kind, namespace, path)
         raise AssertionError("unreachable")
-
-    def _auth_headers(self) -> dict:
-        # auth_settings() runs the client's refresh hook, which re-runs exec plugins when due.
-        with self._credentials:
-            if self._credentials_failed is not None:
-                raise self._credentials_failed
-            try:
-                with _exec_bounded(self._timeout):
-                    settings = self._configuration.auth_settings().get("BearerToken")
-            except KvdtypeError as failure:
-                self._credentials_failed = failure
-                raise
-        value = settings.get("value") if settings else None
-        if breaks_header(value):  # an exec plugin's or auth provider's token: never echoed
-            raise KvdtypeError("the credential the kubeconfig user's exec plugin or auth provider returned holds "
-                               f"{HEADER_REFUSAL} (it is not shown)")
-        return {"Authorization": value} if value else {}
-
-    def _send(self, method: str, url: str, headers: HTTPHeaderDict, body: Any, clock: "_Clock") -> Any:
-        self.request_count += 1
-        try:
-            return self._rest.request(method, url, headers=headers, body=body, _request_timeout=clock.remaining())
-        except _Cut:
-            raise clock.timed_out() from None
-        except ApiException as error:  # the client turns TLS failures into status 0
-            clock.check_timeout(None)
-            raise ClusterError(f"TLS failure talking to {self._shown_host}: "
-                               f"{_first_line(error.reason)}") from None
-        except urllib3.exceptions.MaxRetryError as error:
-            clock.check_timeout(error.reason)
-            raise ClusterError(_connection_message(self._shown_host, error.reason)) from None
-        except urllib3.exceptions.HTTPError as error:
-            clock.check_timeout(error)
-            raise ClusterError(_connection_message(self._shown_host, error)) from None
-
-    def _read(self, response: Any, clock: "_Clock") -> bytes:
-        """The body (the client leaves it unread): reading it can time out or break off too."""
-        try:
-            return response.read()
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            clock.check_timeout(getattr(error, "reason", None) or error)
-            raise ClusterError(_connection_message(self._shown_host, error)) from None
 
 
 def request_path(*segments: str) -> str:
@@ -368,121 +310,6 @@ def _encoded(path: str) -> str:
     """``path`` as ``request_path`` would build it from its own segments: every request passes
     here, so a path made any other way cannot carry a query, a fragment or a dot segment."""
     return request_path(*(unquote(segment) for segment in path.lstrip("/").split("/")))
-
-
-# --- The request timeout, for the whole request ----------------------------------------------
-#
-# urllib3's timeouts bound each socket operation: a server that sends its headers or body a byte
-# at a time never lets one expire, and holds the request as long as it likes. So while a request
-# runs (``_Clock.watching``), the connection it was given is cut (its socket shut down) when the
-# time is up, and the failure that follows is said as the timeout it is. The pools of the
-# client's PoolManager are subclasses that tell the request's clock which connection it got.
-
-_IN_FLIGHT = threading.local()  # .clock: the _Clock of the request this thread is making
-
-
-class _Cut(Exception):
-    """The clock ran out before urllib3 took a connection (its quiet retry): not sent again.
-    Not an urllib3 exception, so urllib3 does not catch it."""
-
-
-class _WatchedPool(urllib3.HTTPConnectionPool):
-    def _get_conn(self, timeout: Optional[float] = None) -> Any:
-        connection = super()._get_conn(timeout)
-        clock = getattr(_IN_FLIGHT, "clock", None)
-        if clock is not None:
-            clock.attach(connection)
-        return connection
-
-
-class _WatchedHTTPSPool(urllib3.HTTPSConnectionPool, _WatchedPool):
-    pass
-
-
-def _watch_connections(pool_manager: Any) -> None:
-    pool_manager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedHTTPSPool}
-
-
-class _Clock:
-    """The time one request (all its attempts) may take: the request timeout and any deadline."""
-
-    def __init__(self, timeout: Optional[float], deadline: Optional[float], what: str, host: str) -> None:
-        self.start = time.monotonic()
-        self.timeout = timeout
-        ends = [t for t in (timeout and self.start + timeout, deadline) if t]
-        self.end: Optional[float] = min(ends) if ends else None
-        self.by_deadline = deadline is not None and self.end == deadline
-        self.what = what
-        self.host = host
-        self._lock = threading.Lock()
-        self._connection: Any = None
-        self._cut = False
-
-    def remaining(self) -> Optional[float]:
-        """Seconds left for the next attempt (None: no limit); a spent budget fails now."""
-        if self.end is None:
-            return None
-        left = self.end - time.monotonic()
-        if left <= 0:
-            raise self.timed_out()
-        return left
-
-    @contextmanager
-    def watching(self) -> Iterator[None]:
-        """Inside, this thread's request loses its connection when the time is up."""
-        left = self.remaining()
-        if left is None:
-            yield
-            return
-        timer = threading.Timer(left, self._cut_connection)
-        timer.daemon = True
-        _IN_FLIGHT.clock = self
-        threads.start(timer)
-        try:
-            yield
-        finally:
-            timer.cancel()
-            _IN_FLIGHT.clock = None
-            with self._lock:
-                self._connection = None
-
-    def attach(self, connection: Any) -> None:
-        """The connection urllib3 took for this request (again, on its quiet retry)."""
-        with self._lock:
-            if self._cut:
-                raise _Cut()
-            self._connection = connection
-
-    def _cut_connection(self) -> None:
-        with self._lock:
-            self._cut = True
-            sock = getattr(self._connection, "sock", None)
-        if sock is not None:
-            try:  # socket.socket's own: an SSLSocket's would drop its TLS state under the reading thread
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def sleep(self, seconds: float) -> None:
-        """Back off before a retry, unless the wait would outlast the budget."""
-        left = self.remaining()
-        if left is not None and seconds >= left:
-            raise self.timed_out()
-        time.sleep(seconds)
-
-    def check_timeout(self, reason: object) -> None:
-        """A failure that is the time running out (a socket timeout, or the cut) is said as that."""
-        if self._cut:
-            raise self.timed_out() from None
-        if isinstance(reason, (urllib3.exceptions.TimeoutError, TimeoutError)) and \
-                not isinstance(reason, urllib3.exceptions.NewConnectionError):
-            raise self.timed_out() from None
-
-    def timed_out(self) -> RequestTimeout:
-        if self.by_deadline:
-            return RequestTimeout(f"{self.what}: the cluster at {self.host} did not answer before the --wait deadline")
-        return RequestTimeout(f"{self.what}: the cluster at {self.host} did not answer within "
-                              f"{_seconds(self.timeout or 0)} (--request-timeout; 0 waits without limit)")
 
 
 def _describe(verb: str, kind: Optional[Kind], namespace: Optional[str], path: str) -> str:
@@ -518,7 +345,7 @@ def _list_items(page: dict, kind: Kind, namespace: Optional[str], path: str) -> 
         return []
     if page.get("kind") != f"{kind.name}List" or not isinstance(items, builtins.list):
         answered = page.get("kind")
-        shown = f"kind {_first_line(answered)[:60]!r}" if isinstance(answered, str) and answered else "no kind"
+        shown = f"kind {first_line(answered)[:60]!r}" if isinstance(answered, str) and answered else "no kind"
         listed = "" if isinstance(items, builtins.list) else ", no list of items"
         raise ClusterError(f"{_describe('list', kind, namespace, path)}: the API server's answer is not a "
                            f"{kind.name}List ({shown}{listed})")
@@ -555,17 +382,6 @@ def _backoff(attempt: int, retry_after: Optional[str]) -> float:
     return min(0.25 * 2 ** (attempt - 1), _MAX_RETRY_AFTER)
 
 
-
-
-def _connection_message(host: str, reason: object) -> str:
-    if isinstance(reason, urllib3.exceptions.SSLError):
-        return f"TLS failure talking to {host}: {reason}"
-    if isinstance(reason, urllib3.exceptions.NewConnectionError):  # a ConnectTimeoutError subclass
-        pass
-    elif isinstance(reason, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.ReadTimeoutError)):
-        return f"the cluster at {host} did not answer in time"
-    detail = str(reason).split(": ", 1)[-1] if reason else "connection failed"
-    return f"cannot reach the cluster at {host}: {detail}"
 
 
 def _phrase(status: int) -> str:

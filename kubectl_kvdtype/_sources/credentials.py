@@ -16,6 +16,7 @@ from kubectl_kvdtype._kits.status import (
     KvdtypeError,
     RequestTimeout,
 )
+from kubectl_kvdtype._sources.transport import first_line, seconds
 
 # isort: off
 # The client's modules as client.py entered them: importing it first is what keeps these from
@@ -79,7 +80,7 @@ class _BoundedPopen(subprocess.Popen):
             self._kill_all()
             raise _CredentialPluginFailed(RequestTimeout(
                 f"the exec credential plugin {_plugin_name(self.args)} of the kubeconfig user did not return within "
-                f"{_seconds(_EXEC.timeout)} (--request-timeout; 0 waits without limit)")) from None
+                f"{seconds(_EXEC.timeout)} (--request-timeout; 0 waits without limit)")) from None
 
     def _kill_all(self) -> None:
         """The plugin and whatever it started (its session), then the pipes: a child that got away
@@ -110,7 +111,7 @@ class _ExecProvider(_client_exec.ExecProvider):
         except Exception as error:  # noqa: BLE001 - ConfigException, bad JSON: anything the protocol meets
             if not getattr(_EXEC, "active", False):
                 raise
-            raise self._failed(_first_line(error)) from None
+            raise self._failed(first_line(error)) from None
         usable = isinstance(status, dict) and (
             "token" in status or {"clientCertificateData", "clientKeyData"} <= set(status))
         if getattr(_EXEC, "active", False) and not usable:  # the client would log it and go on without
@@ -138,12 +139,3 @@ def _exec_bounded(timeout: Optional[float]) -> Iterator[None]:
         raise failure.error from None
     finally:
         _EXEC.active, _EXEC.timeout = previous
-
-
-def _seconds(seconds: float) -> str:
-    return f"{seconds:g}s"
-
-
-def _first_line(text: object) -> str:
-    lines = [line for line in str(text).splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "unknown error"

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import base64
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterator, Optional
+from urllib.parse import urlsplit
 
 from kubectl_kvdtype._kits import files as _files
 from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header, without_password
@@ -59,11 +60,12 @@ def configure(resolved: Resolved) -> tuple[Configuration, str, str, Headers]:
     import urllib3
 
     from kubectl_kvdtype._sources.client import ConfigException, Configuration, KubeConfigLoader
-    from kubectl_kvdtype._sources.credentials import _exec_bounded, _first_line
+    from kubectl_kvdtype._sources.credentials import _exec_bounded
+    from kubectl_kvdtype._sources.transport import first_line
 
     configuration = Configuration()
     # One quiet retry of a dropped connection, never of a read that timed out: the request
-    # timeout bounds the whole call (see _Clock), so urllib3 must not start the clock again.
+    # timeout bounds the whole call (see transport.Clock), so urllib3 must not start the clock again.
     # Nor does it honour Retry-After itself (it would sleep for whatever the server asks): the
     # plugin's retries do, within what is left of the request timeout.
     configuration.retries = urllib3.Retry(total=1, read=0, respect_retry_after_header=False)
@@ -75,9 +77,118 @@ def configure(resolved: Resolved) -> tuple[Configuration, str, str, Headers]:
             KubeConfigLoader(config_dict=resolved.config, active_context="kvdtype",
                              config_base_path=resolved.user_dir).load_and_set(configuration)
     except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
-        raise KvdtypeError(f"cannot use the {resolved.what} of the kubeconfig: {_first_line(error)}") from None
+        raise KvdtypeError(f"cannot use the {resolved.what} of the kubeconfig: {first_line(error)}") from None
+    return configuration, context_namespace(resolved), resolved.what, resolved.impersonation
+
+
+def context_namespace(resolved: Resolved) -> str:
+    """The context's namespace, refused (exit 3) when it is no namespace name."""
     _names.check_configured("namespace", resolved.namespace, _names.LABEL, f"the {resolved.what} of the kubeconfig")
-    return configuration, resolved.namespace, resolved.what, resolved.impersonation
+    return resolved.namespace
+
+
+# --- What the standard library can connect with ----------------------------------------------
+#
+# A kubeconfig whose credentials are a token, basic auth or a client certificate, with a CA (or
+# none, or verification off) and no proxy, needs nothing of the kubernetes client: the direct
+# transport (``_sources.direct``) sends its requests with ``http.client`` and ``ssl``. Anything
+# else, or a setting of a type or form the direct transport would have to guess about, goes to the
+# client, whose loader reads it (and words its refusal) as it always has. The settings are read as
+# the client's loader reads them (``KubeConfigLoader``: a token before basic auth, TLS settings
+# only for an https server, ``insecure-skip-tls-verify`` by its truth).
+
+#: The settings the direct transport carries out; a cluster or user with any other goes to the client.
+_DIRECT_CLUSTER = frozenset({"server", "certificate-authority", "certificate-authority-data",
+                             "insecure-skip-tls-verify", "tls-server-name", "extensions", "disable-compression"})
+_DIRECT_USER = frozenset({"token", "username", "password", "client-certificate", "client-certificate-data",
+                          "client-key", "client-key-data", "as", "as-uid", "as-groups", "as-user-extra", "extensions"})
+#: The variables the client reads a proxy from (``urllib.request.getproxies``), in either case.
+_PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
+
+
+@dataclass(frozen=True)
+class DirectSettings:
+    """A kubeconfig's connection as the direct transport makes it. ``host``: the server's URL
+    without a trailing slash; ``hostname``, ``port``: where to connect; the TLS settings apply to
+    an https server only; ``*_data``: a setting's content decoded (PEM for the CA)."""
+
+    host: str
+    tls: bool
+    hostname: str
+    port: int
+    authorization: Optional[str] = None
+    verify: bool = True
+    server_name: Optional[str] = None
+    ca_file: Optional[str] = None
+    ca_data: Optional[str] = None
+    cert_file: Optional[str] = None
+    cert_data: Optional[bytes] = None
+    key_file: Optional[str] = None
+    key_data: Optional[bytes] = None
+
+
+def direct_settings(resolved: Resolved) -> Optional[DirectSettings]:
+    """The direct transport's settings of ``resolved``, or None where the client must connect."""
+    if resolved.in_cluster or _proxied(resolved.environ) or _proxied(os.environ):
+        return None
+    cluster, user = _only_entry(resolved.config, "clusters", "cluster"), _only_entry(resolved.config, "users", "user")
+    if not (set(cluster) <= _DIRECT_CLUSTER and set(user) <= _DIRECT_USER):
+        return None
+    try:
+        return _direct(cluster, user)
+    except (ValueError, TypeError, AttributeError, KeyError):  # bad base64, a non-string setting: the client words it
+        return None
+
+
+def _direct(cluster: dict, user: dict) -> Optional[DirectSettings]:
+    server = cluster["server"]
+    parts = urlsplit(server)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username is not None \
+            or parts.password is not None or parts.query or parts.fragment:
+        return None
+    tls = parts.scheme == "https"
+    settings = DirectSettings(host=server.rstrip("/"), tls=tls, hostname=parts.hostname,
+                              port=parts.port or (443 if tls else 80), authorization=_authorization(user))
+    if not tls:
+        return settings
+    return replace(settings, verify=not cluster.get("insecure-skip-tls-verify"),
+                   server_name=cluster.get("tls-server-name") or None,
+                   ca_file=_text(cluster.get("certificate-authority")),
+                   ca_data=_decoded(cluster.get("certificate-authority-data")).decode("ascii") or None,
+                   cert_file=_text(user.get("client-certificate")),
+                   cert_data=_decoded(user.get("client-certificate-data")) or None,
+                   key_file=_text(user.get("client-key")), key_data=_decoded(user.get("client-key-data")) or None)
+
+
+def _authorization(user: dict) -> Optional[str]:
+    """The client's loader's: a token, else basic auth when both halves are set (latin-1, as urllib3 encodes it)."""
+    token = user.get("token")
+    if token:
+        return f"Bearer {_text(token)}"
+    if "username" in user and "password" in user:
+        pair = f"{_text(user['username']) or ''}:{_text(user['password']) or ''}".encode("latin-1")
+        return "Basic " + base64.b64encode(pair).decode("ascii")
+    return None
+
+
+def _text(value: Any) -> Optional[str]:
+    """A setting that must be a string (or absent); anything else is the client's to refuse."""
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError("not a string")
+
+
+def _decoded(value: Any) -> bytes:
+    """A ``*-data`` setting decoded as the client decodes it (``base64.standard_b64decode``)."""
+    return base64.standard_b64decode(_text(value) or "")
+
+
+def _only_entry(config: dict, section: str, key: str) -> dict:
+    return _mapping(_listed(config.get(section))[0].get(key)) if _listed(config.get(section)) else {}
+
+
+def _proxied(environ: Any) -> bool:
+    return any(name.lower() in _PROXY_VARIABLES and value for name, value in environ.items())
 
 
 def resolve(options: ConnectionOptions, environ: dict) -> Resolved:

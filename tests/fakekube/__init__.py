@@ -186,6 +186,7 @@ class FakeKube(ServerMixin, VerbsMixin, FaultsMixin, StoreMixin):
         self._expire = 0
         self._loop: Optional[_Loop] = None
         self._silence: Optional[_Silence] = None
+        self._drop_kept: list[Optional[str]] = []  # drop_kept's methods (None: any), one per drop to come
         self._pending: dict[Key, tuple[float, Any]] = {}
         self._finalizers: list[_Finalizer] = []
         self._reaping = False

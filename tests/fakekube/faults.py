@@ -209,6 +209,14 @@ class FaultsMixin:
             self._release_silence()
             self._silence = _Silence(rule, after, threading.Event())
 
+    def drop_kept(self, times: int = 1, method: Optional[str] = None) -> None:
+        """Close the connection of each of the next ``times`` requests (of ``method``; None: any)
+        that arrive on a kept-alive connection (one that has carried an answer), with no answer:
+        a server that closed a kept connection as the client took it. The request is logged with
+        no status."""
+        with self._lock:
+            self._drop_kept += [method] * times
+
     @property
     def silent(self) -> bool:
         """Whether ``fall_silent`` has taken effect (its ``after`` requests are answered)."""
@@ -229,6 +237,7 @@ class FaultsMixin:
             self._denies.clear()
             self._expire = 0
             self._loop = None
+            self._drop_kept.clear()
             self._release_silence()
 
     def expire_continue(self, times: int = 1) -> None:
@@ -249,6 +258,14 @@ class FaultsMixin:
             return not any(d.matches(verb, group, resource, namespace, name) for d in self._denies)
 
     # -- consulted while serving
+    def _dropped_kept(self, method: str, kept: bool) -> bool:
+        """Whether ``drop_kept`` takes this request (on a connection that has answered before)."""
+        with self._lock:
+            if not kept or not any(m in (None, method) for m in self._drop_kept):
+                return False
+            self._drop_kept.remove(next(m for m in self._drop_kept if m in (None, method)))
+            return True
+
     def _release_silence(self) -> None:
         """Silenced requests go on (their clients have given up by then); new ones are answered."""
         if self._silence is not None:

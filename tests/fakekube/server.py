@@ -269,6 +269,10 @@ class ServerMixin:
                                _nodelay(handler.connection), handler.path)
         with self._log_lock:
             self.requests.append(record)
+        if self._dropped_kept(method, getattr(handler, "answered", False)):
+            handler.close_connection = True  # and no byte of answer
+            return
+        handler.answered = True
         self._agent.value = handler.headers.get("User-Agent")  # the write's field manager by default
         try:
             resp = self._respond(method, split.path, query, handler, raw)

@@ -1,0 +1,219 @@
+"""The two transports (``kubectl_kvdtype/_sources/transport.py``): which kubeconfigs the direct one
+(``http.client`` and ``ssl``) serves and which go to the kubernetes client; that both send the same
+requests, answer alike and fail in the same sentences; and what the direct one does that urllib3
+did for the client: a kept connection the server closed is read again on a new one, a write never.
+
+Which transport a run took is told by the modules it imported (``urllib3``) and, on the fake, by
+what only the client sends (its exec plugin's token)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from _support import EXAMPLES, cluster_of, documents, kubeconfig, kvdtype, report, seed, user_of, with_kubeconfig
+from fakekube import TEST_CA_PEM, TEST_CLIENT_CERT_PEM, TEST_CLIENT_KEY_PEM, FakeKube
+from kubectl_kvdtype._sources.connection import ConnectionOptions
+from kubectl_kvdtype._sources.kubeconfig import direct_settings, resolve
+
+SERVER = "https://api.example:6443"
+CA_DATA = base64.b64encode(TEST_CA_PEM.encode()).decode()
+
+
+def _write(path: Path, cluster: dict, user: dict) -> Path:
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": cluster}], "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    return path
+
+
+def _settings(tmp_path: Path, cluster: dict, user: dict, environ: dict | None = None):
+    path = _write(tmp_path / "kubeconfig", {"server": SERVER, **cluster}, user)
+    return direct_settings(resolve(ConnectionOptions(kubeconfig=str(path)), environ or {}))
+
+
+# --- Which transport: the direct one where it serves, the client's for the rest --------------------
+
+@pytest.mark.parametrize("cluster, user", [
+    ({"certificate-authority-data": CA_DATA}, {"token": "t"}),
+    ({"certificate-authority-data": CA_DATA}, {"username": "u", "password": "p"}),
+    ({"insecure-skip-tls-verify": True}, {"client-certificate-data": base64.b64encode(b"c").decode(),
+                                          "client-key-data": base64.b64encode(b"k").decode()}),
+    ({"tls-server-name": "api.internal"}, {}),
+], ids=["token", "basic", "client-certificate", "no-credentials"])
+def test_a_kubeconfig_the_standard_library_can_serve_goes_direct(tmp_path, cluster, user):
+    settings = _settings(tmp_path, cluster, user)
+    assert settings is not None
+    assert (settings.host, settings.hostname, settings.port) == (SERVER, "api.example", 6443)
+
+
+@pytest.mark.parametrize("cluster, user, environ", [
+    ({}, {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "cred"}}, {}),
+    ({}, {"auth-provider": {"name": "oidc", "config": {}}}, {}),
+    ({"proxy-url": "http://proxy:3128"}, {"token": "t"}, {}),
+    ({}, {"token": "t"}, {"HTTPS_PROXY": "http://proxy:3128"}),
+    ({}, {"token": "t"}, {"all_proxy": "socks5://proxy:1080"}),
+    ({"certificate-authority-data": "not base64!"}, {"token": "t"}, {}),
+    ({"server": "https://admin:secret@api.example:6443"}, {"token": "t"}, {}),
+    ({"server": "unix:///run/k8s.sock"}, {"token": "t"}, {}),
+    ({}, {"token": ["not", "a", "string"]}, {}),
+], ids=["exec", "auth-provider", "proxy-url", "HTTPS_PROXY", "all_proxy", "bad-ca-data", "password-in-url",
+        "not-http", "token-not-a-string"])
+def test_what_only_the_client_does_goes_to_the_client(tmp_path, cluster, user, environ):
+    """An exec plugin, an auth provider, a proxy (the kubeconfig's, or the environment's, which the
+    client reads), or a setting the direct transport would have to guess about: the client's loader
+    reads it and words any refusal, as it always has."""
+    assert _settings(tmp_path, cluster, user, environ) is None
+
+
+def test_the_direct_settings_are_read_as_the_clients_loader_reads_them(tmp_path):
+    """A token before basic auth; basic auth from both halves; TLS settings for an https server only;
+    a server URL's own path kept, its trailing slash not."""
+    basic = _settings(tmp_path, {}, {"username": "alice", "password": "open-sesame"})
+    assert basic is not None and basic.authorization == "Basic " + base64.b64encode(b"alice:open-sesame").decode()
+    plain = _settings(tmp_path, {"server": "http://127.0.0.1:8080/k8s/clusters/c-1/",
+                                 "certificate-authority-data": CA_DATA}, {"token": "t"})
+    assert plain is not None and plain.authorization == "Bearer t"
+    assert (plain.tls, plain.host, plain.port, plain.ca_data) == (False, "http://127.0.0.1:8080/k8s/clusters/c-1",
+                                                                  8080, None)
+    tls = _settings(tmp_path, {"certificate-authority-data": CA_DATA, "tls-server-name": "api.internal"}, {})
+    assert tls is not None and (tls.ca_data, tls.server_name, tls.verify, tls.authorization) == \
+        (TEST_CA_PEM, "api.internal", True, None)
+
+
+# --- Both transports, against the fake ----------------------------------------------------------------
+
+def _exec_kubeconfig(fake: FakeKube, tmp_path: Path) -> Path:
+    """A kubeconfig whose user is an exec plugin printing the fake's token: the client's transport."""
+    plugin = tmp_path / "cred-plugin"
+    plugin.write_text("#!/bin/sh\necho '{\"apiVersion\": \"client.authentication.k8s.io/v1\", "
+                      f"\"kind\": \"ExecCredential\", \"status\": {{\"token\": \"{fake.token}\"}}}}'\n")
+    plugin.chmod(0o755)
+    return fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])
+
+
+def _probe(env: dict, *args: str) -> tuple[subprocess.CompletedProcess, bool]:
+    """The plugin run as its console script, and whether it imported urllib3 (the client's transport)."""
+    code = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
+            "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
+            "finally:\n    print('URLLIB3' if 'urllib3' in sys.modules else 'STDLIB', file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=60)
+    lines = result.stderr.strip().splitlines()
+    return subprocess.CompletedProcess(result.args, result.returncode, result.stdout, "\n".join(lines[:-1])), \
+        lines[-1] == "URLLIB3"
+
+
+#: The header lines either transport leaves to its HTTP library (which differ between them).
+_LIBRARY_HEADERS = {"host", "accept-encoding", "connection", "content-length"}
+
+
+def _sent(fake: FakeKube) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    return [(r.method, r.target, [(k, v) for k, v in r.header_lines if k.lower() not in _LIBRARY_HEADERS])
+            for r in sorted(fake.requests, key=lambda r: r.target)]
+
+
+def test_both_transports_send_the_same_requests_and_answer_alike(fake, kube_env, tmp_path):
+    """The same run over a token kubeconfig (direct) and an exec plugin's (the client): the same
+    requests with the same header lines (the impersonation's repeated group a line each), and the
+    same report."""
+    seed(fake, documents(EXAMPLES))
+    flags = ("check", "-A", "-o", "json", "--as", "fake-user", "--as-group", "a", "--as-group", "b")
+    fake.clear_log()
+    direct, took_client = _probe(kube_env, *flags)
+    assert not took_client and direct.returncode == 1, direct.stderr
+    by_direct = _sent(fake)
+    fake.clear_log()
+    client, took_client = _probe(with_kubeconfig(kube_env, _exec_kubeconfig(fake, tmp_path)), *flags)
+    assert took_client and client.returncode == 1, client.stderr
+    assert by_direct == _sent(fake)
+    assert ("Impersonate-Group", "a") in by_direct[0][2] and ("Impersonate-Group", "b") in by_direct[0][2]
+    assert direct.stdout == client.stdout and len(json.loads(direct.stdout)["items"]) == 8
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("fault", ["refused", "unknown-ca"])
+def test_both_transports_fail_in_the_same_sentence(fake, kube_env, tmp_path, fault):
+    closed = f"https://127.0.0.1:{_closed_port()}"
+
+    def edit(config: dict) -> None:
+        if fault == "refused":
+            cluster_of(config)["server"] = closed
+        else:
+            cluster_of(config)["certificate-authority-data"] = base64.b64encode(TEST_CLIENT_CERT_PEM.encode()).decode()
+
+    token_kc = kubeconfig(fake, tmp_path / "token-kc", edit)
+    exec_kc = kubeconfig(fake, tmp_path / "exec-kc", edit)
+    exec_kc.write_text(json.dumps({**json.loads(exec_kc.read_text()),
+                                   "users": json.loads(_exec_kubeconfig(fake, tmp_path).read_text())["users"]}))
+    direct, took_client = _probe(with_kubeconfig(kube_env, token_kc), "check", "-A")
+    assert not took_client
+    client, took_client = _probe(with_kubeconfig(kube_env, exec_kc), "check", "-A")
+    assert took_client
+    assert direct.returncode == client.returncode == 3
+    if fault == "refused":
+        assert direct.stderr == client.stderr == f"error: cannot reach the cluster at {closed}: Connection refused"
+    else:
+        said = f"error: TLS failure talking to {fake.url}: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"
+        assert direct.stderr.startswith(said) and client.stderr.startswith(said), (direct.stderr, client.stderr)
+
+
+def test_a_client_certificate_given_as_data_is_presented_and_leaves_no_file(fake, kube_env, tmp_path):
+    """``ssl`` loads a certificate from files only: the data is written to a private directory for
+    the moment of loading, which is gone afterwards."""
+    seed(fake, documents(EXAMPLES))
+
+    def edit(config: dict) -> None:
+        user = user_of(config)
+        user.pop("token")
+        user["client-certificate-data"] = base64.b64encode(TEST_CLIENT_CERT_PEM.encode()).decode()
+        user["client-key-data"] = base64.b64encode(TEST_CLIENT_KEY_PEM.encode()).decode()
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**with_kubeconfig(kube_env, kubeconfig(fake, tmp_path / "kc", edit)), "TMPDIR": str(scratch)}
+    fake.clear_log()
+    result, took_client = _probe(env, "check", "-A", "-o", "json")
+    assert not took_client and result.returncode == 1, result.stderr
+    assert {r.client_cert for r in fake.requests} == {"ci-bot"}
+    assert not any("Authorization" in r.headers for r in fake.requests)
+    assert os.listdir(scratch) == []
+
+
+def test_a_kept_connection_closed_under_a_read_is_read_again_on_a_new_one(fake, kube_env):
+    """urllib3 replaced a kept connection the server had closed; the direct transport does too, and
+    a GET whose connection is closed with no answer goes again once, on a new connection."""
+    seed(fake, documents(EXAMPLES))
+    fake.drop_kept(times=1, method="GET")
+    fake.clear_log()
+    result = kvdtype(kube_env, "check", "-A", "-o", "json")
+    assert result.returncode == 1, result.stderr
+    assert len(report(result)["items"]) == 8
+    dropped = [r for r in fake.requests if r.status is None]
+    assert len(dropped) == 1
+    again = [r for r in fake.requests if r.target == dropped[0].target and r.status is not None]
+    assert len(again) == 1 and again[0].connection != dropped[0].connection
+
+
+def test_a_write_whose_kept_connection_is_closed_is_not_sent_again(fake, kube_env):
+    """A write's answer may be what was lost: it is said, never sent a second time."""
+    seed(fake, documents(EXAMPLES))
+    fake.drop_kept(times=1, method="PATCH")
+    fake.clear_log()
+    result = kvdtype(kube_env, "escape", "off", "--yes")
+    patches = [r for r in fake.requests if r.method == "PATCH"]
+    assert len(patches) == 1 and patches[0].status is None
+    assert result.returncode == 3
+    assert f"cannot reach the cluster at {fake.url}: Remote end closed connection without response" in result.stderr
