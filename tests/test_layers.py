@@ -126,9 +126,10 @@ def test_version_and_help_import_no_subcommand_nor_yaml_nor_the_client(args):
     assert {m.split(".")[0] for m in modules} & {"yaml", "kubernetes", "tabulate", "urllib3"} == set()
     assert "kubectl_kvdtype._judging.bindings" not in modules and "kubectl_kvdtype._engines.verdicts" not in modules
     # Nor what only a run past the parse uses: the Context, the report and the source's kinds, the
-    # name rules, the progress line, a bug's traceback.
-    later = {"_commands.command", "_kits.report", "_sources.kinds", "_sources.names", "_kits.progress"}
-    assert modules & ({f"kubectl_kvdtype.{name}" for name in later} | {"traceback"}) == set()
+    # name rules, the progress line, the file and JSON readers (a kubeconfig's), a bug's traceback.
+    later = {"_commands.command", "_kits.report", "_sources.kinds", "_sources.names", "_kits.progress", "_kits.files",
+             "_kits.bounded"}
+    assert modules & ({f"kubectl_kvdtype.{name}" for name in later} | {"json", "traceback"}) == set()
 
 
 @pytest.mark.e2e  # runs the plugin in a fresh interpreter
