@@ -7,7 +7,7 @@ setting it replaces, and what completion offers for it. The parser (``_commands.
 and its overrides (``_sources.kubeconfig``), the redaction of typed secrets and completion (``_cli.complete``)
 derive from it. And the one kubeconfig finder (``kubeconfig_paths``), which runs and completion share.
 Light on purpose: ``--help`` and completion read it, and it imports nothing of the client, nor
-the file reader before a kubeconfig is read.
+the file and YAML readers before a kubeconfig is read.
 """
 
 from __future__ import annotations
@@ -214,10 +214,8 @@ def kubeconfig_paths(explicit: Optional[str], environ: Any) -> list[str]:
 def read_kubeconfig(path: str, wait: Optional[float] = None) -> dict:
     """One kubeconfig file as a mapping (an empty file: empty); anything else is said in one
     sentence. ``wait``: the most seconds a FIFO may take to be written (None: no limit)."""
-    import yaml
-
+    from kubectl_kvdtype._kits import bounded as _bounded
     from kubectl_kvdtype._kits import files as _files
-    from kubectl_kvdtype._sources import yamlread as _yamlread
 
     try:
         text = _files.read_text(path, kubeconfig_rule(), wait)
@@ -225,6 +223,16 @@ def read_kubeconfig(path: str, wait: Optional[float] = None) -> dict:
         raise KvdtypeError(f"the kubeconfig {path} {error.predicate}") from None
     except (OSError, UnicodeDecodeError) as error:
         raise KvdtypeError(f"cannot read the kubeconfig {path}: {getattr(error, 'strerror', None) or error}") from None
+    mapping = _bounded.loads_as_yaml(text)  # a JSON one, as YAML reads it, without importing PyYAML
+    return mapping if mapping is not None else _yaml_kubeconfig(path, text)
+
+
+def _yaml_kubeconfig(path: str, text: str) -> dict:
+    """``read_kubeconfig`` of a kubeconfig's text by the YAML reader (bounded)."""
+    import yaml
+
+    from kubectl_kvdtype._sources import yamlread as _yamlread
+
     try:
         documents = _yamlread.load_all(text)  # bounded (depth, aliases), and ~3x faster than yaml.safe_load
     except yaml.YAMLError:
