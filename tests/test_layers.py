@@ -138,5 +138,6 @@ def test_a_run_imports_only_the_subcommand_it_runs():
     assert modules & SUBCOMMAND_MODULES == {"kubectl_kvdtype.find_flags"}
     # The position-keeping parse and the SARIF writer are -o sarif's alone.
     assert {"kubectl_kvdtype._sources.positions", "kubectl_kvdtype._output.sarif"} & modules == set()
+    assert "kubectl_kvdtype._engines.tables" not in modules  # the validation of an added engine table file
     assert {"kubectl_kvdtype._sources.positions", "kubectl_kvdtype._output.sarif"} <= _imported_by(
         "find-flags", "-f", str(EXAMPLES), "-o", "sarif")
