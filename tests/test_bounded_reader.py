@@ -152,6 +152,82 @@ def test_yaml_at_the_limit_is_read():
     assert yamlread.load_all("- " * 100 + "x\n")[0] is not None
 
 
+# --- JSON read as YAML reads it -------------------------------------------------------------------
+
+def _as_yaml_reads(text: str) -> str:
+    try:
+        return repr(yamlread.load_all(text)[0])
+    except Exception as error:  # noqa: BLE001 - compared as text: the JSON reader must not read it then
+        return f"{type(error).__name__}: {error}"
+
+
+#: Keys and strings with what JSON and YAML write differently: escapes, line breaks, controls, quotes,
+#: surrogates, non-characters, YAML's indicators, and long ones.
+_JSON_TEXT = st.one_of(st.text(max_size=8),
+                       st.text(alphabet="\"\\/\n\t\r\x00\x7f\x85\u2028\ufeff\ufffe\U0001f600é #:&*!|>-?{}[],'%@`",
+                               max_size=8),
+                       st.sampled_from(["", "k" * 151, "é" * 150, "yes", "1e5", "~", "null", "---", "\ud800"]))
+_JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), _JSON_TEXT),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_JSON_TEXT, inner, max_size=4)),
+    max_leaves=30)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=st.dictionaries(_JSON_TEXT, _JSON_VALUES, max_size=5), ascii_only=st.booleans(),
+       indent=st.sampled_from([None, 0, 2, "\t", " " * 120]), compact=st.booleans())
+def test_json_is_read_as_yaml_reads_it_or_left_to_yaml(value, ascii_only, indent, compact):
+    """Whatever JSON text ``json`` writes, the JSON reader gives what the YAML reader gives, or
+    leaves it to the YAML reader (None): never another value, nor a text YAML refuses."""
+    text = json.dumps(value, ensure_ascii=ascii_only, indent=indent, separators=(",", ":") if compact else None)
+    read = bounded.loads_as_yaml(text)
+    if read is not None:
+        assert repr(read) == _as_yaml_reads(text), text
+
+
+@pytest.mark.parametrize("text", [
+    '{"a":"\\ud83d\\ude00"}',  # one character to json, an error to YAML
+    '{"a":1e5}', '{"a":1.5e5}', '{"a":1E+5}', '{"a":NaN}', '{"a":-Infinity}',  # strings to YAML 1.1
+    '{"a"\n:1}', '{"a":1,\n"b"\t\n:2}',  # a key parted from its colon by a line break
+    '{"' + "k" * 1100 + '":1}', '{"' + "\\u00e9" * 300 + '":1}', '{"a"' + " " * 1100 + ":1}",  # longer than a YAML key
+    '{"a":"\x7f"}', '{"a":"\x85"}', '{"a":"\ufffe"}',  # refused by YAML, or a line break to it
+    '{"a":' + "[" * 100 + "]" * 100 + "}",  # too deep: the YAML reader refuses it in its words
+    '{"a": 1,}', '{"a": [}', '{"a": 1} # a comment', '{"a": 1}\n---\n{}', '\ufeff{"a": 1}', '["a"]', "a: 1",  # not JSON
+])
+def test_what_yaml_reads_otherwise_is_left_to_it(text):
+    assert bounded.loads_as_yaml(text) is None
+
+
+@pytest.mark.parametrize("text", [
+    json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "c", "cluster": {"server": "https://h:6443"}}],
+                "preferences": {}, "x": [1, -0, 1.5, -0.0, True, None, "é\u2029", "\\u2028", "a\"b", "\x85 \x7f"]},
+               indent=2),
+    '{\n\t"a": "x\\/y\\b\\f\\n\\r\\t\\u0000",\n\t"b": [\n\t\t{}\n\t]\n}\n',
+    '  {"a" : 1 , "a":2, "' + "k" * 150 + '"' + " " * 99 + ': {"b": ' + "[" * 98 + "]" * 98 + "}}",
+])
+def test_ordinary_json_is_read_without_yaml(text):
+    read = bounded.loads_as_yaml(text)
+    assert read == json.loads(text) and repr(read) == _as_yaml_reads(text)
+
+
+@pytest.mark.parametrize("text", ['{"kind": "Config", "clusters": [{"name": "c"}]}', '{"kind": "Config",}', '{"a": [}',
+                                  '{"a": ' + "[" * 100 + "]" * 100 + "}", '{"a":"\\ud83d\\ude00"}', "{}"])
+def test_a_json_kubeconfig_is_read_and_refused_as_a_yaml_one(tmp_path, text):
+    """Whichever reader reads it: the same mapping, or the same sentence."""
+    from kubectl_kvdtype._kits.status import KvdtypeError
+    from kubectl_kvdtype._sources import connection
+
+    path = tmp_path / "kubeconfig"
+    path.write_text(text)
+    results = []
+    for read in (lambda: connection.read_kubeconfig(str(path)), lambda: connection._yaml_kubeconfig(str(path), text)):
+        try:
+            results.append(repr(read()))
+        except KvdtypeError as error:
+            results.append(error.message)
+    assert results[0] == results[1]
+
+
 # --- Files ----------------------------------------------------------------------------------------
 
 RULE = files.FileRule("a test file", 1 << 20, "the most a test reads", "set NOTHING", pipes=files.READ)

@@ -33,12 +33,16 @@ def test_version(kube_env):
     assert result.stdout.strip() == f"kubectl-kvdtype v{__version__}"
 
 
-#: Runs the plugin as its console script does, then says whether the client stack was imported.
-_CLIENT_PROBE = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
-                 "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
-                 "except SystemExit:\n    pass\n"
-                 "print('CLIENT-IMPORTED' if any(m.split('.')[0] in ('kubernetes', 'urllib3') for m in sys.modules)"
-                 " else 'CLEAN', file=sys.stderr)")
+def _probe(*packages: str) -> str:
+    """Runs the plugin as its console script does, then says which of ``packages`` it imported, or CLEAN."""
+    return ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
+            "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(packages)!r}) or 'CLEAN', file=sys.stderr)")
+
+
+#: Whether the client stack was imported.
+_CLIENT_PROBE = _probe("kubernetes", "urllib3")
 
 
 @pytest.mark.e2e  # a fresh Python process
@@ -58,11 +62,12 @@ def test_fast_paths_never_import_the_kubernetes_client(args):
 ])
 def test_a_live_run_refused_before_its_first_request_imports_no_client(kube_env, tmp_path, args, without):
     """The kubeconfig is resolved and refused before the client stack (urllib3, the kubernetes
-    client) is imported: it is paid for only once a request is due."""
+    client) is imported: it is paid for only once a request is due. The fake's kubeconfig is JSON,
+    read without PyYAML too."""
     env = {k: v for k, v in kube_env.items() if k not in without}
     env["HOME"] = str(tmp_path)  # no ~/.kube/config to fall back on
-    result = subprocess.run([sys.executable, "-c", _CLIENT_PROBE, *args], capture_output=True, text=True,
-                            env=env, timeout=60)
+    result = subprocess.run([sys.executable, "-c", _probe("kubernetes", "urllib3", "yaml"), *args],
+                            capture_output=True, text=True, env=env, timeout=60)
     lines = result.stderr.strip().splitlines()
     assert lines[0].startswith("error: ") and len(lines) == 2, result.stderr
     assert lines[-1] == "CLEAN", result.stderr

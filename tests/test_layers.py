@@ -126,6 +126,11 @@ def test_version_and_help_import_no_subcommand_nor_yaml_nor_the_client(args):
     assert modules & SUBCOMMAND_MODULES == set()
     assert {m.split(".")[0] for m in modules} & {"yaml", "kubernetes", "tabulate", "urllib3"} == set()
     assert "kubectl_kvdtype._judging.bindings" not in modules and "kubectl_kvdtype._engines.verdicts" not in modules
+    # Nor what only a run past the parse uses: the Context, the report and the source's kinds, the
+    # name rules, the progress line, the file and JSON readers (a kubeconfig's), a bug's traceback.
+    later = {"_commands.command", "_kits.report", "_sources.kinds", "_sources.names", "_kits.progress", "_kits.files",
+             "_kits.bounded"}
+    assert modules & ({f"kubectl_kvdtype.{name}" for name in later} | {"json", "traceback"}) == set()
 
 
 @pytest.mark.e2e  # runs the plugin in a fresh interpreter
@@ -134,5 +139,6 @@ def test_a_run_imports_only_the_subcommand_it_runs():
     assert modules & SUBCOMMAND_MODULES == {"kubectl_kvdtype.find_flags"}
     # The position-keeping parse and the SARIF writer are -o sarif's alone.
     assert {"kubectl_kvdtype._sources.positions", "kubectl_kvdtype._output.sarif"} & modules == set()
+    assert "kubectl_kvdtype._engines.tables" not in modules  # the validation of an added engine table file
     assert {"kubectl_kvdtype._sources.positions", "kubectl_kvdtype._output.sarif"} <= _imported_by(
         "find-flags", "-f", str(EXAMPLES), "-o", "sarif")

@@ -29,15 +29,18 @@ import fnmatch
 import io
 import threading
 import time
-from typing import Callable, Optional, TextIO, cast
+from typing import TYPE_CHECKING, Callable, Optional, TextIO, cast
 
-from kubectl_kvdtype._commands.command import CommonOptions, Context
 from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.env import Environment
-from kubectl_kvdtype._kits.report import FleetMember, FleetReport, Report
 from kubectl_kvdtype._kits.status import ExitStatus, KvdtypeError, UsageError, interrupted_status
 from kubectl_kvdtype._output.render import format_named
+
+# Every run asks ``requested`` and ``validate``; only a fleet run needs the rest, imported in ``run``.
+if TYPE_CHECKING:
+    from kubectl_kvdtype._commands.command import Context
+    from kubectl_kvdtype._kits.report import FleetMember, FleetReport, Report
 
 #: Flags that say which cluster or who for one context, or read manifests: a fleet takes each
 #: context's own from the kubeconfig, so they are refused (dest, as typed).
@@ -101,7 +104,7 @@ def _selectable(names: list[str]) -> list[str]:
 
 
 #: Runs one context's subcommand and returns its report (``_cli.main.judge``).
-Judge = Callable[[Context], Report]
+Judge = Callable[["Context"], "Report"]
 
 
 class FleetInterrupted(KvdtypeError):
@@ -116,6 +119,7 @@ Describe = Callable[[Exception, Environment], str]
 
 def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_error: Describe) -> FleetReport:
     """Every selected context judged, at most ``--parallel`` at once; the fleet's report."""
+    from kubectl_kvdtype._kits.report import FleetReport
     from kubectl_kvdtype._sources.kubeconfig import context_names  # read as kubectl reads them, no client
 
     names = _selectable(select(options, context_names(options.kubeconfig, dict(env.environ))))
@@ -156,6 +160,9 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
 def _one(name: str, options: argparse.Namespace, env: Environment, judge: Judge,
          internal_error: Describe, started: float) -> FleetMember:
     """One context, isolated: whatever stops it is its own row with the status it would have alone."""
+    from kubectl_kvdtype._commands.command import CommonOptions, Context
+    from kubectl_kvdtype._kits.report import FleetMember
+
     mine = copy.copy(options)
     mine.context = name
     mine.contexts, mine.all_contexts = [], False

@@ -10,28 +10,28 @@ import argparse
 import gc
 import os
 import sys
-import traceback
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from kubectl_kvdtype._cli import fleet as _fleet
 from kubectl_kvdtype._cli.registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
-from kubectl_kvdtype._commands.command import CommonOptions, Context
 from kubectl_kvdtype._commands.flags import DEFAULT_PARALLEL, check_header_flags, normalize_booleans, secrets_in
 from kubectl_kvdtype._kits import codes as _codes
-from kubectl_kvdtype._kits import progress as _progress
 from kubectl_kvdtype._kits import settings as _settings
 from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits.display import cut_words, shown
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.secrets import redact
 from kubectl_kvdtype._kits.status import SIGNAL_STATUS, ExitStatus, KvdtypeError, Signalled, UsageError
-from kubectl_kvdtype._output.format import Format
 from kubectl_kvdtype._output.render import FORMATS, format_named, render, render_fleet
-from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag
 
+# What only a run past the parse uses (the Context, the name rules, the progress line), or a bug
+# (traceback), is imported where it is used: --version and --help end in the parse, and pay for none.
 if TYPE_CHECKING:
+    from kubectl_kvdtype._commands.command import Context
+    from kubectl_kvdtype._kits import progress as _progress
     from kubectl_kvdtype._kits.report import Finding, Place, Report
+    from kubectl_kvdtype._output.format import Format
 
 __all__ = ["COMMANDS", "PROG", "VERSION", "build_parser", "main", "parse", "run"]
 
@@ -90,6 +90,8 @@ _NAMED = (("namespace", "namespace", "Namespace"), ("system_namespace", "namespa
 
 
 def _validate_names(options: argparse.Namespace) -> None:
+    from kubectl_kvdtype._sources import names as _names
+
     for attribute, what, kind in _NAMED:
         _names.check_flag(what, getattr(options, attribute, None), _names.rule_of(kind))
 
@@ -102,10 +104,12 @@ def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequenc
         from kubectl_kvdtype._cli.complete import complete
 
         return complete(argv[1:], env)
-    ticker = _progress.Ticker(env.stderr, _progress.delay(env.environ)).start() if env.stderr_isatty else None
+    ticker = _ticker(env)
     options: Optional[argparse.Namespace] = None
     try:
         options = parse(argv, formats)
+        from kubectl_kvdtype._commands.command import CommonOptions, Context
+
         _settings.check(env.environ)  # a bad value of the plugin's own settings: one sentence, exit 2
         _extra_engine_tables(env)
         if _fleet.requested(options):
@@ -155,6 +159,15 @@ def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequenc
             ticker.stop()
 
 
+def _ticker(env: Environment) -> Optional[_progress.Ticker]:
+    """The progress line, started: on a terminal only."""
+    if not env.stderr_isatty:
+        return None
+    from kubectl_kvdtype._kits import progress as _progress
+
+    return _progress.Ticker(env.stderr, _progress.delay(env.environ)).start()
+
+
 def judge(context: Context) -> Report:
     """Run the subcommand on ``context``: its report, annotated, the --ignore'd findings dropped
     (what a fleet run does for each of its contexts too)."""
@@ -168,6 +181,8 @@ def judge(context: Context) -> Report:
 def internal_error(error: Exception, env: Environment, argv: Sequence[str] = ()) -> str:
     """A bug, in one line (its traceback too with the debug variable set, credentials redacted)."""
     if _settings.value_or_default(env.environ, _settings.DEBUG):
+        import traceback
+
         trace = redact(traceback.format_exc(), secrets_in(argv)).rstrip()
         print("\n".join(shown(line) for line in trace.split("\n")), file=env.stderr)  # a cluster's string in it too
     what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

@@ -11,10 +11,9 @@ from __future__ import annotations
 import argparse
 import importlib
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from kubectl_kvdtype import __version__
-from kubectl_kvdtype._commands.command import Command
 from kubectl_kvdtype._commands.flags import (
     HelpFormatter,
     Parser,
@@ -31,6 +30,9 @@ from kubectl_kvdtype._kits.status import exit_codes_epilog
 from kubectl_kvdtype._output.format import Format
 from kubectl_kvdtype._output.render import FORMATS
 from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag
+
+if TYPE_CHECKING:  # the base of every subcommand, imported with the one a run names
+    from kubectl_kvdtype._commands.command import Command
 
 PROG = "kubectl kvdtype"
 VERSION = f"kubectl-kvdtype v{__version__}"

@@ -11,15 +11,17 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Sequence
 
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.env import Environment
-from kubectl_kvdtype._kits.report import Report
 from kubectl_kvdtype._kits.status import KvdtypeError, UsageError
 from kubectl_kvdtype._output.render import FORMATS
 from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag, ConnectionOptions
-from kubectl_kvdtype._sources.kinds import Source, WritableSource
+
+if TYPE_CHECKING:  # a run imports them with what builds a report or opens a source
+    from kubectl_kvdtype._kits.report import Report
+    from kubectl_kvdtype._sources.kinds import Source, WritableSource
 
 
 def connection_of(flags: argparse.Namespace, table: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> ConnectionOptions:

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype._kits.display import cut
-from kubectl_kvdtype._kits.report import ERROR, FAIL_ON
 from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header
 from kubectl_kvdtype._kits.settings import FALSE_WORDS, TRUE_WORDS
 from kubectl_kvdtype._kits.status import UsageError
@@ -292,6 +291,8 @@ def add_global_flags(parser: argparse.ArgumentParser, tables: Tables = Tables(),
 def add_judging_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of every subcommand that judges objects (check, find-flags, verify, preflight):
     one definition, so they read alike everywhere (``_kits.report.fails`` applies ``--fail-on``)."""
+    from kubectl_kvdtype._kits.report import ERROR, FAIL_ON  # here: --help and --version import no report
+
     parser.add_argument("--fail-on", choices=FAIL_ON, default=ERROR,
                         help="the least severity that fails the run: exit 1 (preflight: NO-GO) and a failure "
                              "in -o junit (default error; warning: warnings too)")

@@ -25,7 +25,6 @@ from typing import Any, Iterable, Iterator, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import rewrites as _rewrites
-from kubectl_kvdtype._engines import tables as _table_file
 from kubectl_kvdtype._kits import files as _files
 
 #: ``Reading.state``.
@@ -92,6 +91,8 @@ def add_tables(path: str) -> None:
 
     Raises ValueError with one sentence naming the file (and the field) when it cannot be read or
     is not a table file, validated whole (``_engines.tables.validate``)."""
+    from kubectl_kvdtype._engines import tables as _table_file  # its validation: only a run that adds a file
+
     try:
         raw = _files.read_json(path, TABLE_FILE_RULE)
     except _files.Unreadable as error:

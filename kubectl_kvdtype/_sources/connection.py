@@ -6,17 +6,21 @@ or a repeatable list), whether it is a secret (never echoed) or an HTTP header v
 setting it replaces, and what completion offers for it. The parser (``_commands.flags``), ``ConnectionOptions``
 and its overrides (``_sources.kubeconfig``), the redaction of typed secrets and completion (``_cli.complete``)
 derive from it. And the one kubeconfig finder (``kubeconfig_paths``), which runs and completion share.
-Light on purpose: ``--help`` and completion read it, and it imports nothing of the client.
+Light on purpose: ``--help`` and completion read it, and it imports nothing of the client, nor
+the file and YAML readers before a kubeconfig is read.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from kubectl_kvdtype._kits import files as _files
 from kubectl_kvdtype._kits.status import KvdtypeError
+
+if TYPE_CHECKING:
+    from kubectl_kvdtype._kits import files as _files
 
 #: ``ConnectionFlag.value``: one string, a switch (no value; kubectl's ``=true``/``=false`` too), or a
 #: string each time it is given (repeatable).
@@ -165,19 +169,29 @@ class ConnectionOptions:
 
 # --- The kubeconfig's files, found as kubectl finds them --------------------------------------
 
-#: A kubeconfig: a FIFO is read as kubectl reads one (``--kubeconfig <(vault read ...)``), once
-#: for the process, within the request timeout. A real one holds a few kB per cluster; a bigger
-#: one than this is a mistake or an attack, refused at once instead of parsed for minutes.
+#: A real kubeconfig holds a few kB per cluster; a bigger one than this is a mistake or an attack,
+#: refused at once instead of parsed for minutes (``kubeconfig_rule``).
 KUBECONFIG_MAX_MB = 64
-KUBECONFIG_RULE = _files.FileRule("a kubeconfig file", KUBECONFIG_MAX_MB << 20,
-                                  "the most read of one kubeconfig (a real one holds a few kB per cluster)",
-                                  pipes=_files.READ, remember=True)
 #: Seconds a kubeconfig FIFO may take where no request timeout is at hand (the default one).
 PIPE_WAIT = 30.0
 
 
+@functools.cache
+def kubeconfig_rule() -> _files.FileRule:
+    """How a kubeconfig is read: a FIFO as kubectl reads one (``--kubeconfig <(vault read ...)``),
+    once for the process, within the request timeout; at most ``KUBECONFIG_MAX_MB``. Made on first
+    use: the file reader is imported by what reads a kubeconfig, not by ``--help``."""
+    from kubectl_kvdtype._kits import files as _files
+
+    return _files.FileRule("a kubeconfig file", KUBECONFIG_MAX_MB << 20,
+                           "the most read of one kubeconfig (a real one holds a few kB per cluster)",
+                           pipes=_files.READ, remember=True)
+
+
 def _kubeconfig_file(path: str) -> bool:
     """Whether ``path`` is one kubectl would read as a kubeconfig: a file, or a FIFO."""
+    from kubectl_kvdtype._kits import files as _files
+
     return os.path.isfile(path) or _files.is_pipe(path)
 
 
@@ -200,16 +214,25 @@ def kubeconfig_paths(explicit: Optional[str], environ: Any) -> list[str]:
 def read_kubeconfig(path: str, wait: Optional[float] = None) -> dict:
     """One kubeconfig file as a mapping (an empty file: empty); anything else is said in one
     sentence. ``wait``: the most seconds a FIFO may take to be written (None: no limit)."""
-    import yaml
-
-    from kubectl_kvdtype._sources import yamlread as _yamlread
+    from kubectl_kvdtype._kits import bounded as _bounded
+    from kubectl_kvdtype._kits import files as _files
 
     try:
-        text = _files.read_text(path, KUBECONFIG_RULE, wait)
+        text = _files.read_text(path, kubeconfig_rule(), wait)
     except _files.Unreadable as error:
         raise KvdtypeError(f"the kubeconfig {path} {error.predicate}") from None
     except (OSError, UnicodeDecodeError) as error:
         raise KvdtypeError(f"cannot read the kubeconfig {path}: {getattr(error, 'strerror', None) or error}") from None
+    mapping = _bounded.loads_as_yaml(text)  # a JSON one, as YAML reads it, without importing PyYAML
+    return mapping if mapping is not None else _yaml_kubeconfig(path, text)
+
+
+def _yaml_kubeconfig(path: str, text: str) -> dict:
+    """``read_kubeconfig`` of a kubeconfig's text by the YAML reader (bounded)."""
+    import yaml
+
+    from kubectl_kvdtype._sources import yamlread as _yamlread
+
     try:
         documents = _yamlread.load_all(text)  # bounded (depth, aliases), and ~3x faster than yaml.safe_load
     except yaml.YAMLError:
