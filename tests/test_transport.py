@@ -1,5 +1,5 @@
 """The two transports (``kubectl_kvdtype/_sources/transport.py``): which kubeconfigs the direct one
-(``http.client`` and ``ssl``) serves and which go to the kubernetes client; that both send the same
+(a socket, ``ssl`` and its own HTTP/1.1) serves and which go to the kubernetes client; that both send the same
 requests, answer alike and fail in the same sentences; and what the direct one does that urllib3
 did for the client: a kept connection the server closed is read again on a new one, a write never.
 
@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,58 @@ def test_a_write_whose_kept_connection_is_closed_is_not_sent_again(fake, kube_en
     assert len(patches) == 1 and patches[0].status is None
     assert result.returncode == 3
     assert f"cannot reach the cluster at {fake.url}: Remote end closed connection without response" in result.stderr
+
+
+# --- What the direct transport reads: HTTP/1.1, bounded -------------------------------------------
+
+class _Canned:
+    """A plain-HTTP server on loopback that answers every request with the same bytes, then closes."""
+
+    def __init__(self, answer: bytes) -> None:
+        self._answer = answer
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            with conn:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    request += chunk
+                conn.sendall(self._answer)
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+_LIST_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+
+
+@pytest.mark.parametrize("answer, said", [
+    (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "the server's answer is not HTTP/1.x"),
+    (b"HTTP/1.1 200 OK\r\n" + b"X-Padding: 1\r\n" * 101 + b"\r\n", "more than 100 header lines"),
+    (b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70000 + b"\r\n\r\n", "a line longer than 65536 bytes"),
+    (_LIST_HEAD + b"Content-Length: 100\r\n\r\n{\"kind\":", "ended 92 bytes short of its length"),
+    (_LIST_HEAD + b"Transfer-Encoding: chunked\r\n\r\n8\r\n{\"kind\":\r\n", "ended early"),
+    (_LIST_HEAD + b"Content-Length: -5\r\n\r\n", "not a length"),
+    (b"", "Remote end closed connection without response"),
+], ids=["not-http", "endless-headers", "endless-line", "short-body", "short-chunks", "negative-length", "nothing"])
+def test_an_answer_that_is_no_http_or_breaks_off_is_one_sentence(kube_env, tmp_path, answer, said):
+    server = _Canned(answer)
+    try:
+        config = tmp_path / "canned-kc"
+        _write(config, {"server": server.url}, {"token": "t"})
+        result = kvdtype(with_kubeconfig(kube_env, config), "check", "-A", "--request-timeout", "20s")
+    finally:
+        server.close()
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.startswith(f"error: cannot reach the cluster at {server.url}: ")
+    assert said in result.stderr and result.stderr.count("\n") == 1, result.stderr

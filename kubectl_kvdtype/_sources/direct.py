@@ -1,15 +1,15 @@
-"""The direct transport: requests over ``http.client`` and ``ssl`` alone (``_sources.transport``
-says when it serves), with urllib3's behaviour where the cluster source relies on it: a pool of
-kept-alive connections shared by parallel requests, a kept connection the server has closed
-replaced before it is used, one more try of a connection that failed to open, and none of a
-request whose answer may have been lost."""
+"""The direct transport: requests over a socket, ``ssl`` and ``_sources.wire`` alone
+(``_sources.transport`` says when it serves), with urllib3's behaviour where the cluster source
+relies on it: a pool of kept-alive connections shared by parallel requests, a kept connection the
+server has closed replaced before it is used, one more try of a connection that failed to open,
+and none of a request whose answer may have been lost (a write's)."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import select
+import socket
 import ssl
 import threading
 from typing import Any, Optional, Union
@@ -18,21 +18,7 @@ from urllib.parse import urlsplit
 from kubectl_kvdtype._kits.status import ClusterError
 from kubectl_kvdtype._sources.kubeconfig import DirectSettings
 from kubectl_kvdtype._sources.transport import Clock, Cut, Exchange, HeaderLines, tls_failure, unreachable
-
-_Connection = Union[http.client.HTTPConnection, http.client.HTTPSConnection]
-
-
-class _TLSConnection(http.client.HTTPSConnection):
-    """An HTTPS connection whose certificate is checked against ``server_name`` (the kubeconfig's
-    ``tls-server-name``, else the server's host), as urllib3's ``server_hostname`` does."""
-
-    def __init__(self, host: str, port: int, context: ssl.SSLContext, server_name: Optional[str]) -> None:
-        super().__init__(host, port, context=context)
-        self._server_name = server_name or host
-
-    def connect(self) -> None:
-        http.client.HTTPConnection.connect(self)  # the TCP connection, TCP_NODELAY set
-        self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_name)  # type: ignore[attr-defined]
+from kubectl_kvdtype._sources.wire import Broken, Closed, Wire
 
 
 def open_direct(settings: DirectSettings) -> Optional[DirectTransport]:
@@ -91,7 +77,10 @@ class DirectTransport:
         self._settings = settings
         self._context = context
         self._base = urlsplit(settings.host).path  # a server URL's own path (a proxying gateway's) leads every request
-        self._idle: list[_Connection] = []
+        host = f"[{settings.hostname}]" if ":" in settings.hostname else settings.hostname  # an IPv6 address
+        default = 443 if settings.tls else 80
+        self._host_header = host if settings.port == default else f"{host}:{settings.port}"
+        self._idle: list[Wire] = []
         self._pool = threading.Lock()
 
     def authorization(self) -> Optional[str]:
@@ -99,76 +88,77 @@ class DirectTransport:
 
     def exchange(self, method: str, path: str, headers: HeaderLines, body: Any, clock: Clock) -> Exchange:
         encoded = None if body is None else json.dumps(body).encode("utf-8")  # as the client encodes a JSON body
-        for _ in (1, 2):  # a second time only after _Again, on a new connection (which never raises it)
-            connection = self._take()
+        kept = self._take()
+        if kept is not None:
             try:
-                clock.attach(connection)
-                return self._exchange_on(connection, method, self._base + path, headers, encoded, clock)
+                return self._exchange_on(kept, True, method, self._base + path, headers, encoded, clock)
             except _Again:
-                continue
-            except Cut:
-                connection.close()
-                raise clock.timed_out() from None
-        raise AssertionError("unreachable")
+                pass  # the server closed it under us: once more, on a new connection
+        return self._exchange_on(self._connect(clock), False, method, self._base + path, headers, encoded, clock)
 
-    def _exchange_on(self, connection: _Connection, method: str, target: str, headers: HeaderLines,
+    def _exchange_on(self, wire: Wire, kept: bool, method: str, target: str, headers: HeaderLines,
                      body: Optional[bytes], clock: Clock) -> Exchange:
-        fresh = connection.sock is None
-        self._open(connection, clock)
+        """One request on ``wire`` (``kept``: one that has carried a request before), put back in
+        the pool after it unless the answer closes it. ``_Again``: a kept connection the server
+        closed before any answer to a read."""
         try:
-            connection.putrequest(method, target, skip_accept_encoding=True)
-            for name, value in headers:
-                connection.putheader(name, value)
-            if body is not None:
-                connection.putheader("Content-Length", str(len(body)))
-            connection.endheaders(body)
-            response = connection.getresponse()
-            data = response.read()
-        except (OSError, http.client.HTTPException) as error:
-            connection.close()
+            clock.attach(wire)
+            wire.sock.settimeout(clock.remaining())
+            wire.send(method, target, headers, body)
+            answer = wire.answer(method)
+        except Cut:
+            wire.close()
+            raise clock.timed_out() from None
+        except (OSError, Closed, Broken) as error:
+            wire.close()
             clock.check_timeout(isinstance(error, TimeoutError))
-            if not fresh and method == "GET" and isinstance(error, _CLOSED_UNDER_US):
-                raise _Again() from None  # the server closed a kept connection as it was taken
+            if kept and method == "GET" and isinstance(error, _CLOSED_UNDER_US):
+                raise _Again() from None
             raise ClusterError(unreachable(self.host, _detail(error))) from None
-        if response.will_close:
-            connection.close()
-        else:
+        if answer.keep:
             with self._pool:
-                self._idle.append(connection)
-        return Exchange(response.status, response.getheader("Retry-After"), data)
+                self._idle.append(wire)
+        else:
+            wire.close()
+        return Exchange(answer.status, answer.retry_after, answer.data)
 
-    def _open(self, connection: _Connection, clock: Clock) -> None:
-        """Connect a new connection (tried twice, as urllib3 tries a connection that failed to
-        open), or give a kept one what is left of the time."""
-        if connection.sock is not None:
-            connection.sock.settimeout(clock.remaining())
-            return
+    def _connect(self, clock: Clock) -> Wire:
+        """A new connection, TLS set up; tried twice, as urllib3 tries a connection that failed to open."""
+        settings = self._settings
         for attempt in (1, 2):
-            connection.timeout = clock.remaining()
             try:
-                connection.connect()
-                return
-            except ssl.SSLError as error:
-                connection.close()
-                clock.check_timeout(False)
-                raise ClusterError(tls_failure(self.host, str(error))) from None
+                address = (_ascii(settings.hostname), settings.port)  # getaddrinfo takes bytes, typeshed says str
+                sock = socket.create_connection(address, clock.remaining())  # type: ignore[arg-type]
             except OSError as error:
-                connection.close()
                 clock.check_timeout(isinstance(error, TimeoutError))
                 if attempt == 2:
                     raise ClusterError(unreachable(self.host, _detail(error))) from None
+                continue
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is sent at once, whole
+                if self._context is not None:
+                    name = _ascii(settings.server_name or settings.hostname)
+                    sock = self._context.wrap_socket(sock, server_hostname=name)
+            except ssl.SSLError as error:
+                sock.close()
+                clock.check_timeout(False)
+                raise ClusterError(tls_failure(self.host, str(error))) from None
+            except OSError as error:
+                sock.close()
+                clock.check_timeout(isinstance(error, TimeoutError))
+                raise ClusterError(unreachable(self.host, _detail(error))) from None
+            return Wire(sock, self._host_header)
+        raise AssertionError("unreachable")
 
-    def _take(self) -> _Connection:
-        """A kept connection the server has not closed, else a new one (not yet connected)."""
+    def _take(self) -> Optional[Wire]:
+        """A kept connection the server has not closed, if there is one."""
         with self._pool:
             while self._idle:
-                connection = self._idle.pop()
-                if not _closed(connection):
-                    return connection
-                connection.close()
-        if self._context is None:
-            return http.client.HTTPConnection(self._settings.hostname, self._settings.port)
-        return _TLSConnection(self._settings.hostname, self._settings.port, self._context, self._settings.server_name)
+                wire = self._idle.pop()
+                if not _closed(wire):
+                    return wire
+                wire.close()
+        return None
 
 
 class _Again(Exception):
@@ -176,19 +166,22 @@ class _Again(Exception):
 
 
 #: How a kept connection the server closed as it was taken fails before any answer.
-_CLOSED_UNDER_US = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+_CLOSED_UNDER_US = (Closed, ConnectionResetError, BrokenPipeError)
 
 
-def _closed(connection: _Connection) -> bool:
+def _closed(wire: Wire) -> bool:
     """Whether an idle kept connection has been closed by the server (it reads as readable), as
     urllib3 tests a pooled connection before it reuses it."""
-    sock = connection.sock
-    if sock is None:
-        return True
     try:
-        return bool(select.select([sock], [], [], 0)[0])
+        return bool(select.select([wire.sock], [], [], 0)[0])
     except (OSError, ValueError):
         return True
+
+
+def _ascii(name: str) -> Union[str, bytes]:
+    """A host name as ``socket`` and ``ssl`` take it: an ASCII one as bytes, taken as it is, where a
+    ``str`` makes them import the IDNA codec (to encode a name that needs no encoding)."""
+    return name.encode("ascii") if name.isascii() else name
 
 
 def _detail(error: BaseException) -> str:

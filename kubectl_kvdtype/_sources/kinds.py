@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Callable, ContextManager, Optional, Protocol, Sequence, TypeGuard, Union
+from typing import Any, Callable, ContextManager, Optional, Protocol, Sequence, TypeGuard, Union
 
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.status import ApiError, KvdtypeError
@@ -172,17 +173,46 @@ def list_many(source: Source, queries: Sequence[Union[Query, Get]]) -> list[Unio
 
     if not getattr(source, "parallel", False) or len(queries) < 2:
         return [one(query) for query in queries]
-    from concurrent.futures import ThreadPoolExecutor  # only live runs pay for it
+    return _side_by_side(one, queries)
 
-    pool = ThreadPoolExecutor(max_workers=min(len(queries), MAX_IN_FLIGHT))
-    try:
-        with threads.signals_left_to_main():  # the pool starts its threads as the queries go in
-            futures = [pool.submit(one, query) for query in queries]
-        return [future.result() for future in futures]
-    finally:
-        # Not `with`, whose exit waits for every thread: on Ctrl-C that is a silent server's answer.
-        # Done, the threads are idle and end at once.
-        pool.shutdown(wait=False, cancel_futures=True)
+
+def _side_by_side(one: Callable[[Any], Union[list[dict], KvdtypeError]],
+                  queries: Sequence[Union[Query, Get]]) -> list[Union[list[dict], KvdtypeError]]:
+    """``one(query)`` for each query, up to ``MAX_IN_FLIGHT`` at once, in plain daemon threads:
+    ``concurrent.futures`` would import ``logging`` too, and its exit joins its threads, which on
+    Ctrl-C is a silent server's answer. Anything ``one`` raises is raised here, in query order."""
+    results: list[Any] = [None] * len(queries)
+    order = iter(range(len(queries)))
+    taking = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with taking:
+                index = next(order, None)
+            if index is None:
+                return
+            try:
+                results[index] = one(queries[index])
+            except BaseException as error:  # noqa: BLE001 - carried to the main thread, raised there
+                results[index] = _Raised(error)
+
+    workers = [threading.Thread(target=work, daemon=True, name="kvdtype-list")
+               for _ in range(min(len(queries), MAX_IN_FLIGHT))]
+    for worker in workers:
+        threads.start(worker)
+    for worker in workers:
+        worker.join()
+    for result in results:
+        if isinstance(result, _Raised):
+            raise result.error
+    return results
+
+
+class _Raised:
+    """What a query's thread raised, to be raised again in the main thread."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
 
 
 def not_readable(error: object) -> TypeGuard[ApiError]:

@@ -91,7 +91,7 @@ def context_namespace(resolved: Resolved) -> str:
 #
 # A kubeconfig whose credentials are a token, basic auth or a client certificate, with a CA (or
 # none, or verification off) and no proxy, needs nothing of the kubernetes client: the direct
-# transport (``_sources.direct``) sends its requests with ``http.client`` and ``ssl``. Anything
+# transport (``_sources.direct``) sends its requests over a socket and ``ssl``. Anything
 # else, or a setting of a type or form the direct transport would have to guess about, goes to the
 # client, whose loader reads it (and words its refusal) as it always has. The settings are read as
 # the client's loader reads them (``KubeConfigLoader``: a token before basic auth, TLS settings

@@ -3,10 +3,11 @@
 Two transports carry the cluster source's requests (``_sources.cluster``), chosen per kubeconfig
 by :func:`connect`:
 
-- ``_sources.direct``: ``http.client`` and ``ssl`` of the standard library, for a kubeconfig that
-  needs nothing more (a token or basic auth, client certificates, a CA, no proxy): most
-  kubeconfigs, and the cheapest start a small run can have, since importing urllib3 and the
-  kubernetes client costs about as much as two kubectl listings of a small cluster;
+- ``_sources.direct``: a socket and ``ssl`` of the standard library, speaking the HTTP/1.1 of
+  ``_sources.wire``, for a kubeconfig that needs nothing more (a token or basic auth, client
+  certificates, a CA, no proxy): most kubeconfigs, and the cheapest start a small run can have,
+  since importing urllib3 and the kubernetes client costs about as much as two kubectl listings
+  of a small cluster;
 - ``_sources.client_transport``: the kubernetes client over urllib3, for what only it does (exec
   credential plugins, auth providers, proxies, the in-cluster service account).
 

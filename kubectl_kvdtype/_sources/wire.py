@@ -1,0 +1,122 @@
+"""HTTP/1.1 as the direct transport speaks it (``_sources.direct``): a request written whole, an
+answer read bounded. ``http.client`` would do the same, but importing it imports the ``email``
+package (to parse headers), which costs a small run as much as the TLS module; the API server's
+answers need far less: a status line, a few headers, and a body framed by Content-Length, chunked
+transfer coding, or the connection's end.
+
+Every line read is bounded (``MAX_LINE``), and so is the number of header lines (``MAX_HEADERS``),
+as ``http.client`` bounds them; a body is as long as the server says (the cluster source reads
+LISTs in pages)."""
+
+from __future__ import annotations
+
+import socket
+from typing import NamedTuple, Optional
+
+#: The longest status, header or chunk-size line read (``http.client``'s bound), and the most header lines.
+MAX_LINE = 65536
+MAX_HEADERS = 100
+
+
+class Closed(Exception):
+    """The connection ended before any byte of an answer: the server closed it (a kept connection
+    it had let go), or it was cut."""
+
+
+class Broken(Exception):
+    """An answer that is not HTTP/1.x, breaks a bound, or ends before its body does."""
+
+
+class Answer(NamedTuple):
+    status: int
+    retry_after: Optional[str]
+    data: bytes
+    #: Whether the connection may carry another request (HTTP/1.1 without ``Connection: close``).
+    keep: bool
+
+
+class Wire:
+    """One connection to the server (``sock``: what a request's clock cuts when time is up)."""
+
+    def __init__(self, sock: socket.socket, host: str) -> None:
+        self.sock = sock
+        self._host = host
+        self._reader = sock.makefile("rb")
+
+    def close(self) -> None:
+        self._reader.close()
+        self.sock.close()
+
+    def send(self, method: str, target: str, headers: list[tuple[str, str]], body: Optional[bytes]) -> None:
+        """The request, whole: its lines are Latin-1 (header values were checked to be)."""
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self._host}", *(f"{n}: {v}" for n, v in headers)]
+        if body is not None:
+            lines.append(f"Content-Length: {len(body)}")
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b""))
+
+    def answer(self, method: str) -> Answer:
+        """The answer to the request sent (an interim 1xx answer skipped)."""
+        while True:
+            version, status, headers = self._head()
+            if not 100 <= status < 200:
+                break
+        keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
+        if method == "HEAD" or status in (204, 304):
+            data = b""
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            data = self._chunked()
+        elif "content-length" in headers:
+            data = self._exactly(_number(headers["content-length"], 10))
+        else:  # framed by the connection's end
+            data, keep = self._reader.read(), False
+        return Answer(status, headers.get("retry-after"), data, keep)
+
+    def _head(self) -> tuple[str, int, dict[str, str]]:
+        line = self._line()
+        if not line:
+            raise Closed("Remote end closed connection without response")
+        version, _, rest = line.decode("latin-1").strip().partition(" ")
+        code = rest[:3]
+        if not version.startswith("HTTP/1.") or not (code.isdigit() and len(code) == 3):
+            raise Broken("the server's answer is not HTTP/1.x")
+        headers: dict[str, str] = {}
+        for _ in range(MAX_HEADERS + 1):
+            line = self._line()
+            if line in (b"\r\n", b"\n", b""):
+                return version, int(code), headers
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()  # the last of a repeated name: none the plugin reads repeats
+        raise Broken(f"the server's answer has more than {MAX_HEADERS} header lines")
+
+    def _chunked(self) -> bytes:
+        parts: list[bytes] = []
+        while True:
+            size = _number(self._line().split(b";", 1)[0].strip().decode("latin-1"), 16)
+            if size == 0:
+                while self._line() not in (b"\r\n", b"\n", b""):  # trailer lines, if any
+                    pass
+                return b"".join(parts)
+            parts.append(self._exactly(size))
+            self._line()  # the chunk's CRLF
+
+    def _exactly(self, size: int) -> bytes:
+        data = self._reader.read(size)
+        if len(data) < size:
+            raise Broken(f"the server's answer ended {size - len(data)} bytes short of its length")
+        return data
+
+    def _line(self) -> bytes:
+        line = self._reader.readline(MAX_LINE + 1)
+        if len(line) > MAX_LINE:
+            raise Broken(f"the server's answer has a line longer than {MAX_LINE} bytes")
+        return line
+
+
+_DIGITS = {10: frozenset("0123456789"), 16: frozenset("0123456789abcdefABCDEF")}
+
+
+def _number(text: str, base: int) -> int:
+    """A length as HTTP writes one: digits only (``int`` alone would take a sign, blanks or ``_``)."""
+    if not text or not set(text) <= _DIGITS[base]:
+        raise Broken("the server's answer ended early, or frames its body with something that is not a length")
+    return int(text, base)
