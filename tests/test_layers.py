@@ -142,3 +142,13 @@ def test_a_run_imports_only_the_subcommand_it_runs():
     assert "kubectl_kvdtype._engines.tables" not in modules  # the validation of an added engine table file
     assert {"kubectl_kvdtype._sources.positions", "kubectl_kvdtype._output.sarif"} <= _imported_by(
         "find-flags", "-f", str(EXAMPLES), "-o", "sarif")
+
+
+@pytest.mark.e2e  # runs the plugin in a fresh interpreter
+def test_building_the_command_line_and_an_engine_parser_measures_no_terminal():
+    """argparse makes a formatter per argument (to check its metavar), each measuring the terminal
+    through shutil; the plugin's parsers and the recorded engine parsers (which check examples/'
+    refused dtypes) build with one formatter of a fixed width, so a run that prints no help
+    imports no shutil; ``--help`` still measures the terminal."""
+    assert "shutil" not in _imported_by("check", "-f", str(EXAMPLES), "-o", "json")
+    assert "shutil" in _imported_by("check", "--help")

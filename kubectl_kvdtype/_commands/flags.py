@@ -188,12 +188,38 @@ class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one sentence and exit status 2 via UsageError, and
     whose subcommands add up the global flags given before and after their names (``Subcommands``)."""
 
+    #: The formatter the command line's building gets (see ``_get_formatter``); made at its first use.
+    _building_formatter: Optional[argparse.HelpFormatter] = None
+    _building = False
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
     def add_subparsers(self, **kwargs: Any) -> Any:
         kwargs.setdefault("action", Subcommands)
-        return super().add_subparsers(**kwargs)
+        return self._built_by(super().add_subparsers, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        return self._built_by(super().add_argument, *args, **kwargs)
+
+    def _built_by(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        self._building = True
+        try:
+            return method(*args, **kwargs)
+        finally:
+            self._building = False
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # add_argument asks for a new formatter at each argument, only to check its metavar
+        # against its nargs, and add_subparsers for the subcommands' prog (a short usage line);
+        # each new one measures the terminal (importing shutil): hundreds of times while the
+        # command line is built, for nothing it prints. The building gets one formatter of a fixed
+        # width, made once; help and usage get argparse's own, as always.
+        if not self._building:
+            return super()._get_formatter()
+        if self._building_formatter is None:
+            self._building_formatter = HelpFormatter(prog=self.prog, width=80)
+        return self._building_formatter
 
 
 class Subcommands(argparse._SubParsersAction):

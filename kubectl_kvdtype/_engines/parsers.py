@@ -292,9 +292,9 @@ class _Parser(argparse.ArgumentParser):
         # argparse asks for a new formatter at each add_argument, only to check a metavar against
         # nargs, and each one measures the terminal: a third of building an engine's hundreds of
         # options. These parsers never print help or usage (error raises), so one formatter,
-        # made once, serves every such check.
+        # made once and of a fixed width (no terminal measured, no shutil imported), serves every such check.
         if self._formatter is None:
-            self._formatter = super()._get_formatter()
+            self._formatter = argparse.HelpFormatter(prog=self.prog, width=80)
         return self._formatter
 
     def error(self, message: str) -> NoReturn:
