@@ -17,10 +17,22 @@ from pathlib import Path
 
 import pytest
 
-from _support import EXAMPLES, ROOT, documents, ignores, proc_status, seed, signal_mask, signal_state, with_ctrl_c
+from _support import (
+    EXAMPLES,
+    ROOT,
+    SYSTEM,
+    documents,
+    ignores,
+    proc_status,
+    seed,
+    signal_mask,
+    signal_state,
+    with_ctrl_c,
+)
 from conftest import kubectl_path
 from kubectl_kvdtype._kits import threads
-from kubectl_kvdtype._kits.status import SIGNAL_STATUS
+from kubectl_kvdtype._kits.status import SIGNAL_STATUS, KvdtypeError
+from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD, SETTING, Get, Query, list_many
 
 #: How signals reach threads, and what a pool does on Ctrl-C, are the interpreter's own (test_tiers.py).
 pytestmark = pytest.mark.version_sensitive
@@ -131,3 +143,39 @@ def test_ctrl_c_mid_list_ends_a_read_at_once_and_only_the_main_thread_takes_sign
             process.communicate()
     assert process.returncode == 130, stderr
     assert stderr.strip() == "error: interrupted"
+
+
+class _CountingSource:
+    """A parallel source whose every read notes how many of list_many's workers are alive, and
+    whose Pods read fails (an error to carry back) or raises a bug (to be raised in the caller)."""
+
+    parallel = True
+
+    def __init__(self, pods: BaseException) -> None:
+        self.alive_at_reads: list[int] = []
+        self._pods = pods
+
+    def list(self, kind, namespace, selector="", project=None):
+        self.alive_at_reads.append(sum(t.name == "kvdtype-list" for t in threading.enumerate()))
+        if kind is POD:
+            raise self._pods
+        return [{"kind": kind.name}]
+
+    def get(self, kind, namespace, name):
+        self.alive_at_reads.append(sum(t.name == "kvdtype-list" for t in threading.enumerate()))
+        return {"kind": kind.name, "name": name}
+
+
+def test_list_many_sends_nothing_until_every_worker_has_started_and_keeps_the_query_order():
+    """Each worker's start blocks the main thread's signals for a moment (``threads.start``): no
+    read may be under way then, or a Ctrl-C could not cut it short. The answers come back in
+    query order; a read's KvdtypeError is returned, anything else raised in the caller."""
+    queries = [Query(BINDING, None), Get(SETTING, SYSTEM, "s"), Query(DEPLOYMENT, None), Query(POD, None)]
+    source = _CountingSource(KvdtypeError("pods refused"))
+    results = list_many(source, queries)
+    assert source.alive_at_reads == [len(queries)] * len(queries)
+    assert results[:3] == [[{"kind": "KVCachePoolBinding"}], [{"kind": "Setting", "name": "s"}],
+                           [{"kind": "ModelDeployment"}]]
+    assert isinstance(results[3], KvdtypeError) and str(results[3]) == "pods refused"
+    with pytest.raises(ZeroDivisionError):
+        list_many(_CountingSource(ZeroDivisionError()), queries)

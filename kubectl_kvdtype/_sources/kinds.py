@@ -184,8 +184,13 @@ def _side_by_side(one: Callable[[Any], Union[list[dict], KvdtypeError]],
     results: list[Any] = [None] * len(queries)
     order = iter(range(len(queries)))
     taking = threading.Lock()
+    # No request leaves before every worker has started: each start blocks the main thread's
+    # signals for a moment (threads.start), and a request answered, or held, meanwhile would be
+    # one a Ctrl-C could not cut short.
+    started = threading.Event()
 
     def work() -> None:
+        started.wait()
         while True:
             with taking:
                 index = next(order, None)
@@ -200,6 +205,7 @@ def _side_by_side(one: Callable[[Any], Union[list[dict], KvdtypeError]],
                for _ in range(min(len(queries), MAX_IN_FLIGHT))]
     for worker in workers:
         threads.start(worker)
+    started.set()
     for worker in workers:
         worker.join()
     for result in results:
