@@ -139,6 +139,20 @@ def test_both_transports_send_the_same_requests_and_answer_alike(fake, kube_env,
     assert direct.stdout == client.stdout and len(json.loads(direct.stdout)["items"]) == 8
 
 
+def _on_both(fake: FakeKube, env: dict, tmp_path: Path, edit, *args: str):
+    """The plugin run with the fake's kubeconfig changed by ``edit``, once with its token user (the
+    direct transport) and once with an exec plugin's (the client's): (direct, client) results."""
+    token_kc = kubeconfig(fake, tmp_path / "token-kc", edit)
+    exec_kc = kubeconfig(fake, tmp_path / "exec-kc", edit)
+    exec_kc.write_text(json.dumps({**json.loads(exec_kc.read_text()),
+                                   "users": json.loads(_exec_kubeconfig(fake, tmp_path).read_text())["users"]}))
+    direct, took_client = _probe(with_kubeconfig(env, token_kc), *args)
+    assert not took_client
+    client, took_client = _probe(with_kubeconfig(env, exec_kc), *args)
+    assert took_client
+    return direct, client
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -155,20 +169,26 @@ def test_both_transports_fail_in_the_same_sentence(fake, kube_env, tmp_path, fau
         else:
             cluster_of(config)["certificate-authority-data"] = base64.b64encode(TEST_CLIENT_CERT_PEM.encode()).decode()
 
-    token_kc = kubeconfig(fake, tmp_path / "token-kc", edit)
-    exec_kc = kubeconfig(fake, tmp_path / "exec-kc", edit)
-    exec_kc.write_text(json.dumps({**json.loads(exec_kc.read_text()),
-                                   "users": json.loads(_exec_kubeconfig(fake, tmp_path).read_text())["users"]}))
-    direct, took_client = _probe(with_kubeconfig(kube_env, token_kc), "check", "-A")
-    assert not took_client
-    client, took_client = _probe(with_kubeconfig(kube_env, exec_kc), "check", "-A")
-    assert took_client
+    direct, client = _on_both(fake, kube_env, tmp_path, edit, "check", "-A")
     assert direct.returncode == client.returncode == 3
     if fault == "refused":
         assert direct.stderr == client.stderr == f"error: cannot reach the cluster at {closed}: Connection refused"
     else:
         said = f"error: TLS failure talking to {fake.url}: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"
         assert direct.stderr.startswith(said) and client.stderr.startswith(said), (direct.stderr, client.stderr)
+
+
+def test_verification_turned_off_is_not_warned_about_on_either_transport(fake, kube_env, tmp_path):
+    """kubectl says nothing of insecure-skip-tls-verify; urllib3 warned in two lines at each request."""
+    seed(fake, documents(EXAMPLES))
+
+    def insecure(config: dict) -> None:
+        cluster_of(config).pop("certificate-authority-data")
+        cluster_of(config)["insecure-skip-tls-verify"] = True
+
+    for result in _on_both(fake, kube_env, tmp_path, insecure, "check", "-A", "-o", "json"):
+        assert result.returncode == 1 and result.stderr == "", result.stderr
+        assert len(json.loads(result.stdout)["items"]) == 8
 
 
 def test_a_client_certificate_given_as_data_is_presented_and_leaves_no_file(fake, kube_env, tmp_path):

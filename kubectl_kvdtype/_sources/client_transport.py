@@ -42,6 +42,10 @@ class ClientTransport:
         self.host: str = configuration.host
         self._configuration = configuration
         self._rest = RESTClientObject(configuration)
+        if not configuration.verify_ssl:
+            # Verification off was asked for (insecure-skip-tls-verify): kubectl says nothing of
+            # it, urllib3 two lines of stderr at every request.
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         # Pools that tell the request's clock which connection they gave it (transport.Clock).
         self._rest.pool_manager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedHTTPSPool}
         self._shown_host = without_password(self.host)
