@@ -281,7 +281,10 @@ _LIST_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
     (_LIST_HEAD + b"Transfer-Encoding: chunked\r\n\r\n8\r\n{\"kind\":\r\n", "ended early"),
     (_LIST_HEAD + b"Content-Length: -5\r\n\r\n", "not a length"),
     (b"", "Remote end closed connection without response"),
-], ids=["not-http", "endless-headers", "endless-line", "short-body", "short-chunks", "negative-length", "nothing"])
+    (_LIST_HEAD + b"Content-Length: 2147483648\r\n\r\n{", "holds more than 1024 MiB, the most read of one answer"),
+    (_LIST_HEAD + b"Transfer-Encoding: chunked\r\n\r\n40000001\r\n{", "holds more than 1024 MiB"),
+], ids=["not-http", "endless-headers", "endless-line", "short-body", "short-chunks", "negative-length", "nothing",
+        "claims-2-GiB", "a-chunk-past-the-bound"])
 def test_an_answer_that_is_no_http_or_breaks_off_is_one_sentence(kube_env, tmp_path, answer, said):
     server = _Canned(answer)
     try:

@@ -26,6 +26,7 @@ from kubectl_kvdtype._sources.transport import (
     tls_failure,
     unreachable,
 )
+from kubectl_kvdtype._sources.wire import MAX_BODY, too_large
 
 
 def open_client(resolved: Resolved) -> Connected:
@@ -96,12 +97,16 @@ class ClientTransport:
             raise ClusterError(_connection_message(self._shown_host, error)) from None
 
     def _read(self, response: Any, clock: Clock) -> bytes:
-        """The body (the client leaves it unread): reading it can time out or break off too."""
+        """The body (the client leaves it unread), no more of it than ``wire.MAX_BODY``: reading
+        it can time out or break off too."""
         try:
-            return response.read()
+            data: bytes = response.response.read(MAX_BODY + 1)  # urllib3's own response, which takes a bound
         except (urllib3.exceptions.HTTPError, OSError) as error:
             clock.check_timeout(_timed_out(getattr(error, "reason", None) or error))
             raise ClusterError(_connection_message(self._shown_host, error)) from None
+        if len(data) > MAX_BODY:
+            raise ClusterError(unreachable(self._shown_host, too_large()))
+        return data
 
 
 class _WatchedPool(urllib3.HTTPConnectionPool):

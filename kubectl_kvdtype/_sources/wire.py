@@ -5,8 +5,7 @@ answers need far less: a status line, a few headers, and a body framed by Conten
 transfer coding, or the connection's end.
 
 Every line read is bounded (``MAX_LINE``), and so is the number of header lines (``MAX_HEADERS``),
-as ``http.client`` bounds them; a body is as long as the server says (the cluster source reads
-LISTs in pages)."""
+as ``http.client`` bounds them, and a body's bytes (``MAX_BODY``, read a piece at a time)."""
 
 from __future__ import annotations
 
@@ -16,6 +15,16 @@ from typing import NamedTuple, Optional
 #: The longest status, header or chunk-size line read (``http.client``'s bound), and the most header lines.
 MAX_LINE = 65536
 MAX_HEADERS = 100
+#: The most bytes one answer's body may hold, on either transport: a LIST page is 500 objects, a
+#: few MB, and even 500 objects at etcd's 1.5 MiB limit on one would fit.
+MAX_BODY = 1 << 30
+#: A body is read a piece at a time: a length the server claims is never allocated before it comes.
+_PIECE = 1 << 20
+
+
+def too_large() -> str:
+    """What an answer past ``MAX_BODY`` is said as (both transports say it)."""
+    return f"the server's answer holds more than {MAX_BODY >> 20} MiB, the most read of one answer"
 
 
 class Closed(Exception):
@@ -42,6 +51,7 @@ class Wire:
         self.sock = sock
         self._host = host
         self._reader = sock.makefile("rb")
+        self._left = MAX_BODY  # of the answer being read
 
     def close(self) -> None:
         self._reader.close()
@@ -61,6 +71,7 @@ class Wire:
             if not 100 <= status < 200:
                 break
         keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
+        self._left = MAX_BODY
         if method == "HEAD" or status in (204, 304):
             data = b""
         elif "chunked" in headers.get("transfer-encoding", "").lower():
@@ -68,7 +79,7 @@ class Wire:
         elif "content-length" in headers:
             data = self._exactly(_number(headers["content-length"], 10))
         else:  # framed by the connection's end
-            data, keep = self._reader.read(), False
+            data, keep = self._exactly(MAX_BODY + 1, to_the_end=True), False
         return Answer(status, headers.get("retry-after"), data, keep)
 
     def _head(self) -> tuple[str, int, dict[str, str]]:
@@ -99,11 +110,26 @@ class Wire:
             parts.append(self._exactly(size))
             self._line()  # the chunk's CRLF
 
-    def _exactly(self, size: int) -> bytes:
-        data = self._reader.read(size)
-        if len(data) < size:
-            raise Broken(f"the server's answer ended {size - len(data)} bytes short of its length")
-        return data
+    def _exactly(self, size: int, to_the_end: bool = False) -> bytes:
+        """``size`` bytes of the body, within what is left of ``MAX_BODY``; ``to_the_end``: as many
+        as come before the connection's end (``size`` is then a bound, not a length)."""
+        if size > self._left and not to_the_end:
+            raise Broken(too_large())
+        parts = []
+        wanted = size
+        while wanted:
+            piece = self._reader.read(min(wanted, _PIECE))
+            if not piece:
+                if to_the_end:
+                    break
+                raise Broken(f"the server's answer ended {wanted} bytes short of its length")
+            parts.append(piece)
+            wanted -= len(piece)
+        read = size - wanted
+        if read > self._left:
+            raise Broken(too_large())
+        self._left -= read
+        return b"".join(parts)
 
     def _line(self) -> bytes:
         line = self._reader.readline(MAX_LINE + 1)
