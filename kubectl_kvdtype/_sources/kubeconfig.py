@@ -40,17 +40,24 @@ _USER_PATHS = ("client-certificate", "client-key", "tokenFile")
 
 @dataclass(frozen=True)
 class Resolved:
-    """A kubeconfig resolved for one run (:func:`resolve`), before the client is imported:
-    the one-context kubeconfig the client's loader gets, or ``in_cluster``."""
+    """A kubeconfig resolved for one run (:func:`resolve`), before the client is imported: the
+    context's cluster and user settings, flags applied, or ``in_cluster``."""
 
     options: ConnectionOptions
     environ: dict = field(repr=False)
     in_cluster: bool = False
-    config: dict = field(default_factory=dict, repr=False)
+    cluster: dict = field(default_factory=dict, repr=False)
+    user: dict = field(default_factory=dict, repr=False)
     user_dir: str = ""
     what: str = ""
     namespace: str = "default"
     impersonation: Headers = field(default_factory=list)
+
+    @property
+    def config(self) -> dict:
+        """The one-context kubeconfig the client's loader gets (context ``kvdtype``)."""
+        return {"clusters": [{"name": "c", "cluster": self.cluster}], "users": [{"name": "u", "user": self.user}],
+                "contexts": [{"name": "kvdtype", "context": {"cluster": "c", "user": "u"}}]}
 
 
 def configure(resolved: Resolved) -> tuple[Configuration, str, str, Headers]:
@@ -131,11 +138,10 @@ def direct_settings(resolved: Resolved) -> Optional[DirectSettings]:
     """The direct transport's settings of ``resolved``, or None where the client must connect."""
     if resolved.in_cluster or _proxied(resolved.environ) or _proxied(os.environ):
         return None
-    cluster, user = _only_entry(resolved.config, "clusters", "cluster"), _only_entry(resolved.config, "users", "user")
-    if not (set(cluster) <= _DIRECT_CLUSTER and set(user) <= _DIRECT_USER):
+    if not (set(resolved.cluster) <= _DIRECT_CLUSTER and set(resolved.user) <= _DIRECT_USER):
         return None
     try:
-        return _direct(cluster, user)
+        return _direct(resolved.cluster, resolved.user)
     except (ValueError, TypeError, AttributeError, KeyError):  # bad base64, a non-string setting: the client words it
         return None
 
@@ -183,10 +189,6 @@ def _decoded(value: Any) -> bytes:
     return base64.standard_b64decode(_text(value) or "")
 
 
-def _only_entry(config: dict, section: str, key: str) -> dict:
-    return _mapping(_listed(config.get(section))[0].get(key)) if _listed(config.get(section)) else {}
-
-
 def _proxied(environ: Any) -> bool:
     return any(name.lower() in _PROXY_VARIABLES and value for name, value in environ.items())
 
@@ -226,11 +228,9 @@ def resolve(options: ConnectionOptions, environ: dict) -> Resolved:
     if refusals:
         raise (UsageError if options.overrides else KvdtypeError)("; ".join(refusals))
     _refuse_unsendable_headers(user, user_name)
-    config = {"clusters": [{"name": "c", "cluster": cluster}], "users": [{"name": "u", "user": user}],
-              "contexts": [{"name": "kvdtype", "context": {"cluster": "c", "user": "u"}}]}
     what = f'context "{context_name}"' if context_name else f"the server {without_password(str(cluster.get('server')))}"
     namespace = entry.get("namespace") or "default"
-    return Resolved(options, environ, config=config, user_dir=user_dir, what=what, namespace=namespace,
+    return Resolved(options, environ, cluster=cluster, user=user, user_dir=user_dir, what=what, namespace=namespace,
                     impersonation=_impersonation(user))
 
 
