@@ -137,3 +137,36 @@ def cluster_of(config: dict) -> dict:
 
 def user_of(config: dict) -> dict:
     return config["users"][0]["user"]
+
+
+# --- What a run imports -----------------------------------------------------------------------------
+
+#: Runs the plugin as its console script does, then prints every module imported as stderr's last line.
+_IMPORT_PROBE = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
+                 "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
+                 "finally:\n    print(' '.join(sorted(sys.modules)), file=sys.stderr)")
+
+
+def imported_by(args: Sequence[str], env: Optional[dict] = None) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """``kubectl-kvdtype ARGS`` in a fresh interpreter, as its console script runs it: the run (its
+    exit status and stderr the plugin's own) and every module it imported."""
+    result = subprocess.run([sys.executable, "-c", _IMPORT_PROBE, *args], capture_output=True, text=True, env=env,
+                            timeout=60)
+    *lines, modules = result.stderr.rstrip("\n").split("\n")
+    return subprocess.CompletedProcess(result.args, result.returncode, result.stdout, "\n".join(lines)), \
+        set(modules.split())
+
+
+def roots(modules: set[str]) -> set[str]:
+    """The top-level packages of ``modules`` (``kubernetes`` for ``kubernetes.client.rest``)."""
+    return {module.split(".")[0] for module in modules}
+
+
+def exec_kubeconfig(fake: Any, directory: Path) -> Path:
+    """A kubeconfig of ``fake`` whose user is an exec credential plugin printing the fake's token:
+    a run through it takes the kubernetes client's transport."""
+    plugin = directory / "cred-plugin"
+    plugin.write_text("#!/bin/sh\necho '{\"apiVersion\": \"client.authentication.k8s.io/v1\", "
+                      f"\"kind\": \"ExecCredential\", \"status\": {{\"token\": \"{fake.token}\"}}}}'\n")
+    plugin.chmod(0o755)
+    return fake.write_kubeconfig(directory / "exec-kc", exec_command=[str(plugin)])

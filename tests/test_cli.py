@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from _support import EXAMPLES, PLUGIN, documents, in_process, kvdtype, seed
+from _support import EXAMPLES, PLUGIN, documents, exec_kubeconfig, imported_by, in_process, kvdtype, roots, seed
 
 pytestmark = pytest.mark.version_sensitive  # help, --version and usage errors are argparse's (test_tiers.py)
 
@@ -33,25 +33,13 @@ def test_version(kube_env):
     assert result.stdout.strip() == f"kubectl-kvdtype v{__version__}"
 
 
-def _probe(*packages: str) -> str:
-    """Runs the plugin as its console script does, then says which of ``packages`` it imported, or CLEAN."""
-    return ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
-            "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
-            "except SystemExit:\n    pass\n"
-            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(packages)!r}) or 'CLEAN', file=sys.stderr)")
-
-
-#: Whether the client stack was imported.
-_CLIENT_PROBE = _probe("kubernetes", "urllib3")
-
-
 @pytest.mark.e2e  # a fresh Python process
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["check", "-f", str(EXAMPLES), "-o", "json"],
                                   ["check", "-f", str(EXAMPLES)], ["completion", "bash"],
                                   ["__complete", "check", "--o"]])
 def test_fast_paths_never_import_the_kubernetes_client(args):
-    result = subprocess.run([sys.executable, "-c", _CLIENT_PROBE, *args], capture_output=True, text=True, timeout=60)
-    assert result.stderr.strip().endswith("CLEAN"), result.stderr
+    _, modules = imported_by(args)
+    assert roots(modules) & {"kubernetes", "urllib3"} == set()
 
 
 @pytest.mark.e2e  # a fresh Python process
@@ -66,11 +54,10 @@ def test_a_live_run_refused_before_its_first_request_imports_no_client(kube_env,
     read without PyYAML too."""
     env = {k: v for k, v in kube_env.items() if k not in without}
     env["HOME"] = str(tmp_path)  # no ~/.kube/config to fall back on
-    result = subprocess.run([sys.executable, "-c", _probe("kubernetes", "urllib3", "yaml"), *args],
-                            capture_output=True, text=True, env=env, timeout=60)
+    result, modules = imported_by(args, env)
     lines = result.stderr.strip().splitlines()
-    assert lines[0].startswith("error: ") and len(lines) == 2, result.stderr
-    assert lines[-1] == "CLEAN", result.stderr
+    assert lines[0].startswith("error: ") and len(lines) == 1, result.stderr
+    assert roots(modules) & {"kubernetes", "urllib3", "yaml"} == set()
 
 
 @pytest.mark.e2e  # a fresh Python process
@@ -84,27 +71,21 @@ def test_find_flags_without_fix_imports_no_write_machinery():
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
 
 
-#: Runs the plugin as its console script does, then names the client's heavy parts it imported and
-#: whether it imported the client's REST module (the client's transport) and urllib3.
-_CLIENT_PARTS_PROBE = (
-    "import sys, runpy; sys.argv = ['kubectl-kvdtype', 'check', '-A', '-o', 'json']\n"
-    "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
-    "except SystemExit:\n    pass\n"
-    "heavy = ('pydantic', 'requests', 'requests_oauthlib', 'oauthlib', 'kubernetes.client.models',"
-    " 'kubernetes.client.api', 'kubernetes.client.api_client', 'kubernetes.dynamic', 'kubernetes.watch')\n"
-    "print('IMPORTED', sorted(m for m in sys.modules if m.startswith(heavy)), "
-    "'kubernetes.client.rest' in sys.modules, 'urllib3' in sys.modules, file=sys.stderr)")
+#: The client's parts a live run never needs: its generated API and model classes (pydantic), the
+#: OIDC refresh's requests and oauthlib, its dynamic client and watch.
+_HEAVY = ('pydantic', 'requests', 'requests_oauthlib', 'oauthlib', 'kubernetes.client.models', 'kubernetes.client.api',
+          'kubernetes.client.api_client', 'kubernetes.dynamic', 'kubernetes.watch')
 
 
 def test_a_live_run_over_a_token_kubeconfig_imports_neither_the_client_nor_urllib3(fake, kube_env):
     """A token (or basic auth, or client certificate) with a CA and no proxy needs nothing of the
     client: its requests go over http.client and ssl (the direct transport), and answer alike."""
     seed(fake, documents(EXAMPLES))
-    result = subprocess.run([sys.executable, "-c", _CLIENT_PARTS_PROBE], capture_output=True, text=True,
-                            env=kube_env, timeout=60)
-    assert result.returncode == 0, result.stderr
+    result, modules = imported_by(["check", "-A", "-o", "json"], kube_env)
+    assert result.returncode == 1, result.stderr  # examples/ hold error findings
     assert len(json.loads(result.stdout)["items"]) == 8  # the Bindings of examples/
-    assert result.stderr.strip().splitlines()[-1] == "IMPORTED [] False False"
+    assert (sorted(m for m in modules if m.startswith(_HEAVY)), "kubernetes.client.rest" in modules,
+            "urllib3" in modules) == ([], False, False)
 
 
 def test_a_live_run_through_an_exec_plugin_imports_only_the_parts_of_the_client_it_uses(fake, kube_env, tmp_path):
@@ -112,16 +93,12 @@ def test_a_live_run_through_an_exec_plugin_imports_only_the_parts_of_the_client_
     without the client's generated API and model classes (pydantic) or the OIDC refresh's
     requests/oauthlib, whose import cost most of a small run; and the probe can tell the client apart."""
     seed(fake, documents(EXAMPLES))
-    plugin = tmp_path / "cred-plugin"
-    plugin.write_text("#!/bin/sh\necho '{\"apiVersion\": \"client.authentication.k8s.io/v1\", "
-                      f"\"kind\": \"ExecCredential\", \"status\": {{\"token\": \"{fake.token}\"}}}}'\n")
-    plugin.chmod(0o755)
-    kube_env["KUBECONFIG"] = str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)]))
-    result = subprocess.run([sys.executable, "-c", _CLIENT_PARTS_PROBE], capture_output=True, text=True,
-                            env=kube_env, timeout=60)
-    assert result.returncode == 0, result.stderr
+    kube_env["KUBECONFIG"] = str(exec_kubeconfig(fake, tmp_path))
+    result, modules = imported_by(["check", "-A", "-o", "json"], kube_env)
+    assert result.returncode == 1, result.stderr
     assert len(json.loads(result.stdout)["items"]) == 8
-    assert result.stderr.strip().splitlines()[-1] == "IMPORTED [] True True"
+    assert (sorted(m for m in modules if m.startswith(_HEAVY)), "kubernetes.client.rest" in modules,
+            "urllib3" in modules) == ([], True, True)
 
 
 def test_colour_only_on_a_terminal_and_never_with_no_color():

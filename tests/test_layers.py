@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from _support import EXAMPLES, ROOT
+from _support import EXAMPLES, ROOT, imported_by, roots
 
 pytestmark = pytest.mark.version_sensitive  # the registry builds the parser (test_tiers.py)
 
@@ -108,23 +108,13 @@ def test_the_registry_names_every_subcommand_by_module_path():
         assert command.name == info.name and type(command).__name__ == info.class_name
 
 
-def _imported_by(*args: str) -> set[str]:
-    """The modules a whole process imports to run ``kubectl-kvdtype ARGS``."""
-    code = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
-            "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
-            "except SystemExit:\n    pass\n"
-            "print(' '.join(sorted(sys.modules)), file=sys.stderr)")
-    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60)
-    return set(result.stderr.strip().splitlines()[-1].split())
-
-
 @pytest.mark.e2e  # runs the plugin in a fresh interpreter
 @pytest.mark.parametrize("args", [["--version"], ["--help"]])
 def test_version_and_help_import_no_subcommand_nor_yaml_nor_the_client(args):
-    modules = _imported_by(*args)
+    _, modules = imported_by(args)
     assert "kubectl_kvdtype._cli.main" in modules  # the probe ran the plugin
     assert modules & SUBCOMMAND_MODULES == set()
-    assert {m.split(".")[0] for m in modules} & {"yaml", "kubernetes", "tabulate", "urllib3"} == set()
+    assert roots(modules) & {"yaml", "kubernetes", "tabulate", "urllib3"} == set()
     assert "kubectl_kvdtype._judging.bindings" not in modules and "kubectl_kvdtype._engines.verdicts" not in modules
     # Nor what only a run past the parse uses: the Context, the report and the source's kinds, the
     # name rules, the progress line, the file and JSON readers (a kubeconfig's), a bug's traceback.
@@ -135,13 +125,13 @@ def test_version_and_help_import_no_subcommand_nor_yaml_nor_the_client(args):
 
 @pytest.mark.e2e  # runs the plugin in a fresh interpreter
 def test_a_run_imports_only_the_subcommand_it_runs():
-    modules = _imported_by("find-flags", "-f", str(EXAMPLES), "-o", "json")
+    _, modules = imported_by(["find-flags", "-f", str(EXAMPLES), "-o", "json"])
     assert modules & SUBCOMMAND_MODULES == {"kubectl_kvdtype.find_flags"}
     # The position-keeping parse and the SARIF writer are -o sarif's alone.
     assert {"kubectl_kvdtype._sources.positions", "kubectl_kvdtype._output.sarif"} & modules == set()
     assert "kubectl_kvdtype._engines.tables" not in modules  # the validation of an added engine table file
-    assert {"kubectl_kvdtype._sources.positions", "kubectl_kvdtype._output.sarif"} <= _imported_by(
-        "find-flags", "-f", str(EXAMPLES), "-o", "sarif")
+    assert {"kubectl_kvdtype._sources.positions", "kubectl_kvdtype._output.sarif"} <= imported_by(
+        ["find-flags", "-f", str(EXAMPLES), "-o", "sarif"])[1]
 
 
 @pytest.mark.e2e  # runs the plugin in a fresh interpreter
@@ -150,5 +140,5 @@ def test_building_the_command_line_and_an_engine_parser_measures_no_terminal():
     through shutil; the plugin's parsers and the recorded engine parsers (which check examples/'
     refused dtypes) build with one formatter of a fixed width, so a run that prints no help
     imports no shutil; ``--help`` still measures the terminal."""
-    assert "shutil" not in _imported_by("check", "-f", str(EXAMPLES), "-o", "json")
-    assert "shutil" in _imported_by("check", "--help")
+    assert "shutil" not in imported_by(["check", "-f", str(EXAMPLES), "-o", "json"])[1]
+    assert "shutil" in imported_by(["check", "--help"])[1]

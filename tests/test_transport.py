@@ -13,13 +13,24 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from _support import EXAMPLES, cluster_of, documents, kubeconfig, kvdtype, report, seed, user_of, with_kubeconfig
+from _support import (
+    EXAMPLES,
+    cluster_of,
+    documents,
+    exec_kubeconfig,
+    imported_by,
+    kubeconfig,
+    kvdtype,
+    report,
+    seed,
+    user_of,
+    with_kubeconfig,
+)
 from fakekube import TEST_CA_PEM, TEST_CLIENT_CERT_PEM, TEST_CLIENT_KEY_PEM, FakeKube
 from kubectl_kvdtype._sources.connection import ConnectionOptions
 from kubectl_kvdtype._sources.kubeconfig import direct_settings, resolve
@@ -92,24 +103,10 @@ def test_the_direct_settings_are_read_as_the_clients_loader_reads_them(tmp_path)
 
 # --- Both transports, against the fake ----------------------------------------------------------------
 
-def _exec_kubeconfig(fake: FakeKube, tmp_path: Path) -> Path:
-    """A kubeconfig whose user is an exec plugin printing the fake's token: the client's transport."""
-    plugin = tmp_path / "cred-plugin"
-    plugin.write_text("#!/bin/sh\necho '{\"apiVersion\": \"client.authentication.k8s.io/v1\", "
-                      f"\"kind\": \"ExecCredential\", \"status\": {{\"token\": \"{fake.token}\"}}}}'\n")
-    plugin.chmod(0o755)
-    return fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])
-
-
 def _probe(env: dict, *args: str) -> tuple[subprocess.CompletedProcess, bool]:
-    """The plugin run as its console script, and whether it imported urllib3 (the client's transport)."""
-    code = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
-            "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
-            "finally:\n    print('URLLIB3' if 'urllib3' in sys.modules else 'STDLIB', file=sys.stderr)")
-    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=60)
-    lines = result.stderr.strip().splitlines()
-    return subprocess.CompletedProcess(result.args, result.returncode, result.stdout, "\n".join(lines[:-1])), \
-        lines[-1] == "URLLIB3"
+    """The plugin run, and whether it imported urllib3 (the client's transport)."""
+    result, modules = imported_by(args, env)
+    return result, "urllib3" in modules
 
 
 #: The header lines either transport leaves to its HTTP library (which differ between them).
@@ -132,7 +129,7 @@ def test_both_transports_send_the_same_requests_and_answer_alike(fake, kube_env,
     assert not took_client and direct.returncode == 1, direct.stderr
     by_direct = _sent(fake)
     fake.clear_log()
-    client, took_client = _probe(with_kubeconfig(kube_env, _exec_kubeconfig(fake, tmp_path)), *flags)
+    client, took_client = _probe(with_kubeconfig(kube_env, exec_kubeconfig(fake, tmp_path)), *flags)
     assert took_client and client.returncode == 1, client.stderr
     assert by_direct == _sent(fake)
     assert ("Impersonate-Group", "a") in by_direct[0][2] and ("Impersonate-Group", "b") in by_direct[0][2]
@@ -145,7 +142,7 @@ def _on_both(fake: FakeKube, env: dict, tmp_path: Path, edit, *args: str):
     token_kc = kubeconfig(fake, tmp_path / "token-kc", edit)
     exec_kc = kubeconfig(fake, tmp_path / "exec-kc", edit)
     exec_kc.write_text(json.dumps({**json.loads(exec_kc.read_text()),
-                                   "users": json.loads(_exec_kubeconfig(fake, tmp_path).read_text())["users"]}))
+                                   "users": json.loads(exec_kubeconfig(fake, tmp_path).read_text())["users"]}))
     direct, took_client = _probe(with_kubeconfig(env, token_kc), *args)
     assert not took_client
     client, took_client = _probe(with_kubeconfig(env, exec_kc), *args)
