@@ -7,9 +7,9 @@ engine that answers is ``_cli.complete``.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 
 from kubectl_kvdtype._commands.command import Command, Context
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.report import Report
 
 SHELLS = ("bash", "zsh", "fish")
@@ -36,7 +36,7 @@ class CompletionCommand(Command):
         return Report(kind="Completion", text=SCRIPTS[CompletionOptions.of(context.options).shell])
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class CompletionOptions:
     """completion's own flag, typed, read from the parsed command line at this boundary."""
 

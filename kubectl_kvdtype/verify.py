@@ -8,12 +8,12 @@ the judgement of each Pod is ``_judging.replicas``', the polls of ``--wait`` ``_
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from kubectl_kvdtype._commands.command import Command, Context
 from kubectl_kvdtype._commands.flags import parse_duration
 from kubectl_kvdtype._judging import rollout as _rollout
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.report import Report
 from kubectl_kvdtype._kits.status import UsageError
 from kubectl_kvdtype._sources import names as _names
@@ -21,7 +21,7 @@ from kubectl_kvdtype._sources import names as _names
 DEFAULT_WAIT = 600.0
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class VerifyOptions:
     """verify's own flags, typed, read from the parsed command line at this boundary (a name it
     does not have is an error, never a default)."""

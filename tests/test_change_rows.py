@@ -169,7 +169,7 @@ def test_a_subcommand_row_is_listed_run_completed_and_in_the_man_page(monkeypatc
 
 #: A third engine for the copy of the package: vLLM's record under another name, image and command.
 _NEW_ENGINE = '''
-RECORDS = (*RECORDS, __import__("dataclasses").replace(
+RECORDS = (*RECORDS, __import__("kubectl_kvdtype._kits.records", fromlist=["replace"]).replace(
     VLLM_ENGINE, name="FakeLLM", aliases=("fakellm",), base_command=("fakellm", "serve", "{model}"),
     invocations=(("fakellm", "serve"),), entry_points=((("fakellm", "serve"), "vllm serve"),)))
 '''

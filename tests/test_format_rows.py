@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import ast
 import io
-from dataclasses import replace
 
 import pytest
 
 from _support import EXAMPLES, ROOT
 from kubectl_kvdtype._kits.env import Environment
+from kubectl_kvdtype._kits.records import replace
 
 pytestmark = pytest.mark.version_sensitive  # argparse: the runs parse a command line (test_tiers.py)
 

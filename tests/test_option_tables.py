@@ -133,9 +133,8 @@ def test_a_connection_flag_row_is_parsed_overrides_is_redacted_and_completed(tmp
 
 
 def test_connection_options_have_a_field_for_each_row_and_keep_secrets_out_of_repr():
-    from dataclasses import fields
-
     from kubectl_kvdtype._commands.flags import DEFAULTS, SECRET_FLAGS
+    from kubectl_kvdtype._kits.records import fields
     from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, REPEATED, ConnectionOptions
 
     declared = {f.name: f for f in fields(ConnectionOptions)}

@@ -6,7 +6,6 @@ to and from its JSON at its edge, old journals (``"patch"``) included."""
 from __future__ import annotations
 
 import ast
-import dataclasses
 import json
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from kubectl_kvdtype._changes.journal import Journal
 from kubectl_kvdtype._changes.rebind.checks import check_shape
 from kubectl_kvdtype._changes.rebind.execute import RUNNERS, run_step
 from kubectl_kvdtype._changes.rebind.steps import Action, Names, Step, Strategy
+from kubectl_kvdtype._kits.records import FrozenInstanceError
 from kubectl_kvdtype._kits.status import KvdtypeError
 from test_escape_rebind import REBIND, kvdtype, team_a
 from test_planted_journal import _step, plant
@@ -56,7 +56,7 @@ def test_the_names_are_one_frozen_value_recorded_by_their_json_names():
                         "strategy": "replace", "suffix": "bfloat16", "keepOldBinding": False}
     assert list(recorded) == ["dtype", "newName", "domainName", "strategy", "suffix", "keepOldBinding"]  # the golden's
     assert Names.from_dict(recorded) == NAMES
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenInstanceError):
         NAMES.dtype = "fp8"  # type: ignore[misc]
 
 

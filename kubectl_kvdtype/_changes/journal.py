@@ -14,18 +14,18 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import yaml
 
 from kubectl_kvdtype._kits.files import read_json
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._sources import model as _model
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class RestoreOptions:
     """``escape restore``'s flags, typed: what putting back a backup directory reads (a rebind's,
     ``_changes.restore``, or a find-flags --fix's, ``_changes.fix.restore.restore_fix``), taken by

@@ -19,11 +19,11 @@ import os
 import shlex
 import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from kubectl_kvdtype._kits import bounded as _bounded
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.status import Conflict, KvdtypeError, NotFound
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.kinds import BINDING, Source, WritableSource
@@ -101,7 +101,7 @@ def _abandoned(lease: dict, now: float) -> bool:
     return False
 
 
-@dataclass
+@record_type
 class Lease:
     """The lease this run holds on one Binding."""
 

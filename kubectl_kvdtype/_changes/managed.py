@@ -17,12 +17,12 @@ takes fields other field managers own; ``drain --force``) and as this tool alrea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
 from kubectl_kvdtype._commands.command import Context
 from kubectl_kvdtype._judging.managed import changed_fields
 from kubectl_kvdtype._kits.codes import MANAGED_OBJECT
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.report import ObjectRef, Report
 from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._sources import model as _model
@@ -39,7 +39,7 @@ DELETE, RECREATE, PATCH = "delete and create again", "create again", "patch"
 DELETE_ONLY = "delete"
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Write:
     """An object a write would change: its kind, as read (or as it will be created), how, and which fields."""
 
@@ -53,7 +53,7 @@ class Write:
         return ObjectRef(self.kind, _model.namespace_of(self.obj) or None, _model.name_of(self.obj))
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Managed:
     """A write on an object that others manage, and who."""
 

@@ -9,7 +9,6 @@ Setting's reads and writes themselves are ``_changes.setting``'s, which ``escape
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 from kubectl_kvdtype._changes.setting import (
@@ -25,6 +24,7 @@ from kubectl_kvdtype._changes.setting import (
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._judging.bindings import BindingInventory, build_check_report
 from kubectl_kvdtype._kits import signals as _signals
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.report import Column, Report
 from kubectl_kvdtype._kits.status import ApiError, KvdtypeError
 from kubectl_kvdtype._sources import model as _model
@@ -95,7 +95,7 @@ SWITCH_COLUMNS = [
 ]
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class SwitchOptions:
     """escape off/on's own flags, typed, read from the parsed command line at this boundary (``--yes``
     is ``CommonOptions``': the one confirmation rule reads it)."""

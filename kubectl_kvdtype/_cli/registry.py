@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from kubectl_kvdtype import __version__
@@ -26,6 +25,7 @@ from kubectl_kvdtype._commands.flags import (
 )
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits import settings as _settings
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.status import exit_codes_epilog
 from kubectl_kvdtype._output.format import Format
 from kubectl_kvdtype._output.render import FORMATS
@@ -40,7 +40,7 @@ VERSION = f"kubectl-kvdtype v{__version__}"
 DEBUG_VARIABLE = _settings.DEBUG.name
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class CommandInfo:
     """A subcommand as the registry knows it: enough for ``--help``, and where to find the rest."""
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Sequence
 
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits.env import Environment
+from kubectl_kvdtype._kits.records import field, record_type
 from kubectl_kvdtype._kits.status import KvdtypeError, UsageError
 from kubectl_kvdtype._output.render import FORMATS
 from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag, ConnectionOptions
@@ -31,7 +31,7 @@ def connection_of(flags: argparse.Namespace, table: Sequence[ConnectionFlag] = C
                                          getattr(flags, "request_timeout", None), table)
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class CommonOptions:
     """The flags every subcommand shares, typed, read once from the parsed command line by the
     command-line layer (``_cli``): what ``Context``, ``confirm`` and the rendering read, so that no
@@ -68,7 +68,7 @@ class CommonOptions:
                    connection=connection_of(flags))
 
 
-@dataclass
+@record_type
 class Context:
     """Everything a subcommand may use; it prints nothing and exits nowhere."""
 

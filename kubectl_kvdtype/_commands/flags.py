@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype._kits.display import cut
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header
 from kubectl_kvdtype._kits.settings import FALSE_WORDS, TRUE_WORDS
 from kubectl_kvdtype._kits.status import UsageError
@@ -258,7 +258,7 @@ def output_help(formats: Sequence[Format], judging: Sequence[str]) -> str:
     return text
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Tables:
     """What the global flags are built from: the ``-o`` formats, the subcommands that judge objects
     (the registry's), and the connection flags."""

@@ -20,12 +20,12 @@ import argparse
 import functools
 import json
 import pkgutil
-from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import rewrites as _rewrites
 from kubectl_kvdtype._kits import files as _files
+from kubectl_kvdtype._kits.records import record_type
 
 #: ``Reading.state``.
 VALUE = "value"
@@ -34,7 +34,7 @@ FAILED = "failed"
 UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Reading:
     """What an engine makes of its argv, for ``--kv-cache-dtype``.
 

@@ -13,15 +13,16 @@ reads an argv."""
 
 import functools
 import re
-from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Optional, Sequence
+
+from kubectl_kvdtype._kits.records import field, record_type
 
 FLAG = "--kv-cache-dtype"
 #: Where argparse stores the flag's value (its ``dest``): what the recorded tables name it by.
 FLAG_DEST = FLAG[2:].replace("-", "_")
 
 
-@dataclass(frozen=True, order=True)
+@record_type(frozen=True, order=True)
 class Version:
     """An engine version in PEP 440 order, read leniently by :func:`parse_version`.
 
@@ -91,7 +92,7 @@ def known_version(text: str) -> Version:
     return parsed
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Window:
     """A half-open range of versions [since, until) in which a spelling is accepted."""
 
@@ -113,7 +114,7 @@ _ALWAYS = (Window(),)
 _NEVER = frozenset({"FP8", "BF16", "fp16", "half"})
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Engine:
     """Everything the plugin knows about one engine: a new engine is one more record (and its tests)."""
 
@@ -232,7 +233,7 @@ def canonical_engine(name: object) -> Optional[str]:
     return _BY_ALIAS.get(name.strip().lower())
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Judgement:
     """How one engine at one version takes one dtype spelling."""
 
@@ -286,7 +287,7 @@ def _judge(engine: str, version: object, dtype: str) -> Judgement:
 _judge_cached = functools.lru_cache(maxsize=4096)(_judge)
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Spellings:
     """What :func:`judge_spelling` says of every spelling at one engine version, as data: a parse
     checks a value against it (``_engines.parsers``) without asking back up. Any other value is one
@@ -357,7 +358,7 @@ _ALTERNATIVES = ("bfloat16", "fp8_e4m3", "fp8_e5m2", "nvfp4")
 REBIND, UPGRADE, REBIND_DIFFERENT, SPLIT, NO_FIX = "rebind", "upgrade", "rebind-different", "split", "none"
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Remedy:
     """What makes a rejected dtype work for every consumer, first that applies (``kind``)."""
 

@@ -21,15 +21,15 @@ import functools
 import json
 import re
 import shlex
-from dataclasses import dataclass, replace
 from typing import Iterable, Optional, Sequence
 
 from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._kits.records import record_type, replace
 
 # --- Which table decides ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Basis:
     """What an engine at a version is judged with: which recorded parser, and whose choices.
 
@@ -154,7 +154,7 @@ ABBREVIATION = "abbreviation"
 SPACED = "spaced"
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class FlagOccurrence:
     """One place in an argv where an engine may read ``--kv-cache-dtype``."""
 
@@ -370,7 +370,7 @@ VALUE, ABSENT, FAILED, UNSURE = "value", "absent", "failed", "unknown"
 AT_PARSING, AT_START = "argument parsing", "engine start"
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class FlagReading:
     """What an engine at a version makes of a container's argv, as far as ``--kv-cache-dtype`` goes."""
 

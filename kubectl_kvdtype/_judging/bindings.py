@@ -10,7 +10,6 @@ the same way. A layer below the subcommands, so that none of them imports anothe
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, replace
 from typing import Iterable, Optional, Union
 
 from kubectl_kvdtype._engines import records as _records
@@ -26,6 +25,7 @@ from kubectl_kvdtype._kits.codes import (
     TABLE_ADDED,
     VERSION_UNRECORDED,
 )
+from kubectl_kvdtype._kits.records import field, record_type, replace
 from kubectl_kvdtype._kits.report import Column, FieldPath, ObjectRef, Report
 from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._sources import model as _model
@@ -47,7 +47,7 @@ OK, REJECTED, UNKNOWN, AUTO, UNUSED = "ok", "rejected", "unknown", "auto", "unus
 NOT_JUDGED = "not-judged"
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Consumer:
     """A ModelDeployment or injected Pod that attaches a Binding."""
 
@@ -74,7 +74,7 @@ class Consumer:
         return _short(self.kind, self.name)
 
 
-@dataclass
+@record_type
 class BindingInventory:
     """The objects ``check`` judges (Bindings, their consumers, the Setting), read with one LIST per kind."""
 

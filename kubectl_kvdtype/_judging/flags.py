@@ -6,7 +6,6 @@ layers, never each other). ``find_flags`` is the command; this is what it report
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from kubectl_kvdtype._engines import records as _records
@@ -16,6 +15,7 @@ from kubectl_kvdtype._engines.verdicts import FlagOccurrence
 from kubectl_kvdtype._judging.bindings import setting_get
 from kubectl_kvdtype._judging.managed import MANAGED_BY, reader_for
 from kubectl_kvdtype._kits.codes import ARGV_TOO_LONG, POD_FLAG, ROLE_FLAG
+from kubectl_kvdtype._kits.records import field, record_type
 from kubectl_kvdtype._kits.report import Column, FieldPath, ObjectRef, Report
 from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._sources import model as _model
@@ -35,7 +35,7 @@ from kubectl_kvdtype._sources.kinds import (
 from kubectl_kvdtype._sources.managers import ManagerReader
 
 
-@dataclass
+@record_type
 class FlagInventory:
     """What ``find-flags`` reads: one LIST per kind, nothing per object."""
 

@@ -14,10 +14,10 @@ other fields are unchanged for every unmanaged cluster.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Iterable, Iterator, Mapping, Optional
 
 from kubectl_kvdtype._kits.codes import ROLE_FLAG
+from kubectl_kvdtype._kits.records import replace
 from kubectl_kvdtype._kits.report import Column, Finding, ObjectRef, Report
 from kubectl_kvdtype._sources import managers as _managers
 from kubectl_kvdtype._sources import model as _model
@@ -105,7 +105,7 @@ def mark(finding: Finding, reader: ManagerReader) -> Finding:
                                                            " " + sentence(_whose(ref, found), found))
         fields["managedBy"], clause = list(said_of[0]), said_of[1]
     clause += "".join(" " + sentence(f"Its consumer {who} is", managers) for who, managers in said[:_SHOWN])
-    return dataclasses.replace(finding, message=finding.message + clause, fields=fields)
+    return replace(finding, message=finding.message + clause, fields=fields)
 
 
 def managers_of(ref: ObjectRef, reader: ManagerReader, fields: dict, code: str = "") -> list[Manager]:

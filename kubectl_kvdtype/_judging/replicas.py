@@ -9,7 +9,6 @@ what one read of the cluster gives it (``_judging.rollout`` reads again for each
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
 from kubectl_kvdtype._engines import records as _records
@@ -31,6 +30,7 @@ from kubectl_kvdtype._kits.codes import (
     ROLE_UNMANAGED,
     VERSION_UNRECORDED,
 )
+from kubectl_kvdtype._kits.records import field, record_type
 from kubectl_kvdtype._kits.report import Column, FieldPath, ObjectRef, Report
 from kubectl_kvdtype._kits.status import KvdtypeError, UsageError
 from kubectl_kvdtype._sources import model as _model
@@ -57,7 +57,7 @@ INJECTED = "injected"
 REPLICA_SELECTOR = f"{_model.REPLICA_NAME_LABEL}={_model.REPLICA_NAME_VALUE}"
 
 
-@dataclass
+@record_type
 class PodInventory:
     """The objects one poll reads: deployments in scope, their Bindings, the Pods to judge."""
 
@@ -131,7 +131,7 @@ def _find_deployment(source: Source, namespace: Optional[str], name: str) -> dic
     return matches[0]
 
 
-@dataclass
+@record_type
 class Judged:
     """One Pod's verdict, ready to become an item and perhaps a finding."""
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import verdicts as _verdicts
+from kubectl_kvdtype._kits.records import field, record_type
 from kubectl_kvdtype._kits.report import FieldPath
 from kubectl_kvdtype._sources import model as _model
 
@@ -48,7 +48,7 @@ HOST_PORT = ("--host", "0.0.0.0", "--port", "8000")
 CONTROL_DTYPE = "auto"
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Prediction:
     """What one role (all its replicas) or one injected Pod does after the upgrade."""
 

@@ -10,8 +10,9 @@ when a table drifts).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
+
+from kubectl_kvdtype._kits.records import record_type
 
 ERROR = "error"
 WARNING = "warning"
@@ -65,7 +66,7 @@ DUPLICATE_OBJECT = "duplicate-object"
 INVALID_NAME = "invalid-name"
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Code:
     """One finding code. ``escalated`` is the severity it takes when a wait gives up on it."""
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from typing import Mapping, TextIO
 
 from kubectl_kvdtype._kits.display import shown
+from kubectl_kvdtype._kits.records import field, record_type
 
 
-@dataclass
+@record_type
 class Environment:
     """Standard streams and variables, read once at start.
 

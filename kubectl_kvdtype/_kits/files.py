@@ -19,17 +19,17 @@ import select
 import stat
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from kubectl_kvdtype._kits import bounded as _bounded
+from kubectl_kvdtype._kits.records import record_type
 
 #: ``FileRule.pipes``: a FIFO is read to its end, or refused.
 READ = "read"
 REFUSE = "refuse"
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class FileRule:
     """How one kind of file is read."""
 

@@ -10,10 +10,10 @@ the exit status says INCOMPLETE (``ExitStatus.PARTIAL``) before anything the fin
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, Sequence, Union
 
 from kubectl_kvdtype._kits.codes import ERROR, INFO, KIND_NOT_EXAMINED, WARNING, lookup, severity_of
+from kubectl_kvdtype._kits.records import field, record_type, replace
 from kubectl_kvdtype._kits.status import ExitStatus
 
 __all__ = ["ERROR", "FAIL_ON", "GO", "INCOMPLETE", "INFO", "NO_GO", "WARNING", "Column", "FieldPath", "Finding",
@@ -41,7 +41,7 @@ def fails(severity: str, fail_on: str = ERROR) -> bool:
 FieldPath = tuple[Union[str, int], ...]
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class ObjectRef:
     """The object a finding is about, as kubectl names it."""
 
@@ -57,7 +57,7 @@ class ObjectRef:
         return f"{self.kind} {where}{self.name}"
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Finding:
     """One thing a human should know: ``fields`` are the code's own extra keys in JSON.
 
@@ -84,7 +84,7 @@ class Finding:
                 "message": self.message, **self.fields}
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Column:
     """One table column: ``value`` reads the cell from an item; ``wide`` columns need -o wide."""
 
@@ -99,7 +99,7 @@ class Column:
         return "<none>" if value is None or value == "" else value
 
 
-@dataclass
+@record_type
 class Section:
     """A second list of rows a report carries besides its items (``preflight``'s predictions):
     a table of its own (under ``-o wide`` only when ``wide``), and a key of its own in JSON/YAML."""
@@ -110,7 +110,7 @@ class Section:
     wide: bool = False
 
 
-@dataclass
+@record_type
 class Report:
     """What a subcommand found. ``kind`` names the JSON document (``CheckReport``)."""
 
@@ -245,7 +245,7 @@ def _plural(count: int, word: str, plural: Optional[str] = None) -> str:
     return f"{count} {word if count == 1 else (plural or word + 's')}"
 
 
-@dataclass
+@record_type
 class FleetMember:
     """One kubeconfig context of a fleet run: its report, or the one-line error that stopped it,
     and the exit status the same run would have had on that context alone."""
@@ -300,7 +300,7 @@ class FleetMember:
         return entry
 
 
-@dataclass
+@record_type
 class FleetReport:
     """The same judging subcommand run on several contexts (``--contexts``, ``--all-contexts``), in
     the order the contexts were named. ``kind`` is the JSON document's (``FleetReport``)."""
@@ -371,7 +371,7 @@ class FleetReport:
         return f"{lead}: {'; '.join(parts)}; exit {int(self.exit_status())}."
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Place:
     """Where an object read with ``-f`` is: the file as given, the object's first and last line,
     and the line of the field a finding is about (lines 1-based; None when not known)."""

@@ -13,10 +13,10 @@ checks that every such name in the package is a row and that the docs' tables ar
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from kubectl_kvdtype._kits.display import cut
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.status import UsageError
 
 #: ``Setting.kind``: a whole number from ``low`` to ``high`` (ASCII digits only); seconds, a
@@ -34,7 +34,7 @@ TRUE_WORDS = ("true", "1", "t", "yes")
 FALSE_WORDS = ("false", "0", "f", "no")
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Setting:
     """One environment setting of the plugin."""
 

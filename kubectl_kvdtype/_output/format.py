@@ -8,14 +8,15 @@ how a run treats it (``tabular``, ``machine_readable``, ``locates``, ``context_e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
+
+from kubectl_kvdtype._kits.records import record_type
 
 if TYPE_CHECKING:
     from kubectl_kvdtype._kits.report import FleetReport, Locate, Report
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Rendering:
     """How a report is written beyond its format: what every writer may read."""
 
@@ -33,7 +34,7 @@ EVERY = "every"
 JUDGING = "judging"
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Format:
     """One ``-o`` format."""
 

@@ -11,10 +11,10 @@ and the man page derive from the rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._output.format import JUDGING, Format, Rendering
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def format_named(name: str, formats: Optional[Sequence[Format]] = None) -> Forma
     return next(f for f in (FORMATS if formats is None else formats) if f.name == name)
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Lazily:
     """``function`` of ``_output/<module>.py``, imported when it is first called: a run pays only
     for the writer of the format it asked for (ElementTree, PyYAML...), and ``--help`` for none.

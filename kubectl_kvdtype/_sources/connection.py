@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
+from kubectl_kvdtype._kits.records import field, fields, record_type
 from kubectl_kvdtype._kits.status import KvdtypeError
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ SWITCH = "switch"
 REPEATED = "repeated"
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class ConnectionFlag:
     """One connection flag."""
 
@@ -106,7 +106,7 @@ CONNECTION_FLAGS: tuple[ConnectionFlag, ...] = (
 SELECTING = ("kubeconfig", "context")
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class ConnectionOptions:
     """The kubectl-style flags that say which cluster and who; each overrides the kubeconfig's
     setting the way kubectl's does (``_sources.kubeconfig._override_cluster``, ``_override_user``). One field

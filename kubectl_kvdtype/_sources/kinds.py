@@ -11,17 +11,17 @@ import functools
 import re
 import threading
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Optional, Protocol, Sequence, TypeGuard, Union
 
 from kubectl_kvdtype._kits import threads
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.status import ApiError, KvdtypeError
 
 WORKER_GROUP = "worker.gpustack.ai"
 SETTINGS_GROUP = "gpustack.ai"
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Kind:
     """A resource the plugin reads; ``versions`` in order of preference."""
 
@@ -125,7 +125,7 @@ def bounded(source: Source, deadline: Optional[float]) -> ContextManager[None]:
     return within(deadline) if within else nullcontext()
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Query:
     """One LIST: a kind, a namespace (None: all), a label selector."""
 
@@ -138,7 +138,7 @@ class Query:
         return source.list(self.kind, self.namespace, self.selector, self.project)
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Get:
     """One GET of a named object, read beside the LISTs of ``list_many`` (the Setting a judgement
     depends on does not wait for them): its answer is a list of one object, or none when it

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import base64
 import os
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 from urllib.parse import urlsplit
 
 from kubectl_kvdtype._kits import files as _files
+from kubectl_kvdtype._kits.records import field, record_type, replace
 from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header, without_password
 from kubectl_kvdtype._kits.status import (
     KvdtypeError,
@@ -38,7 +38,7 @@ _CLUSTER_PATHS = ("certificate-authority",)
 _USER_PATHS = ("client-certificate", "client-key", "tokenFile")
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Resolved:
     """A kubeconfig resolved for one run (:func:`resolve`), before the client is imported: the
     context's cluster and user settings, flags applied, or ``in_cluster``."""
@@ -113,7 +113,7 @@ _DIRECT_USER = frozenset({"token", "username", "password", "client-certificate",
 _PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class DirectSettings:
     """A kubeconfig's connection as the direct transport makes it. ``host``: the server's URL
     without a trailing slash; ``hostname``, ``port``: where to connect; the TLS settings apply to

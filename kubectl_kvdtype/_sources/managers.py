@@ -30,12 +30,11 @@ and once per object), it says what the manager will do: an Application's
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shlex
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence, Union
 
+from kubectl_kvdtype._kits.records import field, record_type, replace
 from kubectl_kvdtype._kits.status import ApiError, KvdtypeError, NotServed
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources import names as _names
@@ -73,7 +72,7 @@ _ANONYMOUS = "unknown"
 Step = Union[str, tuple[str, str]]
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Field:
     """A field the plugin would change, as ``managedFields`` address it, and as a person reads it."""
 
@@ -147,7 +146,7 @@ def _keyed(node: dict, step: tuple[str, str]) -> Any:
     return None
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Manager:
     """Someone other than the plugin who manages an object, and what they do with a change."""
 
@@ -192,7 +191,7 @@ class Manager:
 
     def for_object(self, ref: tuple[str, str, str]) -> "Manager":
         """The same manager, saying which object it manages (a Pod's top owner, a consumer)."""
-        return dataclasses.replace(self, managed=ref)
+        return replace(self, managed=ref)
 
     def to_dict(self) -> dict:
         entry: dict = {"manager": self.tool, "kind": self.kind, "namespace": self.namespace, "name": self.name,
@@ -275,7 +274,7 @@ _MAX_CHAIN = 4  # Pod -> ReplicaSet -> Deployment, Pod -> Job -> CronJob, and a 
 ObjectKey = tuple[str, str, str]
 
 
-@dataclass
+@record_type
 class _Read:
     """One manager object read (or why not): ``missing`` when the cluster says it does not exist."""
 
@@ -288,7 +287,7 @@ class _Read:
     denied: bool = False
 
 
-@dataclass
+@record_type
 class ManagerReader:
     """The one reader of who manages an object, for one run: it reads the managers' own objects
     through the run's ``Source`` only when an object names one, each once.

@@ -8,12 +8,12 @@ return plain Python values and never raise on a strange object.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._kits import bounded as _bounded
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.report import FieldPath
 
 INJECT_LABEL = "kvcache.gpustack.ai/inject"
@@ -101,7 +101,7 @@ def is_pool_attached(deployment: dict) -> bool:
     return isinstance(dig(deployment, "spec", "kvCache"), dict)
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class EngineInfo:
     """An engine as a consumer declares it: ``name`` canonical (None when neither engine)."""
 

@@ -4,17 +4,17 @@ asks for them (``apply``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from kubectl_kvdtype._changes import managed as _managed
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.status import UsageError
 
 if TYPE_CHECKING:
     from kubectl_kvdtype._commands.command import Context
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class FixOptions:
     """``find-flags --fix``'s flags, typed: what the fix reads, taken by the subcommand from the
     parsed command line."""

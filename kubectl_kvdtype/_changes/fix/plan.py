@@ -13,12 +13,12 @@ use is refused unless ``--accept-dtype-change``.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from kubectl_kvdtype._commands.command import Context
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import verdicts as _verdicts
+from kubectl_kvdtype._kits.records import field, record_type
 from kubectl_kvdtype._kits.report import ObjectRef, Report
 from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._sources import model as _model
@@ -47,7 +47,7 @@ PLANNED, REFUSED, MANUAL, PATCHED, CONFLICT, DRY = (
     "planned", "refused", "manual", "patched", "conflict", "accepted (dry run)")
 
 
-@dataclass
+@record_type
 class Target:
     """One object to patch (or to fix by hand), and why."""
 
@@ -103,7 +103,7 @@ class Target:
         return obj
 
 
-@dataclass
+@record_type
 class _Part:
     """The flag's copies in one argv list of an object: a JSON pointer and the tokens to drop."""
 
@@ -340,7 +340,7 @@ def at(obj: Any, pointer: str) -> Any:
     return node
 
 
-@dataclass
+@record_type
 class _Judge:
     setting_on: Optional[bool]
     setting_said: str

@@ -8,8 +8,6 @@ written for, and every step against the plan for that Binding. ``escape restore`
 
 from __future__ import annotations
 
-import dataclasses
-
 from kubectl_kvdtype._changes.journal import JOURNAL, Journal
 from kubectl_kvdtype._changes.rebind.steps import (
     DTYPE_SPELLING,
@@ -26,12 +24,13 @@ from kubectl_kvdtype._changes.rebind.steps import (
 from kubectl_kvdtype._changes.setting import OFF, ON
 from kubectl_kvdtype._commands.command import Context
 from kubectl_kvdtype._kits import codes as _codes
+from kubectl_kvdtype._kits.records import fields
 from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, SETTING
 
 #: The fields a journal's step may have (``Step``'s).
-_STEP_FIELDS = {f.name for f in dataclasses.fields(Step)}
+_STEP_FIELDS = {f.name for f in fields(Step)}
 
 
 def check_journal(context: Context, journal: Journal, namespace: str, binding: str) -> None:

@@ -7,7 +7,6 @@ resume (``_changes.rebind.resume``).
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional
@@ -32,6 +31,7 @@ from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._judging.bindings import BindingInventory, build_check_report
 from kubectl_kvdtype._kits import progress as _progress
 from kubectl_kvdtype._kits.codes import WARNING
+from kubectl_kvdtype._kits.records import replace
 from kubectl_kvdtype._kits.status import ApiError, Conflict, Interrupted, KvdtypeError, NotFound, interrupted_status
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, Kind, Source, WritableSource, bounded
@@ -263,7 +263,7 @@ def _alive(inventory: BindingInventory, plan: Plan) -> BindingInventory:
         return bool(_model.dig(obj, "metadata", "deletionTimestamp")) or (kind, *key_of(obj)) in deleted
 
     dead = {key_of(d) for d in inventory.deployments if gone(DEPLOYMENT.name, d)}
-    return dataclasses.replace(
+    return replace(
         inventory,
         bindings=[b for b in inventory.bindings if not gone(BINDING.name, b)],
         deployments=[d for d in inventory.deployments if key_of(d) not in dead],

@@ -7,7 +7,6 @@ carries out (``_changes.rebind.execute``).
 from __future__ import annotations
 
 import copy
-import dataclasses
 import re
 from pathlib import Path
 from typing import Optional
@@ -45,6 +44,7 @@ from kubectl_kvdtype._judging.bindings import (
     read_setting,
 )
 from kubectl_kvdtype._kits.codes import DTYPE_REJECTED, DTYPE_UNKNOWN, MANUAL_STEP, NAME_CHANGE, SETTING_MISSING
+from kubectl_kvdtype._kits.records import replace
 from kubectl_kvdtype._kits.report import ObjectRef
 from kubectl_kvdtype._kits.status import ApiError, KvdtypeError, UsageError
 from kubectl_kvdtype._sources import model as _model
@@ -207,7 +207,7 @@ def _refuse_taken(source: Source, inventory: BindingInventory, binding: dict, na
 
 def _moved_consumers(inventory: BindingInventory, moved: list[dict], binding_name: str) -> list[Consumer]:
     keys = {key_of(d) for d in moved}
-    return [dataclasses.replace(c, binding=binding_name) for c in inventory.consumers
+    return [replace(c, binding=binding_name) for c in inventory.consumers
             if c.kind == DEPLOYMENT.name and (c.namespace, c.name) in keys]
 
 

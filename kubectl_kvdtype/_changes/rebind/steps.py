@@ -9,14 +9,13 @@ is made and read here only, at its edge (``Step.to_journal``, ``Step.from_journa
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional
 
 from kubectl_kvdtype._changes.lease import LEASE_ANNOTATION, Lease
+from kubectl_kvdtype._kits.records import asdict, field, record_type
 from kubectl_kvdtype._kits.report import Report
 from kubectl_kvdtype._kits.status import KvdtypeError
 from kubectl_kvdtype._sources import model as _model
@@ -84,7 +83,7 @@ class Changed(KvdtypeError):
         self.name = name
 
 
-@dataclass
+@record_type
 class Step:
     """One write of the plan; ``body`` is the object to create, or the Setting value to write."""
 
@@ -111,7 +110,7 @@ class Step:
 
     def to_journal(self) -> dict:
         """The step as the journal records it: JSON, its action by name."""
-        return {**dataclasses.asdict(self), "action": self.action.value}
+        return {**asdict(self), "action": self.action.value}
 
     def label(self) -> str:
         return f"{self.action.word} {self.kind} {self.namespace}/{self.name}"
@@ -125,7 +124,7 @@ def shown_name(value: object) -> str:
     return text if len(text) <= _NAME_SHOWN else text[:_NAME_SHOWN] + "..."
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class Names:
     """What the rebind is to make, resolved once from the flags and the Binding (``resolve_names``)
     or read back from the journal, which records them as its ``options`` (``to_dict``)."""
@@ -153,7 +152,7 @@ class Names:
                    keep_old_binding=bool(recorded.get("keepOldBinding")))
 
 
-@dataclass
+@record_type
 class Plan:
     """Everything ``rebind`` will do, decided before the first write."""
 
@@ -172,7 +171,7 @@ class Plan:
 KINDS_BY_NAME = {k.name: k for k in (BINDING, DEPLOYMENT, SETTING)}
 
 
-@dataclass(frozen=True)
+@record_type(frozen=True)
 class RebindOptions:
     """``escape rebind``'s flags, typed: what the plan and its execution read, taken from the
     parsed command line by the subcommand (``escape``), never a namespace."""
