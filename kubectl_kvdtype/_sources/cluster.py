@@ -9,7 +9,6 @@ auth providers, proxies and in-cluster configuration; only a live run imports ei
 from __future__ import annotations
 
 import builtins
-import http
 import os
 import re
 import threading
@@ -385,7 +384,11 @@ def _backoff(attempt: int, retry_after: Optional[str]) -> float:
 
 
 def _phrase(status: int) -> str:
-    """HTTP's own name of a status (``Internal Server Error``), for an answer that says none."""
+    """HTTP's own name of a status (``Internal Server Error``), for an answer that says none.
+    ``http`` is imported here: its ``HTTPStatus`` is an enum of some sixty members built at import,
+    which a run that meets no error status would pay for."""
+    import http
+
     try:
         return http.HTTPStatus(status).phrase
     except ValueError:
