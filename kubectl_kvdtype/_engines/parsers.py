@@ -304,6 +304,10 @@ class _Parser(argparse.ArgumentParser):
         raise _Stop(f"exit {status}: {message}", status)
 
 
+#: The action classes of a stored value, by whether it appends: argparse's own (``store``, ``append``).
+_STORE = {False: argparse._StoreAction, True: argparse._AppendAction}
+
+
 class _Switch(argparse.Action):
     """Any option that takes no value (store_true, store_const, count, enable/disable pairs)."""
 
@@ -365,9 +369,9 @@ def _add(container: Any, entry: dict, spellings: Optional[_records.Spellings], r
     if entry.get("required") and required:
         kwargs["required"] = True
     if kind in ("help", "version"):
-        action = container.add_argument(*options, action=_Exit, **kwargs)
+        action_class: Any = _Exit
     elif nargs == 0:
-        action = container.add_argument(*options, action=_Switch, **kwargs)
+        action_class = _Switch
     else:
         if nargs is not None:
             kwargs["nargs"] = nargs
@@ -376,9 +380,15 @@ def _add(container: Any, entry: dict, spellings: Optional[_records.Spellings], r
             if entry["dest"] == _records.FLAG_DEST and spellings is not None:
                 choices = _Choices(choices, spellings)
             kwargs["choices"] = choices
-        store = "append" if kind in ("append", "extend") else "store"
-        action = container.add_argument(*options, action=store, **kwargs) if options \
-            else container.add_argument(entry["dest"], action=store, **kwargs)
+        action_class = _STORE[kind in ("append", "extend")]
+    if options:
+        # An option is made and registered as add_argument would, without what add_argument adds
+        # to that: re-deriving the dest and option strings the recording holds, and a help
+        # formatter's check of the metavar (these parsers print no help). Half of a build's cost.
+        action = action_class(list(options), **kwargs)
+        container._add_action(action)
+    else:  # a positional: argparse decides whether it is required from its nargs, as the engine's did
+        action = container.add_argument(entry["dest"], action=action_class, **kwargs)
     if "shown" in entry:
         action.option_strings = list(entry["shown"])
     # No defaults: "not given" stays distinguishable from any value, and argparse skips setting
