@@ -139,7 +139,7 @@ def test_every_release_since_the_first_recorded_is_and_unchanged_tables_are_stor
         assert len(set(texts)) == len(texts)  # no two stored tables are the same
         # The shortest abbreviation stored beside the tables is the one the tables give.
         assert _parsers._shipped_prefix(engine) == _parsers._prefix_in(engine, _parsers._distinct_tables(engine))
-    size = (Path(_parsers.__file__).parent / "data" / "engine_options.json").stat().st_size
+    size = (Path(_parsers.__file__).parent / _parsers.SHIPPED_TABLES).stat().st_size
     assert size < 2_000_000
 
 

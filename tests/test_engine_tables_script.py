@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from _support import ROOT, direct
+from _support import ROOT, direct, shipped_engine_tables
 
 pytestmark = pytest.mark.version_sensitive  # the argv reader (test_tiers.py)
 
 SCRIPT = ROOT / "scripts" / "engine-tables"
-SHIPPED = json.loads((ROOT / "kubectl_kvdtype" / "_engines" / "data" / "engine_options.json")
-                     .read_text(encoding="utf-8"))
+SHIPPED = shipped_engine_tables()
 
 
 def _index(root: Path, releases: dict[str, list[str]]) -> str:
@@ -103,3 +102,36 @@ def test_the_variable_names_the_extra_tables_and_a_bad_file_is_one_sentence(tmp_
     assert bad.stderr.startswith(f"error: KUBECTL_KVDTYPE_ENGINE_TABLES: {tmp_path / 'bad.json'} is not an "
                                  "engine table file written by scripts/engine-tables")
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def _script_module():
+    """scripts/engine-tables as a module (its writer), not run."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("engine_tables_script", str(SCRIPT))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_the_writer_reproduces_the_shipped_lines_and_an_extra_file_the_plugin_adds(tmp_path: Path) -> None:
+    """The script's writer and the plugin's reader agree on both layouts: every recorded table,
+    written again, is the shipped JSON-lines file byte for byte, and as an extra table file (one
+    JSON document) it is accepted whole."""
+    from kubectl_kvdtype._engines import parsers as _parsers
+
+    script = _script_module()
+    tables = {engine: {v: json.loads(SHIPPED["tables"][engine][SHIPPED["same"].get(engine, {}).get(v, v)])
+                       for v in versions} for engine, versions in SHIPPED["versions"].items()}
+    shipped = ROOT / "kubectl_kvdtype" / "_engines" / _parsers.SHIPPED_TABLES
+    script.write_tables(tables, SHIPPED["recorded_with_python"], tmp_path / shipped.name)
+    assert (tmp_path / shipped.name).read_bytes() == shipped.read_bytes()
+    script.write_tables({"vLLM": {"0.99.0": tables["vLLM"]["0.33.0"]}}, "3.11", tmp_path / "extra.json")
+    try:
+        _parsers.add_tables(str(tmp_path / "extra.json"))
+        assert "0.99.0" in _parsers.recorded_versions("vLLM")
+        assert _parsers._recorded("vLLM", "0.99.0") == tables["vLLM"]["0.33.0"]
+    finally:
+        _parsers._EXTRA.clear()
+        _parsers.clear_caches()

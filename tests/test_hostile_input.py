@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from _support import EXAMPLES, PLUGIN, ROOT, assert_one_clean_line, kvdtype, report, seed
+from _support import EXAMPLES, PLUGIN, ROOT, assert_one_clean_line, kvdtype, report, seed, shipped_engine_tables
 from conftest import kubectl_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.version_sensitive]  # the flag parser, the engine tables
@@ -255,7 +255,7 @@ def test_a_huge_kubeconfig_is_refused_at_once(kube_env, fake, tmp_path):
 
 # --- Added engine tables -------------------------------------------------------------------------
 
-SHIPPED = json.loads((ROOT / "kubectl_kvdtype" / "_engines" / "data" / "engine_options.json").read_text())
+SHIPPED = shipped_engine_tables()
 
 
 def _extra_tables(tmp_path: Path, change=None, version: str = "0.29.0") -> Path:

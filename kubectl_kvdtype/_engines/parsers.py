@@ -3,7 +3,7 @@
 The engines parse their command line with argparse. Rather than re-deriving argparse's rules
 (abbreviations, ``=`` forms, value slots, ``--``, repetitions), this module builds a real
 ``argparse.ArgumentParser`` per engine version and entry point from the option tables recorded from
-the engines' released wheels (``data/engine_options.json``, written by ``scripts/engine-tables``,
+the engines' released wheels (``data/engine_options.jsonl``, written by ``scripts/engine-tables``,
 and any table file added for a run), and lets that parser decide (:func:`parse`), after the entry
 point's own argv rewriting (``_engines.rewrites``). Which values the flag accepts: the recorded
 choices at a recorded version; between recordings the spelling table's at the version
@@ -59,15 +59,27 @@ class Reading:
 _EXTRA: dict[str, dict] = {}  # path: its tables, in the order added
 
 
+#: The shipped tables, as JSON lines: the first line is the index (the versions, which share a
+#: table, the shortest flag prefix, and for each stored table the number of its line), each other
+#: line one table. A run decodes the index and the tables it uses, not the megabyte of all of them.
+SHIPPED_TABLES = "data/engine_options.jsonl"
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_lines() -> list[bytes]:
+    raw = pkgutil.get_data("kubectl_kvdtype._engines", SHIPPED_TABLES)
+    if raw is None:  # pragma: no cover - a broken install
+        raise RuntimeError(f"kubectl_kvdtype/_engines/{SHIPPED_TABLES} is missing")
+    return raw.split(b"\n")
+
+
 @functools.lru_cache(maxsize=1)
 def _tables() -> dict:
     """The recorded option tables, loaded on first use (never at start-up: --version stays fast),
     with any extra table file added (:func:`add_tables`) merged in: its versions join the shipped
-    ones, a version both record takes the extra file's table."""
-    raw = pkgutil.get_data("kubectl_kvdtype._engines", "data/engine_options.json")
-    if raw is None:  # pragma: no cover - a broken install
-        raise RuntimeError("kubectl_kvdtype/_engines/data/engine_options.json is missing")
-    data = json.loads(raw)
+    ones, a version both record takes the extra file's table. A shipped table is the number of
+    its line until :func:`_decoded` reads it; an extra file's is its JSON text or its mapping."""
+    data = json.loads(_shipped_lines()[0])
     for extra in _EXTRA.values():
         for engine, versions in extra["versions"].items():
             known = data["versions"].setdefault(engine, [])
@@ -137,8 +149,8 @@ def clear_caches() -> None:
 def _recorded_key(version: str) -> _records.Version:
     """A recorded version, parsed: the tables hold released versions only, so it always reads."""
     key = _records.parse_version(version)
-    if key is None:  # pragma: no cover - a broken engine_options.json
-        raise RuntimeError(f"kubectl_kvdtype/_engines/data/engine_options.json records an unreadable version "
+    if key is None:  # pragma: no cover - broken shipped tables
+        raise RuntimeError(f"kubectl_kvdtype/_engines/{SHIPPED_TABLES} records an unreadable version "
                            f"{version!r}")
     return key
 
@@ -156,9 +168,11 @@ def _recorded(engine: str, table: str) -> dict:
 
 @functools.lru_cache(maxsize=64)
 def _decoded(key: str, table: str) -> dict:
-    """One stored table, decoded on first use: the file holds each as JSON text, so loading it
-    decodes none (a run reads one or two of them)."""
+    """One stored table, decoded on first use (a run reads one or two of them): a shipped one from
+    its line, an extra file's from its JSON text."""
     stored = _tables()["tables"][key][table]
+    if isinstance(stored, int):
+        return json.loads(_shipped_lines()[stored])
     return json.loads(stored) if isinstance(stored, str) else stored
 
 

@@ -126,7 +126,7 @@ class Engine:
     rejected: frozenset[str]  # spellings refused at every version
     #: Spellings meaning the same cache format for this engine, preferred first.
     equivalents: tuple[tuple[str, ...], ...]
-    table: str  # its key in data/engine_options.json (the recorded server parsers)
+    table: str  # its key in data/engine_options.jsonl (the recorded server parsers)
     #: What the operator renders before its own arguments and a role's extraArgs ({model}).
     base_command: tuple[str, ...]
     #: Words that start the engine in a container argv; ``x*`` matches by prefix, a program by base name.

@@ -1,6 +1,6 @@
 """An extra engine table file (``KUBECTL_KVDTYPE_ENGINE_TABLES``), validated whole before it is used.
 
-The shipped tables (``data/engine_options.json``) are written by ``scripts/engine-tables`` and
+The shipped tables (``data/engine_options.jsonl``) are written by ``scripts/engine-tables`` and
 tested; a file added for one run may be anything. ``_engines.parsers`` indexes, iterates and builds an
 argparse parser from every part of a table, so a table that only looks like one would end a
 run in ``KeyError`` or ``TypeError``, and one that lacks the flag would make every argv read as
