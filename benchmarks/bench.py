@@ -177,10 +177,24 @@ def install_checkout(work: Path) -> Path:
                             env=env, check=True, capture_output=True, text=True).stdout.splitlines()
     constraints.write_text("".join(f"{line}\n" for line in frozen if not line.startswith("kubectl-kvdtype")))
     install = [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), "--compile-bytecode",
-               "--constraint", str(constraints), str(ROOT)]
+               "--constraint", str(constraints), str(checkout_copy(work / "checkout"))]
     if subprocess.run([*install, "--offline"], env=env, capture_output=True).returncode:
         subprocess.run(install, env=env, check=True)
     return venv
+
+
+def checkout_copy(target: Path) -> Path:
+    """The checkout's files as git sees them (tracked, and untracked but not ignored; deleted ones
+    left out) copied to ``target``: building the wheel in the checkout itself would reuse a stale
+    ``build/`` directory, which carries files the tree no longer has into the wheel."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    return target
 
 
 # --- The cluster ------------------------------------------------------------------------------
