@@ -51,3 +51,29 @@ def test_shown_escapes_every_character_that_is_not_printable():
     unsafe = [chr(c) for c in range(sys.maxunicode + 1)
               if unicodedata.category(chr(c)) in ("Cc", "Cf", "Zl", "Zp")]
     assert all("\\" in shown(c) and c not in shown(c) for c in unsafe)
+
+
+_NAME_ALPHABET = "az09-._/%AZ é\n"
+
+
+@pytest.mark.parametrize("rule", [_names.LABEL, _names.SUBDOMAIN])
+@pytest.mark.parametrize("value", [
+    "team-a", "a.b", "a", "0", "-a", "a-", "a..b", ".", "..", "a/b", "a%2f", "", "A", "é", "a\n", " a",
+    "a" * 63, "a" * 64, ".".join(["a" * 63] * 4)[:253], "a" * 254, None, 3, b"a", ["a"],
+])
+def test_the_one_match_fast_path_agrees_with_the_full_check(value, rule):
+    """A big list checks each object's name in one match (``_plainly_valid``); it must accept
+    exactly what ``problems`` finds nothing wrong with, or an invalid name would be judged."""
+    assert _names._plainly_valid(value, rule) == (_names.problems(value, rule) == [])
+
+
+def test_the_fast_path_agrees_on_generated_names():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=400, deadline=None)
+    @given(value=st.text(alphabet=_NAME_ALPHABET, max_size=70), rule=st.sampled_from([_names.LABEL, _names.SUBDOMAIN]))
+    def agree(value, rule):
+        assert _names._plainly_valid(value, rule) == (_names.problems(value, rule) == [])
+
+    agree()

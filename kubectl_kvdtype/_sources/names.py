@@ -90,10 +90,22 @@ def check_configured(what: str, value: object, rule: str, where: str) -> None:
         raise KvdtypeError(f"{invalid(what, value, found)} in {where}")
 
 
+def _plainly_valid(value: object, rule: str) -> bool:
+    """``value`` is a name under ``rule`` (a label or a subdomain, which may not be empty), found
+    in one match: what :func:`problems` finds wrong, a name it accepts never fails (``.``, ``..``,
+    ``/`` and ``%`` do not match the pattern either). A big list checks tens of thousands of
+    names; only one that fails here is asked what is wrong with it."""
+    pattern, longest, _ = _PATTERNS[rule]
+    return isinstance(value, str) and 0 < len(value) <= longest and pattern.fullmatch(value) is not None
+
+
 def object_problem(kind: Kind, namespace: object, name: object) -> Optional[str]:
     """Why an object read (a manifest, a cluster answer) cannot be used, or None: its name or
     namespace is not one the API server would accept for its kind."""
-    found = problems(name, rule_of(kind.name))
+    rule = rule_of(kind.name)
+    if _plainly_valid(name, rule) and (not kind.namespaced or _plainly_valid(namespace, LABEL)):
+        return None
+    found = problems(name, rule)
     if found:
         return invalid(f"{kind.name} name", name, found)
     if kind.namespaced:
