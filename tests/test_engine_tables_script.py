@@ -135,3 +135,14 @@ def test_the_writer_reproduces_the_shipped_lines_and_an_extra_file_the_plugin_ad
     finally:
         _parsers._EXTRA.clear()
         _parsers.clear_caches()
+
+
+def test_the_script_the_plugin_and_the_weekly_workflow_name_one_table_file() -> None:
+    """The file scripts/engine-tables writes is the one the plugin reads and the one the weekly
+    workflow commits (with the corpus): a rename in one place fails here, not in a week."""
+    from kubectl_kvdtype._engines import parsers as _parsers
+
+    script = _script_module()
+    assert script.TABLES == ROOT / "kubectl_kvdtype" / "_engines" / _parsers.SHIPPED_TABLES
+    workflow = (ROOT / ".github" / "workflows" / "engine-tables.yml").read_text(encoding="utf-8")
+    assert f"git add {script.TABLES.relative_to(ROOT)} {script.CORPUS.relative_to(ROOT)}" in workflow
