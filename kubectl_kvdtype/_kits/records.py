@@ -81,8 +81,7 @@ def record_type(*, frozen: bool = False, order: bool = False) -> Callable[[type[
 
 
 @dataclass_transform(field_specifiers=(field, Field))
-def record_type(cls: Optional[type[_T]] = None, /, *, frozen: bool = False,
-           order: bool = False) -> Any:
+def record_type(cls: Optional[type[_T]] = None, /, *, frozen: bool = False, order: bool = False) -> Any:
     """Make ``cls`` a record: ``__init__``, ``__repr__``, ``__eq__`` (and ``__hash__`` when frozen,
     ``None`` otherwise, as dataclasses do), ordering when ``order``, read-only when ``frozen``."""
     def make(cls: type[_T]) -> type[_T]:
