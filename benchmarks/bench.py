@@ -28,7 +28,8 @@ each subcommand against the manual commands of the upgrade guide it replaces:
 and, at each size, the floor: the least any Python plugin could take for `check -A`'s reads
 (benchmarks/floor.py as `kubectl floor`, on the plugin's interpreter: the kubeconfig read, one
 unpaged LIST each of ModelDeployments, injected Pods and Bindings over its own TLS connection in
-parallel threads, `json` decoding, one line printed; no argparse, HTTP library or client). Its row,
+parallel threads, spoken by the plugin's own HTTP/1.1 (`_sources.wire`), `json` decoding, one line
+printed; no argparse, client or judging). Its row,
 "(floor: Python, TLS, 3 unpaged LISTs, json)", sets it against the guide's Step 2 (find-flags'
 figure): its ratio is one no Python plugin can beat, the plugin's rows above are read against it.
 
@@ -348,16 +349,23 @@ class Server:
         return self._server.request_count, self._server.list_count
 
 
+def run_env(kubeconfig: Path, home: str, *on_path: Path) -> dict:
+    """The environment every timed command runs in: this one's, without what would send kubectl
+    or the plugin elsewhere (an in-cluster service host, a kuberc), with ``kubeconfig``, a throwaway
+    HOME and kubectl cache in ``home``, no colour, and ``on_path`` first on PATH."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECTL_KUBERC")}
+    env.update(KUBECONFIG=str(kubeconfig), HOME=home, KUBECACHEDIR=str(Path(home) / "cache"), NO_COLOR="1",
+               PATH=os.pathsep.join([*map(str, on_path), env.get("PATH", "")]))
+    return env
+
+
 def bench_size(n: int, repeat: int, timed: Plugin, mode: str) -> list[dict]:
     kubectl = kubectl_path()
     rows = []
     started = time.perf_counter()
     with Server(mode, objects(n)) as server, tempfile.TemporaryDirectory() as home:
         seeded = time.perf_counter() - started
-        env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECTL_KUBERC")}
-        env.update(KUBECONFIG=server.write_kubeconfig(Path(home) / "kubeconfig"), HOME=home,
-                   KUBECACHEDIR=str(Path(home) / "cache"), NO_COLOR="1",
-                   PATH=os.pathsep.join([str(timed.bin_dir), env.get("PATH", "")]))
+        env = run_env(server.write_kubeconfig(Path(home) / "kubeconfig"), home, timed.bin_dir)
         print(f"\n## {n:,} ModelDeployments ({n:,} Bindings, {2 * n:,} Pods; server: {mode}, "
               f"seeded in {seeded:.1f} s)", flush=True)
         guide = guides(kubectl)
@@ -496,9 +504,7 @@ def fleet(clusters: int, size: int, repeat: int, plugin: Plugin) -> list[tuple[s
             config["contexts"].append({"name": name, "context": {"cluster": name, "user": name}})
         kubeconfig = Path(home) / "kubeconfig"
         kubeconfig.write_text(json.dumps(config), encoding="utf-8")
-        env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECTL_KUBERC")}
-        env.update(KUBECONFIG=str(kubeconfig), HOME=home, NO_COLOR="1",
-                   PATH=os.pathsep.join([str(plugin.bin_dir), env.get("PATH", "")]))
+        env = run_env(kubeconfig, home, plugin.bin_dir)
         names = " ".join(c["name"] for c in config["contexts"])
         one_by_one = ["bash", "-c", f"for c in {names}; do {kubectl} kvdtype check -A --context $c -o json; done"]
         results = []
@@ -573,9 +579,7 @@ def installed(archive: Path, sizes: list[int], startup_repeat: int, repeat: int,
         link = install_archive(archive, Path(work) / "krew")
         for number, n in enumerate(sizes):
             with Server("apiserver", objects(n)) as server:
-                env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECTL_KUBERC")}
-                env.update(KUBECONFIG=server.write_kubeconfig(Path(work) / f"kubeconfig-{n}"), HOME=work,
-                           NO_COLOR="1", KUBECACHEDIR=str(Path(work) / "cache"))
+                env = run_env(server.write_kubeconfig(Path(work) / f"kubeconfig-{n}"), work)
                 if number == 0:
                     installed_startup(archive, link, env, startup_repeat, plugin)
                 installed_size(link, n, env, repeat)

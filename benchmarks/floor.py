@@ -3,15 +3,16 @@
 benchmarks/bench.py runs it as the kubectl plugin `kubectl floor PATH...` (a generated
 `kubectl-floor` beside a compiled copy of this file, the shape of a console script), through the
 same interpreter as the timed kubectl-kvdtype, as a yardstick for the plugin's fixed cost: no
-argparse, no HTTP library, no YAML, no kubernetes client, only the modules below, most of which
-ssl imports anyway.
+argparse, no YAML, no kubernetes client, no judging; the modules below, most of which ssl imports
+anyway, and the plugin's own HTTP/1.1 (``kubectl_kvdtype._sources.wire``), as its direct
+transport speaks it.
 
 It reads the JSON kubeconfig named by $KUBECONFIG as bench.py writes it (the current context's
 server, certificate-authority-data and bearer token, nothing else), opens one TLS connection per
-API path, each in its own thread, sends `GET PATH` (unpaged), reads the whole answer
-(Content-Length, chunked, or up to the close), decodes it with `json`, and prints the number of
-items per path as one JSON line. Every read is bounded: a line, the headers, the body
-(MAX_BODY), and each socket wait (TIMEOUT). Exit 1 with a message on stderr if any LIST fails.
+API path, each in its own thread, sends `GET PATH` (unpaged), reads the whole answer, decodes it
+with `json`, and prints the number of items per path as one JSON line. Every read is bounded as
+the plugin bounds it (wire.py: a line, the headers, the body) and each socket wait (TIMEOUT).
+Exit 1 with a message on stderr if any LIST fails.
 """
 
 import base64
@@ -22,89 +23,10 @@ import ssl
 import sys
 import threading
 
-#: The most bytes of one answer's body read, as the plugin bounds its own (1 GiB).
-MAX_BODY = 1 << 30
-#: The longest status line, header line or chunk-size line read, and the most header lines.
-MAX_LINE = 64 * 1024
-MAX_HEADERS = 200
+from kubectl_kvdtype._sources.wire import Wire
+
 #: Seconds the connection and each read on it may wait.
 TIMEOUT = 60.0
-#: Bytes asked of the socket at a time: TLS hands over at most a record (16 KiB) per read anyway,
-#: and a read allocates what it asks for.
-PIECE = 64 * 1024
-
-
-class Answer:
-    """One HTTP/1.1 answer read off a socket, every read bounded."""
-
-    def __init__(self, connection: ssl.SSLSocket) -> None:
-        self.connection, self.buffer = connection, bytearray()
-
-    def fill(self) -> bool:
-        """Read one more piece; False at the end of the stream."""
-        piece = self.connection.recv(PIECE)
-        self.buffer += piece
-        return bool(piece)
-
-    def line(self) -> bytes:
-        """The next line, without its CRLF."""
-        while (end := self.buffer.find(b"\r\n")) < 0:
-            if len(self.buffer) > MAX_LINE or not self.fill():
-                raise ValueError("a line of the answer is too long or cut short")
-        found = bytes(self.buffer[:end])
-        del self.buffer[: end + 2]
-        return found
-
-    def exactly(self, size: int) -> bytearray:
-        """The next ``size`` bytes."""
-        while len(self.buffer) < size:
-            if not self.fill():
-                raise ValueError(f"the answer ended {size - len(self.buffer)} bytes short")
-        found = self.buffer[:size]
-        del self.buffer[:size]
-        return found
-
-    def headers(self) -> dict[str, str]:
-        """The status (200 only) and the header lines, names lower-cased."""
-        status = self.line()
-        if status.split(b" ", 2)[1:2] != [b"200"]:
-            raise ValueError(f"the server answered {status.decode('latin-1')!r}")
-        found: dict[str, str] = {}
-        for _ in range(MAX_HEADERS):
-            line = self.line()
-            if not line:
-                return found
-            name, _, value = line.decode("latin-1").partition(":")
-            found[name.strip().lower()] = value.strip()
-        raise ValueError(f"more than {MAX_HEADERS} header lines")
-
-    def body(self, headers: dict[str, str]) -> bytearray:
-        """The body, as the headers frame it: chunked, Content-Length, or up to the close."""
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            return self.chunked()
-        if "content-length" in headers:
-            size = int(headers["content-length"])
-            if not 0 <= size <= MAX_BODY:
-                raise ValueError(f"a body of {size} bytes (at most {MAX_BODY} are read)")
-            return self.exactly(size)
-        while self.fill():
-            if len(self.buffer) > MAX_BODY:
-                raise ValueError(f"a body over {MAX_BODY} bytes")
-        return self.buffer
-
-    def chunked(self) -> bytearray:
-        """A chunked body, its chunks joined; the trailer lines are read and dropped."""
-        found = bytearray()
-        while size := int(self.line().split(b";", 1)[0], 16):
-            if len(found) + size > MAX_BODY:
-                raise ValueError(f"a body over {MAX_BODY} bytes")
-            found += self.exactly(size)
-            if self.line():
-                raise ValueError("a chunk not followed by CRLF")
-        for _ in range(MAX_HEADERS):
-            if not self.line():
-                return found
-        raise ValueError(f"more than {MAX_HEADERS} trailer lines")
 
 
 def cluster() -> tuple[str, int, ssl.SSLContext, str]:
@@ -123,14 +45,19 @@ def cluster() -> tuple[str, int, ssl.SSLContext, str]:
 
 
 def get(host: str, port: int, tls: ssl.SSLContext, token: str, path: str) -> dict:
-    """One LIST over its own TLS connection: the decoded answer."""
-    request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
-               "Accept: application/json\r\nConnection: close\r\n\r\n")
+    """One LIST over its own TLS connection, spoken by the plugin's own HTTP/1.1 (``_sources.wire``,
+    every line, the header count and the body bounded): the decoded answer."""
     with socket.create_connection((host, port), timeout=TIMEOUT) as raw:
-        with tls.wrap_socket(raw, server_hostname=host) as connection:
-            connection.sendall(request.encode("latin-1"))
-            answer = Answer(connection)
-            return json.loads(answer.body(answer.headers()))
+        wire = Wire(tls.wrap_socket(raw, server_hostname=host), f"{host}:{port}")
+        try:
+            wire.send("GET", path, [("Authorization", f"Bearer {token}"), ("Accept", "application/json"),
+                                    ("Connection", "close")], None)
+            answer = wire.answer("GET")
+        finally:
+            wire.close()
+    if answer.status != 200:
+        raise ValueError(f"the server answered {answer.status}")
+    return json.loads(answer.data)
 
 
 def main() -> int:

@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from apiserver import BenchApiServer  # noqa: E402
-from bench import objects  # noqa: E402
+from bench import objects, run_env  # noqa: E402
 
 #: Each phase: the functions (a file's tail and a function name, as pstats names them) whose
 #: cumulative time it is.
@@ -107,8 +107,7 @@ def main() -> int:
 
     compileall.compile_dir(str(args.tree / "kubectl_kvdtype"), quiet=1)  # as an install would leave it
     with BenchApiServer(objects(args.size)) as server, tempfile.TemporaryDirectory() as home:
-        env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECTL_KUBERC")}
-        env.update(KUBECONFIG=str(server.write_kubeconfig(Path(home) / "kubeconfig")), HOME=home, NO_COLOR="1")
+        env = run_env(server.write_kubeconfig(Path(home) / "kubeconfig"), home)
         print(f"phases of a live run at {args.size:,} ModelDeployments, {args.tree}: median of {args.repeat}, ms "
               "(under cProfile: relative sizes)")
         print("| phase | " + " | ".join(f"`{c} -A`" for c in args.commands) + " |")
