@@ -170,14 +170,3 @@ def exec_kubeconfig(fake: Any, directory: Path) -> Path:
                       f"\"kind\": \"ExecCredential\", \"status\": {{\"token\": \"{fake.token}\"}}}}'\n")
     plugin.chmod(0o755)
     return fake.write_kubeconfig(directory / "exec-kc", exec_command=[str(plugin)])
-
-
-def shipped_engine_tables() -> dict:
-    """The shipped engine tables as one document in an extra table file's shape (each table as its
-    JSON text), read from their JSON-lines layout (``_engines.parsers.SHIPPED_TABLES``)."""
-    from kubectl_kvdtype._engines.parsers import SHIPPED_TABLES
-
-    lines = (ROOT / "kubectl_kvdtype" / "_engines" / SHIPPED_TABLES).read_text(encoding="utf-8").split("\n")
-    index = json.loads(lines[0])
-    return {**index, "tables": {engine: {version: lines[number] for version, number in numbered.items()}
-                                for engine, numbered in index["tables"].items()}}

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _support import ROOT, shipped_engine_tables
+from _support import ROOT
+from kubectl_kvdtype._engines.parsers import shipped_document
 from kubectl_kvdtype._kits import bounded, files
 from kubectl_kvdtype._kits import settings as kvsettings
 from kubectl_kvdtype._kits.display import cut, cut_words
@@ -445,13 +446,13 @@ def test_the_shipped_engine_tables_pass_the_whole_validation():
     from kubectl_kvdtype._engines import rewrites as _rewrites
     from kubectl_kvdtype._engines import tables
 
-    shipped = shipped_engine_tables()
+    shipped = shipped_document()
     checked = tables.validate(shipped, _rewrites.REWRITES, _parsers._build_all)
     assert set(checked["tables"]["vLLM"]) == set(shipped["tables"]["vLLM"])
 
 
 def _extra(version: str = "0.29.0") -> dict:
-    shipped = shipped_engine_tables()
+    shipped = shipped_document()
     return {"versions": {"vLLM": [version]}, "same": {},
             "tables": {"vLLM": {version: json.loads(shipped["tables"]["vLLM"]["0.29.0"])}}}
 

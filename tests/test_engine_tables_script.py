@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from _support import ROOT, direct, shipped_engine_tables
+from _support import ROOT, direct
+from kubectl_kvdtype._engines.parsers import shipped_document
 
 pytestmark = pytest.mark.version_sensitive  # the argv reader (test_tiers.py)
 
 SCRIPT = ROOT / "scripts" / "engine-tables"
-SHIPPED = shipped_engine_tables()
+SHIPPED = shipped_document()
 
 
 def _index(root: Path, releases: dict[str, list[str]]) -> str:

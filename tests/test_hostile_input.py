@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from _support import EXAMPLES, PLUGIN, ROOT, assert_one_clean_line, kvdtype, report, seed, shipped_engine_tables
+from _support import EXAMPLES, PLUGIN, ROOT, assert_one_clean_line, kvdtype, report, seed
 from conftest import kubectl_path
+from kubectl_kvdtype._engines.parsers import shipped_document
 
 pytestmark = [pytest.mark.e2e, pytest.mark.version_sensitive]  # the flag parser, the engine tables
 
@@ -255,7 +256,7 @@ def test_a_huge_kubeconfig_is_refused_at_once(kube_env, fake, tmp_path):
 
 # --- Added engine tables -------------------------------------------------------------------------
 
-SHIPPED = shipped_engine_tables()
+SHIPPED = shipped_document()
 
 
 def _extra_tables(tmp_path: Path, change=None, version: str = "0.29.0") -> Path:

@@ -73,6 +73,16 @@ def _shipped_lines() -> list[bytes]:
     return raw.split(b"\n")
 
 
+def shipped_document() -> dict:
+    """The shipped tables as one document, in an extra table file's shape (each table as its JSON
+    text, as ``scripts/engine-tables --out`` writes one): what the whole validation of a table file
+    reads, and the writer's output compared."""
+    lines = _shipped_lines()
+    index = json.loads(lines[0])
+    return {**index, "tables": {engine: {version: lines[number].decode() for version, number in numbered.items()}
+                                for engine, numbered in index["tables"].items()}}
+
+
 @functools.lru_cache(maxsize=1)
 def _tables() -> dict:
     """The recorded option tables, loaded on first use (never at start-up: --version stays fast),
