@@ -137,3 +137,20 @@ def test_repeated_filename_before_and_after_the_subcommand():
 
 def test_console_script_is_installed():
     assert os.access(PLUGIN, os.X_OK)
+
+
+@pytest.mark.e2e  # a fresh Python process
+def test_the_console_script_leaves_the_exits_collection_nothing_to_scan():
+    """The collector is off all run, and before the interpreter's exit (whose one full collection
+    would scan every module and object still alive) everything alive is frozen out of it. A
+    caller of ``main(argv)`` (the tests) gets neither frozen objects nor a different exit."""
+    code = ("import gc, sys\n"
+            "from kubectl_kvdtype._cli.main import main\n"
+            "assert main(['--version']) == 0 and gc.get_freeze_count() == 0\n"
+            "sys.argv = ['kubectl-kvdtype', '-f', sys.argv[1], 'check', '-o', 'json']\n"
+            "status = main()\n"
+            "print(status, gc.get_freeze_count() > 1000, gc.isenabled(), file=sys.stderr)\n")
+    result = subprocess.run([sys.executable, "-c", code, str(EXAMPLES)], capture_output=True, text=True, timeout=60)
+    version, _, report = result.stdout.partition("\n")
+    assert version.startswith("kubectl-kvdtype v") and json.loads(report)["kind"] == "CheckReport"
+    assert result.stderr.split()[-2:] == ["True", "False"], result.stderr

@@ -127,7 +127,7 @@ def test_vllm_033_fails_at_engine_start_not_parsing():
     ("0.29.0", "0.29.0"), ("v0.5.18.post1", "0.5.18.post1"), ("0.5.4.post3", "0.5.4.post3"), ("1.2", "1.2"),
     ("0.6.0rc1", "0.6.0rc1"), ("0.29.0-cu124", "0.29.0"), ("0.29.0+cu124", "0.29.0"), ("V0.33.0-RC.2", "0.33.0rc2"),
     ("0.5.18-1", "0.5.18.post1"), ("0.34.0.dev3", "0.34.0.dev3"), ("latest", None), (None, None), ("", None),
-    (True, None),
+    (True, None), ("1.0.POST2.DEV3", "1.0.post2.dev3"), ("1.0Alpha1", "1.0a1"), ("1.0-CU124", "1.0"),
 ])
 def test_parse_version(text, parsed):
     version = parse_version(text)

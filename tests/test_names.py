@@ -77,3 +77,34 @@ def test_the_fast_path_agrees_on_generated_names():
         assert _names._plainly_valid(value, rule) == (_names.problems(value, rule) == [])
 
     agree()
+
+
+def test_a_listed_page_keeps_and_refuses_what_refusal_does_object_by_object():
+    """A LIST's page is checked in one loop (``listed_refusals``): it keeps, in order, exactly the
+    mappings ``refusal`` finds nothing wrong with, and words each other one as ``refusal`` does."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from kubectl_kvdtype._sources.kinds import BINDING, POD, POOL
+
+    text = st.text(alphabet=_NAME_ALPHABET, max_size=12) | st.sampled_from(["team-a", "a.b", "..", "A"])
+    value = st.none() | st.integers(0, 3) | text
+    metadata = st.fixed_dictionaries({}, optional={"name": value, "namespace": value})
+    listed = st.none() | st.integers() | st.text(max_size=3) | st.builds(dict, metadata=metadata) \
+        | st.fixed_dictionaries({"metadata": st.none() | st.integers()})
+
+    @settings(max_examples=300, deadline=None)
+    @given(objects=st.lists(listed, max_size=8), kind=st.sampled_from([POD, BINDING, POOL]))
+    def agree(objects, kind):
+        kept, found = _names.listed_refusals(kind, objects, "the test's list")
+        expected_kept, expected_found = [], []
+        for obj in objects:
+            if not isinstance(obj, dict):
+                continue
+            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            finding = _names.refusal(kind, meta.get("namespace") or "", meta.get("name"), "the test's list")
+            (expected_kept.append(obj) if finding is None else expected_found.append(finding))
+        assert [id(o) for o in kept] == [id(o) for o in expected_kept]
+        assert found == expected_found
+
+    agree()

@@ -115,3 +115,29 @@ def test_a_method_the_class_defines_is_kept_and_post_init_runs():
     assert Named.__init__.__qualname__.endswith("Named.__init__")
     with pytest.raises(TypeError, match="not a record"):
         records.fields(object())
+
+
+def test_the_init_is_compiled_at_the_first_construction_and_serves_subclasses():
+    """A class never built costs no compiled ``__init__``; the first construction, through the
+    class or a plain subclass, compiles it once, and every later one uses it, arguments checked alike."""
+    @records.record_type(frozen=True)
+    class Base:
+        name: str
+        count: int = 0
+
+    class Plain(Base):
+        pass
+
+    standing_in = Base.__init__
+    assert "__init__" not in Plain.__dict__
+    assert records.asdict(Plain("x", 2)) == {"name": "x", "count": 2}  # the subclass built first
+    assert Plain("y").count == 0
+    compiled = Base.__init__
+    assert compiled is not standing_in and compiled.__qualname__.endswith("Base.__init__")
+    assert compiled.__code__.co_varnames[:3] == ("self", "name", "count")
+    Base("z")
+    assert Base.__init__ is compiled  # compiled once
+    with pytest.raises(TypeError, match="name"):
+        Base()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Base("a", 1, 2)  # type: ignore[call-arg]

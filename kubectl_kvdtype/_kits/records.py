@@ -4,8 +4,8 @@ Why not ``dataclasses``: it compiles five or six functions from generated source
 (``__init__``, ``__repr__``, ``__eq__``, ``__hash__``, and a frozen class's ``__setattr__`` and
 ``__delattr__``), and its module imports ``inspect``. A live run defines dozens of records before
 it sends a request, so that was a large share of a small run's time. ``record_type`` compiles one
-function a class, the ``__init__`` (so building a record is as fast as building a dataclass), and
-makes the others from closures over the fields.
+function a class, the ``__init__`` (so building a record is as fast as building a dataclass), at
+the class's first construction, and makes the others from closures over the fields.
 
 What it does is the part of ``dataclasses`` this package uses, with the same meaning:
 ``@record_type`` / ``@record_type(frozen=True, order=True)``, ``field(default=, default_factory=, repr=,
@@ -142,7 +142,25 @@ def _is_classvar(annotation: object) -> bool:
 
 
 def _init(cls: type, every: tuple[Field, ...], frozen: bool) -> Callable[..., None]:
-    """The one compiled function: a signature of the fields, each stored as dataclasses store it."""
+    """The ``__init__``: its source is built now (a field order that no signature allows fails
+    at the class, as with dataclasses), and compiled at the class's first construction. A run
+    imports dozens of record classes and builds few of them; compiling each one's ``__init__``
+    up front was most of their cost to define."""
+    source, namespace = _init_source(cls, every, frozen)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        exec(source, namespace)  # noqa: S102 - the source is built from identifiers only
+        compiled = namespace["__init__"]
+        compiled.__qualname__ = f"{cls.__qualname__}.__init__"
+        if cls.__dict__.get("__init__") is __init__:  # not a method the class later set itself
+            type.__setattr__(cls, "__init__", compiled)
+        compiled(self, *args, **kwargs)
+    return __init__
+
+
+def _init_source(cls: type, every: tuple[Field, ...], frozen: bool) -> tuple[str, dict[str, Any]]:
+    """The ``__init__``'s source, a signature of the fields, each stored as dataclasses store it,
+    and the names it refers to."""
     namespace: dict[str, Any] = {"__MISSING": MISSING, "__setattr": object.__setattr__}
     params, body, defaulted = [], [], False
     for f in every:
@@ -162,9 +180,7 @@ def _init(cls: type, every: tuple[Field, ...], frozen: bool) -> Callable[..., No
     if hasattr(cls, "__post_init__"):
         body.append(" self.__post_init__()")
     source = f"def __init__(self{''.join(', ' + p for p in params)}):\n" + ("\n".join(body) or " pass") + "\n"
-    exec(source, namespace)  # noqa: S102 - the source is built above from identifiers only
-    init: Callable[..., None] = namespace["__init__"]
-    return init
+    return source, namespace
 
 
 def _key(names: tuple[str, ...]) -> Callable[[Any], Any]:

@@ -88,13 +88,14 @@ def _plain_dumper(yaml: Any) -> Any:
     return dumper
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+#: A lone surrogate; compiled (into ``re``'s cache) by the first YAML written, not at every start.
+_SURROGATE = "[\ud800-\udfff]"
 
 
 def _str_without_surrogates(dumper: Any, text: str) -> Any:
     """A string as YAML, a lone surrogate (``"\\ud800"`` in a JSON manifest: no UTF-8 can carry
     it, and libyaml's emitter fails on it) written as its backslash escape, as tables show it."""
-    if _SURROGATE.search(text):
+    if re.search(_SURROGATE, text):
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return dumper.represent_str(text)
 

@@ -231,8 +231,9 @@ class ClusterSource:
                 raise
             finally:
                 _progress.done()
-            objects = (i for i in _list_items(page, kind, namespace, path)
-                       if isinstance(i, dict) and self._named_validly(kind, i))
+            objects, refused = _names.listed_refusals(kind, _list_items(page, kind, namespace, path),
+                                                      f"the cluster's list of {kind.resource}")
+            self.findings += refused  # a proxy or a server that answers otherwise: the object is not judged
             items.extend(map(project, objects) if project else objects)
             token = _continue_token(page)
             if not token:
@@ -244,17 +245,6 @@ class ClusterSource:
             query["continue"] = token
         raise ClusterError(f"{_describe('list', kind, namespace, path)}: still not complete after {self._max_pages} "
                            f"pages of {PAGE_SIZE}, the most one LIST may take (set {MAX_PAGES_VARIABLE} for more)")
-
-    def _named_validly(self, kind: Kind, obj: dict) -> bool:
-        """Whether a listed object's name and namespace are ones the API server accepts: a proxy
-        or a server that answers otherwise gets a finding, and the object is not judged."""
-        metadata = obj.get("metadata")
-        metadata = metadata if isinstance(metadata, dict) else {}
-        finding = _names.refusal(kind, metadata.get("namespace") or "", metadata.get("name"),
-                                 f"the cluster's list of {kind.resource}")
-        if finding is not None:
-            self.findings.append(finding)
-        return finding is None
 
     def request(self, method: str, path: str, query: Optional[dict] = None, body: Any = None,
                 content_type: str = "application/json", verb: str = "", kind: Optional[Kind] = None,

@@ -242,7 +242,9 @@ def unwrap(results: Sequence[Union[list[dict], KvdtypeError]]) -> list[list[dict
 
 # --- Label selectors (the offline twin needs what the API server does for the live one) ----
 
-_REQUIREMENT = re.compile(
+#: One requirement of a selector; compiled (and kept in ``re``'s cache) at the first selector
+#: matched: a live run matches none, and compiling it was a share of every start.
+_REQUIREMENT = (
     r"^\s*(?P<neg>!)?\s*(?P<key>[A-Za-z0-9_./-]+)\s*"
     r"(?:(?P<op>==|=|!=)\s*(?P<value>[A-Za-z0-9_.-]*)"
     r"|\s+(?P<setop>in|notin)\s*\((?P<values>[^)]*)\))?\s*$"
@@ -268,8 +270,9 @@ def _split_requirements(selector: str) -> tuple[str, ...]:
 
 def matches_selector(labels: dict, selector: str) -> bool:
     """Kubernetes label-selector semantics for the equality, set and existence forms."""
+    requirement_re = re.compile(_REQUIREMENT)
     for requirement in _split_requirements(selector or ""):
-        match = _REQUIREMENT.match(requirement)
+        match = requirement_re.match(requirement)
         if not match:
             raise ValueError(f"cannot read the label selector requirement {requirement!r}")
         key, present = match["key"], match["key"] in labels

@@ -11,7 +11,7 @@ a label value, in the API server's (and kubectl's) words. Pure: no client, no I/
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Iterable, Optional
 
 from kubectl_kvdtype._kits.codes import INVALID_NAME
 from kubectl_kvdtype._kits.display import shown
@@ -113,6 +113,42 @@ def object_problem(kind: Kind, namespace: object, name: object) -> Optional[str]
         if found:
             return invalid("namespace", namespace, found)
     return None
+
+
+def listed_refusals(kind: Kind, objects: Iterable[object], where: str) -> tuple[list[dict], list[Finding]]:
+    """The objects of a list (mappings) whose name and namespace the API server accepts, in order,
+    and the ``refusal`` finding of each other mapping: what ``refusal`` says of each, in one loop
+    that asks it only about a name the one-match check does not pass, and matches each namespace
+    once (a page of a big list repeats a few namespaces hundreds of times)."""
+    pattern, longest, _ = _PATTERNS[rule_of(kind.name)]
+    fullmatch, namespaced = pattern.fullmatch, kind.namespaced
+    namespaces_valid: set[str] = set()
+    kept: list[dict] = []
+    found: list[Finding] = []
+    for obj in objects:
+        if not isinstance(obj, dict):
+            continue
+        metadata = obj.get("metadata")
+        name, namespace = (metadata.get("name"), metadata.get("namespace") or "") if isinstance(metadata, dict) \
+            else (None, "")
+        if (isinstance(name, str) and 0 < len(name) <= longest and fullmatch(name) is not None
+                and (not namespaced or namespace in namespaces_valid or _namespace_valid(namespace, namespaces_valid))):
+            kept.append(obj)
+            continue
+        finding = refusal(kind, namespace, name, where)
+        if finding is None:
+            kept.append(obj)
+        else:
+            found.append(finding)
+    return kept, found
+
+
+def _namespace_valid(namespace: object, valid: set[str]) -> bool:
+    """Whether ``namespace`` passes the one-match check, remembered in ``valid`` when it does."""
+    if _plainly_valid(namespace, LABEL):
+        valid.add(namespace)  # type: ignore[arg-type]  # a str: _plainly_valid says so
+        return True
+    return False
 
 
 def refusal(kind: Kind, namespace: object, name: object, where: str) -> Optional[Finding]:
