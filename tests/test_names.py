@@ -88,7 +88,7 @@ def test_a_listed_page_keeps_and_refuses_what_refusal_does_object_by_object():
     from kubectl_kvdtype._sources.kinds import BINDING, POD, POOL
 
     text = st.text(alphabet=_NAME_ALPHABET, max_size=12) | st.sampled_from(["team-a", "a.b", "..", "A"])
-    value = st.none() | st.integers(0, 3) | text
+    value = st.none() | st.integers(0, 3) | text | st.lists(text, max_size=2) | st.dictionaries(text, text, max_size=1)
     metadata = st.fixed_dictionaries({}, optional={"name": value, "namespace": value})
     listed = st.none() | st.integers() | st.text(max_size=3) | st.builds(dict, metadata=metadata) \
         | st.fixed_dictionaries({"metadata": st.none() | st.integers()})

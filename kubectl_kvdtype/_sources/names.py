@@ -132,7 +132,7 @@ def listed_refusals(kind: Kind, objects: Iterable[object], where: str) -> tuple[
         name, namespace = (metadata.get("name"), metadata.get("namespace") or "") if isinstance(metadata, dict) \
             else (None, "")
         if (isinstance(name, str) and 0 < len(name) <= longest and fullmatch(name) is not None
-                and (not namespaced or namespace in namespaces_valid or _namespace_valid(namespace, namespaces_valid))):
+                and (not namespaced or _namespace_valid(namespace, namespaces_valid))):
             kept.append(obj)
             continue
         finding = refusal(kind, namespace, name, where)
@@ -144,9 +144,14 @@ def listed_refusals(kind: Kind, objects: Iterable[object], where: str) -> tuple[
 
 
 def _namespace_valid(namespace: object, valid: set[str]) -> bool:
-    """Whether ``namespace`` passes the one-match check, remembered in ``valid`` when it does."""
+    """Whether ``namespace`` passes the one-match check, remembered in ``valid`` when it does (a
+    string only: whatever else a server answers may not even be hashable)."""
+    if not isinstance(namespace, str):
+        return False
+    if namespace in valid:
+        return True
     if _plainly_valid(namespace, LABEL):
-        valid.add(namespace)  # type: ignore[arg-type]  # a str: _plainly_valid says so
+        valid.add(namespace)
         return True
     return False
 
