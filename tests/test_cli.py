@@ -146,10 +146,11 @@ def test_the_console_script_leaves_the_exits_collection_nothing_to_scan():
     caller of ``main(argv)`` (the tests) gets neither frozen objects nor a different exit."""
     code = ("import gc, sys\n"
             "from kubectl_kvdtype._cli.main import main\n"
-            "assert main(['--version']) == 0 and gc.get_freeze_count() == 0\n"
+            "frozen = gc.get_freeze_count()\n"  # not 0 on every Python: 3.12 freezes some at start-up
+            "assert main(['--version']) == 0 and gc.get_freeze_count() == frozen\n"
             "sys.argv = ['kubectl-kvdtype', '-f', sys.argv[1], 'check', '-o', 'json']\n"
             "status = main()\n"
-            "print(status, gc.get_freeze_count() > 1000, gc.isenabled(), file=sys.stderr)\n")
+            "print(status, gc.get_freeze_count() > frozen + 1000, gc.isenabled(), file=sys.stderr)\n")
     result = subprocess.run([sys.executable, "-c", code, str(EXAMPLES)], capture_output=True, text=True, timeout=60)
     version, _, report = result.stdout.partition("\n")
     assert version.startswith("kubectl-kvdtype v") and json.loads(report)["kind"] == "CheckReport"
