@@ -155,3 +155,33 @@ def test_the_console_script_leaves_the_exits_collection_nothing_to_scan():
     version, _, report = result.stdout.partition("\n")
     assert version.startswith("kubectl-kvdtype v") and json.loads(report)["kind"] == "CheckReport"
     assert result.stderr.split()[-2:] == ["True", "False"], result.stderr
+
+
+def test_a_result_is_handed_to_stdout_a_slice_at_a_time(monkeypatch):
+    """The stream encodes what one write gives it in one piece: a big result goes a slice at a
+    time, so it is never held whole as text and as bytes at once, and arrives unchanged."""
+    import io
+
+    from kubectl_kvdtype._cli import main as _main
+    from kubectl_kvdtype._kits.env import Environment
+
+    class Recording(io.StringIO):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sizes: list[int] = []
+
+        def write(self, text: str) -> int:
+            self.sizes.append(len(text))
+            return super().write(text)
+
+    def result(slice_: int) -> Recording:
+        monkeypatch.setattr(_main, "WRITE_SLICE", slice_)
+        out = Recording()
+        env = Environment(stdin=io.StringIO(), stdout=out, stderr=io.StringIO(), environ=dict(os.environ))
+        _main.run(["check", "-f", str(EXAMPLES), "-o", "json"], env)
+        return out
+
+    whole, sliced = result(1 << 20), result(100)
+    assert len(whole.sizes) == 1 and whole.sizes[0] > 1000
+    assert max(sliced.sizes) == 100 and len(sliced.sizes) == -(-whole.sizes[0] // 100)
+    assert sliced.getvalue() == whole.getvalue() and json.loads(sliced.getvalue())["kind"] == "CheckReport"

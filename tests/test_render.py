@@ -112,6 +112,9 @@ def test_large_json_is_one_entry_per_line_and_parses_the_same():
     text = to_json(document)
     assert json.loads(text) == document
     assert len(text.splitlines()) == len(items) + 7  # {, kind, items: [, the items, ], findings, summary, }
+    assert text.startswith('{\n  "kind": "VerifyReport",\n  "items": [\n    {"name": "p0", "n": 0},\n    {"name": "p1"')
+    last = len(items) - 1
+    assert text.endswith(f'"n": {last}}}\n  ],\n  "findings": [],\n  "summary": {{"pods": {last + 1}}}\n}}\n')
     small = {"kind": "VerifyReport", "items": items[:2]}
     assert json.loads(to_json(small)) == small and '    "name": "p0"' in to_json(small)
 

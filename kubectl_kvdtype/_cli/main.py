@@ -250,11 +250,17 @@ class _OutputError(Exception):
         self.reason = reason
 
 
+#: A result is handed to stdout a slice of this many characters at a time: the stream encodes
+#: what it is given in one piece, so a whole 10 MB report was held twice, as text and as bytes.
+WRITE_SLICE = 1 << 20
+
+
 def _write(env: Environment, text: str) -> None:
     if env.stdout is None:  # started with stdout closed (`>&-`): Python leaves sys.stdout None
         raise _OutputError("it is closed")
     try:
-        env.stdout.write(text)
+        for start in range(0, len(text), WRITE_SLICE):
+            env.stdout.write(text[start:start + WRITE_SLICE])
         env.stdout.flush()
     except BrokenPipeError:
         raise
