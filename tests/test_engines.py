@@ -185,3 +185,20 @@ def test_a_version_newer_than_the_data_says_how_to_add_its_recording():
         "(record it with scripts/engine-tables --only vLLM==0.34.0 --out FILE and add it with "
         "KUBECTL_KVDTYPE_ENGINE_TABLES=FILE)")
     assert "KUBECTL_KVDTYPE_ENGINE_TABLES" not in basis("vLLM", "0.27.5").note  # between recordings: nothing to add
+
+
+def test_a_roles_reading_is_the_same_from_the_cache_for_every_part_of_its_key():
+    """``read_role`` is memoized by everything that decides it: calls that differ in one part
+    only (the arguments, engine, version, operator's dtype, model) each get their own reading,
+    the one an uncached reading gives; an unhashable version is read uncached."""
+    from kubectl_kvdtype._engines import verdicts as _v
+
+    args = ["--kv-cache-dtype", "fp8"]
+    cases = [(args, VLLM, "0.29.0", None, "MODEL"), (["--kv-cache-dtype=bf16"], VLLM, "0.29.0", None, "MODEL"),
+             (args, SGLANG, "0.29.0", None, "MODEL"), (args, VLLM, "0.3.0", None, "MODEL"),
+             (args, VLLM, "0.29.0", "bf16", "MODEL"), (args, VLLM, "0.29.0", "bf16", "--kv-cache-dtype=auto")]  # a model read as an option
+    readings = [_v.read_role(list(a), engine, version, dtype, model) for a, engine, version, dtype, model in cases]
+    assert readings == [_v._read_role(list(a), *rest) for a, *rest in cases]
+    assert len({repr(r) for r in readings}) == len(cases)  # each part of the key changes the reading
+    unhashable = _v.read_role(args, VLLM, {"version": "0.29.0"})
+    assert unhashable == _v._read_role(args, VLLM, {"version": "0.29.0"}, None, "MODEL") and unhashable.occurrences

@@ -481,12 +481,25 @@ def read_role(extra_args: Sequence[str], engine: Optional[str], version: object,
 
     Occurrences are located in the fields ``operator`` and ``extraArgs``.
     """
+    try:
+        return _read_role_cached(tuple(extra_args), engine, version, operator_dtype, model)
+    except TypeError:  # an unhashable version or argument from a hand-written manifest
+        return _read_role(extra_args, engine, version, operator_dtype, model)
+
+
+def _read_role(extra_args: Sequence[str], engine: Optional[str], version: object, operator_dtype: Optional[str],
+               model: str) -> FlagReading:
     base = _records.record(engine).command(model) if engine in _records.ENGINES else []
     fields: list[tuple[str, object]] = [("base", base)]
     if operator_dtype is not None:
         fields.append(("operator", [_records.FLAG, operator_dtype]))
     fields.append(("extraArgs", list(extra_args)))
     return read_flag(fields, engine, version)
+
+
+#: A big cluster's roles repeat a few ``extraArgs``: each reading is made once, keyed by what
+#: decides it, before the argv and ``read_flag``'s own key are even built.
+_read_role_cached = functools.lru_cache(maxsize=4096)(_read_role)
 
 
 def renders(engine: str, version: object, dtype: str) -> FlagReading:
