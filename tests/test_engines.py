@@ -196,7 +196,8 @@ def test_a_roles_reading_is_the_same_from_the_cache_for_every_part_of_its_key():
     args = ["--kv-cache-dtype", "fp8"]
     cases = [(args, VLLM, "0.29.0", None, "MODEL"), (["--kv-cache-dtype=bf16"], VLLM, "0.29.0", None, "MODEL"),
              (args, SGLANG, "0.29.0", None, "MODEL"), (args, VLLM, "0.3.0", None, "MODEL"),
-             (args, VLLM, "0.29.0", "bf16", "MODEL"), (args, VLLM, "0.29.0", "bf16", "--kv-cache-dtype=auto")]  # a model read as an option
+             (args, VLLM, "0.29.0", "bf16", "MODEL"),
+             (args, VLLM, "0.29.0", "bf16", "--kv-cache-dtype=auto")]  # a model the engine reads as an option
     readings = [_v.read_role(list(a), engine, version, dtype, model) for a, engine, version, dtype, model in cases]
     assert readings == [_v._read_role(list(a), *rest) for a, *rest in cases]
     assert len({repr(r) for r in readings}) == len(cases)  # each part of the key changes the reading
