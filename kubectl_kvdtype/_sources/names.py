@@ -11,7 +11,7 @@ a label value, in the API server's (and kubectl's) words. Pure: no client, no I/
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from kubectl_kvdtype._kits.codes import INVALID_NAME
 from kubectl_kvdtype._kits.display import shown
@@ -90,13 +90,25 @@ def check_configured(what: str, value: object, rule: str, where: str) -> None:
         raise KvdtypeError(f"{invalid(what, value, found)} in {where}")
 
 
-def _plainly_valid(value: object, rule: str) -> bool:
-    """``value`` is a name under ``rule`` (a label or a subdomain, which may not be empty), found
-    in one match: what :func:`problems` finds wrong, a name it accepts never fails (``.``, ``..``,
-    ``/`` and ``%`` do not match the pattern either). A big list checks tens of thousands of
-    names; only one that fails here is asked what is wrong with it."""
+def _one_match(rule: str) -> Callable[[object], bool]:
+    """Whether a value is a name under ``rule`` (a label or a subdomain, which may not be empty),
+    found in one match: what :func:`problems` finds wrong, a name it accepts never fails (``.``,
+    ``..``, ``/`` and ``%`` do not match the pattern either). A big list checks tens of thousands
+    of names; only one that fails here is asked what is wrong with it."""
     pattern, longest, _ = _PATTERNS[rule]
-    return isinstance(value, str) and 0 < len(value) <= longest and pattern.fullmatch(value) is not None
+    fullmatch = pattern.fullmatch
+
+    def plainly_valid(value: object) -> bool:
+        return isinstance(value, str) and 0 < len(value) <= longest and fullmatch(value) is not None
+    return plainly_valid
+
+
+#: The one-match check of each rule whose names may not be empty (``rule_of`` gives no other).
+_PLAINLY_VALID = {rule: _one_match(rule) for rule in (LABEL, SUBDOMAIN)}
+
+
+def _plainly_valid(value: object, rule: str) -> bool:
+    return _PLAINLY_VALID[rule](value)
 
 
 def object_problem(kind: Kind, namespace: object, name: object) -> Optional[str]:
@@ -120,8 +132,7 @@ def listed_refusals(kind: Kind, objects: Iterable[object], where: str) -> tuple[
     and the ``refusal`` finding of each other mapping: what ``refusal`` says of each, in one loop
     that asks it only about a name the one-match check does not pass, and matches each namespace
     once (a page of a big list repeats a few namespaces hundreds of times)."""
-    pattern, longest, _ = _PATTERNS[rule_of(kind.name)]
-    fullmatch, namespaced = pattern.fullmatch, kind.namespaced
+    name_valid, namespaced = _PLAINLY_VALID[rule_of(kind.name)], kind.namespaced
     namespaces_valid: set[str] = set()
     kept: list[dict] = []
     found: list[Finding] = []
@@ -131,8 +142,7 @@ def listed_refusals(kind: Kind, objects: Iterable[object], where: str) -> tuple[
         metadata = obj.get("metadata")
         name, namespace = (metadata.get("name"), metadata.get("namespace") or "") if isinstance(metadata, dict) \
             else (None, "")
-        if (isinstance(name, str) and 0 < len(name) <= longest and fullmatch(name) is not None
-                and (not namespaced or _namespace_valid(namespace, namespaces_valid))):
+        if name_valid(name) and (not namespaced or _namespace_valid(namespace, namespaces_valid)):
             kept.append(obj)
             continue
         finding = refusal(kind, namespace, name, where)
