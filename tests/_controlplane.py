@@ -807,17 +807,10 @@ def cached() -> bool:
 
 
 def _script() -> Any:
-    """scripts/control-plane as a module (it has no .py suffix)."""
-    import importlib.machinery
-    import importlib.util
+    """scripts/control-plane as a module, loaded once."""
+    from _support import script_module  # here, not at the top: _support imports this module
 
-    if "control_plane_script" not in sys.modules:
-        loader = importlib.machinery.SourceFileLoader("control_plane_script", str(ROOT / "scripts" / "control-plane"))
-        spec = importlib.util.spec_from_loader("control_plane_script", loader)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["control_plane_script"] = module  # before it runs: its dataclasses look it up
-        loader.exec_module(module)
-    return sys.modules["control_plane_script"]
+    return sys.modules.get("control_plane_script") or script_module("control-plane")
 
 
 class Cluster:

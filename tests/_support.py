@@ -24,6 +24,22 @@ SYSTEM = "gpustack-system"
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 
+def script_module(name: str) -> Any:
+    """``scripts/<name>`` (it has no .py suffix) as a module, loaded afresh, and known in
+    ``sys.modules`` as ``<name>_script`` from before it runs (a dataclass in it looks its module up)."""
+    import importlib.machinery
+    import importlib.util
+
+    module_name = name.replace("-", "_") + "_script"
+    loader = importlib.machinery.SourceFileLoader(module_name, str(ROOT / "scripts" / name))
+    spec = importlib.util.spec_from_loader(module_name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    loader.exec_module(module)
+    return module
+
+
 def seed(fake, objects: Iterable[dict]) -> None:
     for obj in objects:
         fake.add(json.loads(json.dumps(obj)))

@@ -13,12 +13,10 @@ import shutil
 import subprocess
 import sys
 import types
-from importlib.machinery import SourceFileLoader
-from importlib.util import module_from_spec, spec_from_loader
 
 import pytest
 
-from _support import EXAMPLES, ROOT
+from _support import EXAMPLES, ROOT, script_module
 from kubectl_kvdtype._kits.env import Environment
 
 pytestmark = pytest.mark.version_sensitive  # argparse, completion and the man page (test_tiers.py)
@@ -63,13 +61,6 @@ def test_each_row_of_where_a_change_goes_is_held_by_a_test():
             assert function in {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}, name
 
 
-def _script(name: str):
-    loader = SourceFileLoader(name.replace("-", "_"), str(ROOT / "scripts" / name))
-    module = module_from_spec(spec_from_loader(loader.name, loader))
-    loader.exec_module(module)
-    return module
-
-
 def _completed(*words: str) -> list[str]:
     from kubectl_kvdtype._cli.complete import complete
 
@@ -111,13 +102,13 @@ def test_a_finding_code_row_reaches_ignore_sarif_the_codes_table_and_the_man_pag
     rules = json.loads(to_sarif(report, "check"))["runs"][0]["tool"]["driver"]["rules"]
     assert "made-up-code" in [rule["id"] for rule in rules]
     line = "| `made-up-code` | warning | check | a throwaway row of the registry |"
-    table = _script("codes-table")
+    table = script_module("codes-table")
     table.ROOT, table.TABLE = tmp_path, tmp_path / "docs" / "codes.md"
     monkeypatch.setattr(sys, "argv", ["codes-table"])
     assert table.main() == 0 and line in table.TABLE.read_text(encoding="utf-8")
-    regenerate = _script("regenerate")
+    regenerate = script_module("regenerate")
     assert line in dict(regenerate.generated())[ROOT / "docs" / "codes.md"]("")
-    assert "made\\-up\\-code" in _script("build-binary").man_include()
+    assert "made\\-up\\-code" in script_module("build-binary").man_include()
 
 
 # --- a subcommand -----------------------------------------------------------------------------------
@@ -162,7 +153,7 @@ def test_a_subcommand_row_is_listed_run_completed_and_in_the_man_page(monkeypatc
     manpage = pytest.importorskip("argparse_manpage.manpage", reason="the `build` extra is not installed")
     page = str(manpage.Manpage(parser))
     assert "kubectl kvdtype hello" in page.replace("\\-", "-") and "\\-\\-name" in page
-    assert "kubectl kvdtype hello \\-\\-name team\\-a" in _script("build-binary").man_include()
+    assert "kubectl kvdtype hello \\-\\-name team\\-a" in script_module("build-binary").man_include()
 
 
 # --- a new engine -----------------------------------------------------------------------------------

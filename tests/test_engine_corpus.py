@@ -230,14 +230,9 @@ def test_the_tables_load_lazily_and_ship_in_the_package() -> None:
 @pytest.mark.e2e  # runs dash, the POSIX shell the expected outcomes came from
 def test_the_recorded_shell_argvs_are_what_dash_runs_today(tmp_path: Path) -> None:
     """The corpus' shell argvs came from dash with stub engines: dash still runs the same ones."""
-    import importlib.util
-    from importlib.machinery import SourceFileLoader
+    from _support import script_module
 
-    loader = SourceFileLoader("engine_tables", str(Path(__file__).parent.parent / "scripts" / "engine-tables"))
-    spec = importlib.util.spec_from_loader("engine_tables", loader)
-    assert spec is not None
-    tables = importlib.util.module_from_spec(spec)
-    loader.exec_module(tables)
+    tables = script_module("engine-tables")
     stubs = tmp_path / "bin"
     stubs.mkdir()
     for program in ("vllm", "sglang", "python3"):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from _support import ROOT, direct
+from _support import ROOT, direct, script_module
 from kubectl_kvdtype._engines.parsers import shipped_document
 
 pytestmark = pytest.mark.version_sensitive  # the argv reader (test_tiers.py)
@@ -105,24 +105,13 @@ def test_the_variable_names_the_extra_tables_and_a_bad_file_is_one_sentence(tmp_
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
-def _script_module():
-    """scripts/engine-tables as a module (its writer), not run."""
-    import importlib.machinery
-    import importlib.util
-
-    loader = importlib.machinery.SourceFileLoader("engine_tables_script", str(SCRIPT))
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
-    loader.exec_module(module)
-    return module
-
-
 def test_the_writer_reproduces_the_shipped_lines_and_an_extra_file_the_plugin_adds(tmp_path: Path) -> None:
     """The script's writer and the plugin's reader agree on both layouts: every recorded table,
     written again, is the shipped JSON-lines file byte for byte, and as an extra table file (one
     JSON document) it is accepted whole."""
     from kubectl_kvdtype._engines import parsers as _parsers
 
-    script = _script_module()
+    script = script_module("engine-tables")
     tables = {engine: {v: json.loads(SHIPPED["tables"][engine][SHIPPED["same"].get(engine, {}).get(v, v)])
                        for v in versions} for engine, versions in SHIPPED["versions"].items()}
     shipped = ROOT / "kubectl_kvdtype" / "_engines" / _parsers.SHIPPED_TABLES
@@ -143,7 +132,7 @@ def test_the_script_the_plugin_and_the_weekly_workflow_name_one_table_file() -> 
     workflow commits (with the corpus): a rename in one place fails here, not in a week."""
     from kubectl_kvdtype._engines import parsers as _parsers
 
-    script = _script_module()
+    script = script_module("engine-tables")
     assert script.TABLES == ROOT / "kubectl_kvdtype" / "_engines" / _parsers.SHIPPED_TABLES
     workflow = (ROOT / ".github" / "workflows" / "engine-tables.yml").read_text(encoding="utf-8")
     assert f"git add {script.TABLES.relative_to(ROOT)} {script.CORPUS.relative_to(ROOT)}" in workflow

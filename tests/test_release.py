@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 import copy
 import hashlib
-import importlib.machinery
-import importlib.util
 import io
 import json
 import os
@@ -28,7 +26,7 @@ import yaml
 
 from _controlplane import _script as _control_plane_script
 from _krew import krew_install, selector_matches
-from _support import EXAMPLES, ROOT, documents, seed
+from _support import EXAMPLES, ROOT, documents, script_module, seed
 from conftest import kubectl_path
 
 pytestmark = [
@@ -47,15 +45,7 @@ WINDOWS_FORBIDDEN = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 1
 SEMVER = re.compile(r"^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
 
 
-def _load_build_script():
-    loader = importlib.machinery.SourceFileLoader("build_binary", str(BUILD))
-    spec = importlib.util.spec_from_loader("build_binary", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-build_binary = _load_build_script()
+build_binary = script_module(BUILD.name)
 
 
 def _sha256(path: Path) -> str:
