@@ -120,6 +120,30 @@ def test_verify_reads_the_replicas_created_with_their_argv(real):
     assert verdicts["qwen-server-r0-m0"] == "ok" and verdicts["qwen-server-r1-m0"] != "ok"
 
 
+def test_the_operators_kinds_are_read_before_discovery_and_a_refusal_stays_the_servers(real):
+    """The operator's kinds are read at their preferred version at once, without waiting for
+    discovery; a 403 there (RBAC answers before the server looks for the resource) asks discovery,
+    which says the version is served, so the run says the server's 403, not "not installed"."""
+    from _proxy import ApiProxy
+
+    real.apply([_binding("chat", "fp8_e4m3"), _deployment("qwen", "chat", ["--max-model-len=4096"])])
+    with ApiProxy(real.plane.url) as proxy:
+        verified = real.kvdtype("verify", "-n", real.namespace, "-o", "json", server=proxy.url)
+        assert verified.returncode in (0, 1), verified.stderr
+        asked = [(e.method, e.path, e.status) for e in proxy.log]
+        assert not [path for _, path, _ in asked if path in ("/apis/worker.gpustack.ai", "/apis/gpustack.ai")]
+        assert ("GET", f"/apis/worker.gpustack.ai/v1/namespaces/{real.namespace}/modeldeployments", 200) in asked
+        assert ("GET", f"/apis/gpustack.ai/v1/namespaces/{SYSTEM_NAMESPACE}/settings/{SETTING}", 200) in asked
+        proxy.clear()
+        refused = real.kvdtype("check", "-n", real.namespace, user="limited", server=proxy.url)
+        assert refused.returncode == 3 and "Traceback" not in refused.stderr, refused.stderr
+        assert (f'you may not list kvcachepoolbindings.worker.gpustack.ai in namespace "{real.namespace}" '
+                "(403 Forbidden)") in refused.stderr
+        asked = [(e.method, e.path, e.status) for e in proxy.log]
+        assert ("GET", "/apis/worker.gpustack.ai", 200) in asked  # asked once the 403 came
+        assert all(status == 403 for _, path, status in asked if "/v1/namespaces/" in path)
+
+
 # --- escape off|on --wait, the Setting's status following ---------------------------------------------------
 
 

@@ -13,7 +13,7 @@ import os
 import re
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, TypeVar
 from urllib.parse import quote, unquote, urlencode
 
 from kubectl_kvdtype import __version__
@@ -51,6 +51,10 @@ LIST_READS = 3
 #: How kube-apiserver words a 403 from admission (a webhook's "denied the request", a
 #: ValidatingAdmissionPolicy's "denied request"), as opposed to RBAC's "cannot VERB resource".
 _ADMISSION_REFUSAL = re.compile(r"\bdenied (the )?request\b")
+#: The groups whose kinds are read on every run, at their preferred version before discovery is
+#: asked (``ClusterSource._read``): where they are served, the run never waits for discovery.
+_READ_BEFORE_DISCOVERY = (WORKER_GROUP, SETTINGS_GROUP)
+_Read = TypeVar("_Read")
 _REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
             410: "Gone", 415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests"}
 
@@ -103,7 +107,11 @@ class ClusterSource:
         """Every object, one paged LIST; read again from its first page when the continue token
         expires (410), a list being a snapshot of one revision: pages of two revisions would miss
         or repeat objects."""
-        path = self.path(kind, namespace)
+        return self._read(kind, lambda version: self._list_at(self.path(kind, namespace, version=version), selector,
+                                                              kind, namespace, project))
+
+    def _list_at(self, path: str, selector: str, kind: Kind, namespace: Optional[str],
+                 project: Optional[Projection]) -> builtins.list[dict]:
         for _ in range(LIST_READS):
             items, expired = self._list_pages(path, selector, kind, namespace, project)
             if not expired:
@@ -117,9 +125,44 @@ class ClusterSource:
         if _names.object_problem(kind, namespace, name) is not None:
             return None  # a name the API server refuses names no object (a poolRef a tenant wrote)
         try:
-            return self.request("GET", self.path(kind, namespace, name), verb="get", kind=kind, namespace=namespace)
+            return self._read(kind, lambda version: self.request("GET", self.path(kind, namespace, name, version),
+                                                                 verb="get", kind=kind, namespace=namespace))
         except NotFound:
             return None
+
+    def _read(self, kind: Kind, read: Callable[[str], _Read]) -> _Read:
+        """``read(version)`` at the version ``kind`` is served in. For the operator's groups, read on
+        every run, that is at first the version preferred (``_guess``), without asking discovery:
+        discovery is a round trip (and a TLS handshake) that every other request of the run would
+        wait for. An answer 404 (or 403: RBAC is asked before the server looks for the resource)
+        then asks discovery whether the group serves another version (read again at it), none
+        (``NotServed``, as discovery first would have said), or that one (the answer was the
+        object's own, raised as it came)."""
+        guess = self._guess(kind)
+        if guess is None:
+            return read(self.served_version(kind))
+        try:
+            answer = read(guess)
+        except ApiError as error:
+            if error.code not in (403, 404):
+                raise
+            served = self.served_version(kind)
+            if served == guess:
+                raise
+            return read(served)
+        with self._discovery:
+            self._versions.setdefault(kind.group, guess)  # answered there: discovery would choose it too
+        return answer
+
+    def _guess(self, kind: Kind) -> Optional[str]:
+        """The version to read ``kind`` at before discovery has been asked; None when discovery has
+        answered (or failed) already, or the kind is not of the operator's groups: a manager's
+        kind (Argo CD's, Flux's) is often not installed, and discovery says so in one request."""
+        if kind.group not in _READ_BEFORE_DISCOVERY:
+            return None
+        with self._discovery:
+            known = kind.group in self._versions or kind.group in self._discovery_errors
+        return None if known else kind.versions[0]
 
     # --- Writes (escape) ------------------------------------------------------------------
 
@@ -164,8 +207,11 @@ class ClusterSource:
 
     # --- Plumbing ---------------------------------------------------------------------------
 
-    def path(self, kind: Kind, namespace: Optional[str], name: Optional[str] = None) -> str:
-        version = self.served_version(kind)
+    def path(self, kind: Kind, namespace: Optional[str], name: Optional[str] = None,
+             version: Optional[str] = None) -> str:
+        """The request path of ``kind`` (of one object with ``name``) at ``version``, else at the
+        version the server serves (found by discovery)."""
+        version = version or self.served_version(kind)
         segments = ["apis", kind.group, version] if kind.group else ["api", version]
         if kind.namespaced and namespace:
             _names.check_configured("namespace", namespace, _names.LABEL, "a request")
