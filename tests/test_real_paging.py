@@ -12,6 +12,7 @@ import pytest
 
 from _proxy import ApiProxy
 from _support import assert_one_clean_line
+from kubectl_kvdtype._sources.cluster import peek_continue
 
 pytestmark = pytest.mark.real
 
@@ -65,6 +66,20 @@ def test_a_list_of_thousands_is_read_in_the_plugins_pages_and_each_object_judged
     assert "continue" not in pages[0].query
     assert [p.query["continue"] for p in pages[1:]] == [p.json["metadata"]["continue"] for p in pages[:-1]]
     assert not pages[-1].json["metadata"].get("continue")
+    # The next page is asked for before a page is decoded, with the token read off the page's text
+    # where the real server writes it (a custom resource's List: its metadata last).
+    assert [peek_continue(p.body) for p in pages] == [p.json["metadata"].get("continue") or None for p in pages]
+    assert pages[0].body.startswith(b'{"apiVersion":"worker.gpustack.ai/v1","items":[')  # its metadata last
+
+
+def test_a_built_in_kinds_page_names_its_token_where_it_is_read_ahead(real):
+    """A built-in kind's List (Pods are one, read by every subcommand) carries its metadata first:
+    the token read off its text is the decoded page's, on the real server."""
+    real.apply([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}"}} for i in range(2)])
+    answer = real.plane.request("GET", f"/api/v1/namespaces/{real.namespace}/configmaps?limit=1")
+    assert answer.status == 200 and answer.text.startswith('{"kind":"ConfigMapList"')
+    token = answer.body["metadata"]["continue"]
+    assert token and peek_continue(answer.text.encode()) == token
 
 
 def test_a_continue_token_expired_by_compaction_mid_list_restarts_the_list(real, crowded, proxy):

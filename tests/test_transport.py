@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from _support import (
     EXAMPLES,
@@ -293,3 +295,119 @@ def test_an_answer_that_is_no_http_or_breaks_off_is_one_sentence(kube_env, tmp_p
     assert result.returncode == 3, result.stderr
     assert result.stderr.startswith(f"error: cannot reach the cluster at {server.url}: ")
     assert said in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+# --- The next page of a LIST asked for while this one is decoded -----------------------------------
+
+def _bindings(count: int, namespace: str = "team-a") -> list[dict]:
+    return [{"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
+             "metadata": {"name": f"b{i:04d}", "namespace": namespace},
+             "spec": {"poolRef": {"name": "shared-dram"}, "domain": {"name": f"d{i:04d}", "dtype": "bfloat16"}}}
+            for i in range(count)]
+
+
+def _binding_pages(fake: FakeKube) -> list:
+    return [r for r in fake.requests if r.method == "GET" and r.path.endswith("/kvcachepoolbindings")]
+
+
+def test_the_next_page_is_asked_for_as_soon_as_a_page_names_it(fake, kube_env):
+    """Each page after the first is asked with the token the page before it carries, and no page
+    more: the run's requests are the server's pages, sent ahead of the decoding."""
+    seed(fake, _bindings(1100))
+    fake.clear_log()
+    result = kvdtype(kube_env, "check", "-n", "team-a", "-o", "json")
+    assert sorted(item["name"] for item in report(result)["items"]) == [f"b{i:04d}" for i in range(1100)]
+    pages = _binding_pages(fake)
+    assert [r.status for r in pages] == [200] * 3
+    assert "continue" not in pages[0].query and pages[1].query["continue"] != pages[2].query["continue"]
+
+
+def test_a_page_whose_text_belies_its_decoded_token_is_read_by_the_decoded_one(fake, kube_env, tmp_path):
+    """A first page whose metadata is written twice (a decoy first, where the next page is looked
+    for ahead; the real one last, which JSON keeps): the page asked ahead with the decoy is dropped
+    unread, and the list goes on with the decoded token, every object read once."""
+    from _proxy import ApiProxy
+
+    seed(fake, _bindings(600))
+    with ApiProxy(fake.url) as proxy:
+        kvdtype(with_kubeconfig(kube_env, kubeconfig(fake, tmp_path / "kc", lambda c: _via(c, proxy.url))),
+                "check", "-n", "team-a", "-o", "json")
+        first = proxy.exchanges("GET", r"/kvcachepoolbindings$")[0]
+    real = first.json["metadata"]
+    text = first.body.decode()
+    head = f'"metadata":{json.dumps(real, separators=(",", ":"))}'
+    assert head in text and real["continue"]
+    crafted = text.replace(head, '"metadata":{"continue":"decoy"}', 1)[:-1] + f",{head}}}"
+    assert json.loads(crafted)["metadata"] == real
+    fake.answer(crafted.encode(), "GET", r"/kvcachepoolbindings$", times=1)
+    fake.clear_log()
+    result = kvdtype(kube_env, "check", "-n", "team-a", "-o", "json")
+    assert sorted(item["name"] for item in report(result)["items"]) == [f"b{i:04d}" for i in range(600)]
+    asked = [r.query.get("continue") for r in _binding_pages(fake)]
+    assert asked == [None, "decoy", real["continue"]]
+
+
+def _via(config: dict, url: str) -> dict:
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = url
+    return config
+
+
+def test_a_page_asked_ahead_on_a_kept_connection_the_server_closed_is_asked_again(fake, kube_env):
+    seed(fake, _bindings(600))
+    fake.clear_log()
+    fake.drop_kept(times=1, method="GET")
+    result = kvdtype(kube_env, "check", "-n", "team-a", "-o", "json")
+    assert len(report(result)["items"]) == 600
+    dropped = [r for r in fake.requests if r.status is None]
+    assert len(dropped) == 1
+    again = [r for r in fake.requests if r.target == dropped[0].target and r.status == 200]
+    assert len(again) == 1 and again[0].connection != dropped[0].connection
+
+
+_LIST_PAGE = st.fixed_dictionaries({
+    "continue": st.one_of(st.none(), st.text(max_size=300)),
+    "items": st.lists(st.dictionaries(st.sampled_from(["metadata", "kind", "continue", "x"]),
+                                      st.recursive(st.text(max_size=20), lambda inner: st.dictionaries(
+                                          st.sampled_from(["metadata", "continue", "y"]), inner, max_size=3),
+                                          max_leaves=6), max_size=4), max_size=3),
+    "style": st.sampled_from(["go-typed", "go-custom", "python-default"]),
+})
+
+
+def _page_text(page: dict) -> bytes:
+    """A LIST page as the servers this plugin meets write one: a built-in kind's (metadata after
+    kind and apiVersion, compact), a custom resource's (keys in order: metadata last), or Python's
+    default spacing (the benchmark's server)."""
+    metadata = {"resourceVersion": "7", **({"continue": page["continue"]} if page["continue"] is not None else {})}
+    document = {"kind": "ThingList", "apiVersion": "example/v1", "metadata": metadata, "items": page["items"]}
+    if page["style"] == "go-typed":
+        return json.dumps(document, separators=(",", ":")).encode()
+    if page["style"] == "go-custom":
+        return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+    return json.dumps(document).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(_LIST_PAGE)
+def test_a_page_s_continue_token_is_read_off_its_text_as_the_decoded_page_names_it(page):
+    from kubectl_kvdtype._sources.cluster import peek_continue
+
+    expected = page["continue"] or None  # an empty token ends the list, as none does
+    assert peek_continue(_page_text(page)) == expected
+
+
+#: Text a hostile server might answer: anything, and metadata nested past the interpreter's limit
+#: where a token is looked for (first, and last).
+_ANY_TEXT = (st.binary(max_size=600)
+             | st.builds(lambda n: b'{"kind":"L","apiVersion":"v","metadata":' + b"[" * n, st.integers(0, 5000))
+             | st.builds(lambda n: b'{"items":[],"metadata":' + b"[" * n + b"}", st.integers(0, 5000)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ANY_TEXT)
+def test_any_text_peeked_for_a_token_answers_a_token_or_none(data):
+    from kubectl_kvdtype._sources.cluster import peek_continue
+
+    token = peek_continue(data)
+    assert token is None or (isinstance(token, str) and token)

@@ -9,11 +9,12 @@ auth providers, proxies and in-cluster configuration; only a live run imports ei
 from __future__ import annotations
 
 import builtins
+import json
 import os
 import re
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional, TypeVar
+from typing import Any, Callable, Iterator, NamedTuple, Optional, TypeVar
 from urllib.parse import quote, unquote, urlencode
 
 from kubectl_kvdtype import __version__
@@ -34,7 +35,7 @@ from kubectl_kvdtype._kits.status import (
 from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources.kinds import FIELD_MANAGER, SETTINGS_GROUP, WORKER_GROUP, Kind, Projection
 from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions, Resolved, resolve
-from kubectl_kvdtype._sources.transport import Clock, HeaderLines, connect, first_line
+from kubectl_kvdtype._sources.transport import Ahead, Clock, HeaderLines, connect, first_line
 
 PAGE_SIZE = 500
 #: Pages one LIST may take before it is abandoned as endless: 500,000 objects at PAGE_SIZE, five
@@ -261,36 +262,75 @@ class ClusterSource:
 
     def _list_pages(self, path: str, selector: str, kind: Kind, namespace: Optional[str],
                     project: Optional[Projection]) -> tuple[builtins.list[dict], bool]:
+        """A LIST's pages, one after another, each asked for as soon as the page before it names its
+        continue token (``_ask_ahead``), so the server writes it while this one is decoded."""
         items: builtins.list[dict] = []
         query: dict[str, Any] = {"limit": PAGE_SIZE}
         if selector:
             query["labelSelector"] = selector
         seen: set[str] = set()  # continue tokens already followed: one met again is a loop
-        for _ in range(self._max_pages):
-            so_far = f" ({len(items)} so far)" if items else ""
-            _progress.note(f"listing {kind.resource}{_where(kind, namespace)}{so_far}")
-            try:
-                page = self.request("GET", path, query=query, verb="list", kind=kind, namespace=namespace)
-            except ApiError as error:
-                if error.code == 410 and "continue" in query:
-                    return [], True
-                raise
-            finally:
-                _progress.done()
-            objects, refused = _names.listed_refusals(kind, _list_items(page, kind, namespace, path),
-                                                      f"the cluster's list of {kind.resource}")
-            self.findings += refused  # a proxy or a server that answers otherwise: the object is not judged
-            items.extend(map(project, objects) if project else objects)
-            token = _continue_token(page)
-            if not token:
-                return items, False
-            if token in seen:
-                raise ClusterError(f"{_describe('list', kind, namespace, path)}: the API server answered a "
-                                   f"continue token it had answered before, so the list would never end")
-            seen.add(token)
-            query["continue"] = token
+        ahead: Optional[_AskedAhead] = None
+        try:
+            for number in range(1, self._max_pages + 1):
+                so_far = f" ({len(items)} so far)" if items else ""
+                _progress.note(f"listing {kind.resource}{_where(kind, namespace)}{so_far}")
+                try:
+                    data = self._answered("GET", path, query, None, "", "list", kind, namespace,
+                                          ahead.request if ahead else None)
+                except ApiError as error:
+                    if error.code == 410 and "continue" in query:
+                        return [], True
+                    raise
+                finally:
+                    ahead = None
+                    _progress.done()
+                if number < self._max_pages:  # past the budget, no page is asked for
+                    ahead = self._ask_ahead(path, query, data, seen, kind, namespace)
+                page = _json(data, "list", kind, namespace, path)
+                objects, refused = _names.listed_refusals(kind, _list_items(page, kind, namespace, path),
+                                                          f"the cluster's list of {kind.resource}")
+                self.findings += refused  # a proxy or a server that answers otherwise: the object is not judged
+                items.extend(map(project, objects) if project else objects)
+                token = _continue_token(page)
+                if not token:
+                    return items, False
+                if token in seen:
+                    raise ClusterError(f"{_describe('list', kind, namespace, path)}: the API server answered a "
+                                       f"continue token it had answered before, so the list would never end")
+                seen.add(token)
+                query["continue"] = token
+                if ahead is not None and ahead.token != token:  # the page's own token is another: not that one
+                    ahead.request.drop()
+                    ahead = None
+        finally:
+            if ahead is not None:
+                ahead.request.drop()
         raise ClusterError(f"{_describe('list', kind, namespace, path)}: still not complete after {self._max_pages} "
                            f"pages of {PAGE_SIZE}, the most one LIST may take (set {MAX_PAGES_VARIABLE} for more)")
+
+    def _ask_ahead(self, path: str, query: dict[str, Any], data: bytes, seen: set[str], kind: Kind,
+                   namespace: Optional[str]) -> Optional[_AskedAhead]:
+        """The next page's GET, sent before this page (``data``) is decoded, when the transport can
+        send one ahead and the page's text names its continue token where an API server writes it
+        (``peek_continue``). Only a guess until the page is decoded: ``_list_pages`` drops it when
+        the decoded page names another token."""
+        send_ahead: Optional[Callable[[str, HeaderLines, Clock], Optional[Ahead]]] = getattr(
+            self._transport, "send_ahead", None)  # the client's transport cannot
+        if send_ahead is None:
+            return None
+        token = peek_continue(data)
+        if token is None or token in seen:
+            return None
+        target = _encoded(path) + f"?{urlencode({**query, 'continue': token})}"
+        clock = Clock(self._timeout, self._deadline, _describe("list", kind, namespace, path), self._shown_host)
+        authorization = self._transport.authorization()
+        with clock.watching():
+            sent = send_ahead(target, self._headers + ([("Authorization", authorization)] if authorization else []),
+                              clock)
+        if sent is None:
+            return None
+        self.request_count += 1
+        return _AskedAhead(token, sent)
 
     def request(self, method: str, path: str, query: Optional[dict] = None, body: Any = None,
                 content_type: str = "application/json", verb: str = "", kind: Optional[Kind] = None,
@@ -310,24 +350,79 @@ class ClusterSource:
 
     def _request(self, method: str, path: str, query: Optional[dict], body: Any, content_type: str, verb: str,
                  kind: Optional[Kind], namespace: Optional[str]) -> dict:
+        data = self._answered(method, path, query, body, content_type, verb, kind, namespace)
+        return _json(data, verb or method.lower(), kind, namespace, path)
+
+    def _answered(self, method: str, path: str, query: Optional[dict], body: Any, content_type: str, verb: str,
+                  kind: Optional[Kind], namespace: Optional[str], ahead: Optional[Ahead] = None) -> bytes:
+        """The body of a successful answer; ``ahead``: the first attempt, already sent."""
         target = _encoded(path) + (f"?{urlencode(query)}" if query else "")
         headers = self._headers + ([("Content-Type", content_type)] if body is not None else [])
-        clock = Clock(self._timeout, self._deadline, _describe(verb or method.lower(), kind, namespace, path),
-                      self._shown_host)
+        clock = ahead.clock if ahead else Clock(self._timeout, self._deadline,
+                                                _describe(verb or method.lower(), kind, namespace, path),
+                                                self._shown_host)
         for attempt in range(1, ATTEMPTS + 1):
-            authorization = self._transport.authorization()  # per attempt: an exec plugin's token may expire
-            sent = headers + ([("Authorization", authorization)] if authorization else [])
-            self.request_count += 1
-            with clock.watching():  # connect, headers and body: all of it within what is left
-                answer = self._transport.exchange(method, target, sent, body, clock)
+            if attempt == 1 and ahead is not None:
+                with clock.watching():
+                    answer = ahead.answer()
+            else:
+                authorization = self._transport.authorization()  # per attempt: an exec plugin's token may expire
+                sent = headers + ([("Authorization", authorization)] if authorization else [])
+                self.request_count += 1
+                with clock.watching():  # connect, headers and body: all of it within what is left
+                    answer = self._transport.exchange(method, target, sent, body, clock)
             if answer.status < 300:
-                return _json(answer.data, verb or method.lower(), kind, namespace, path)
+                return answer.data
             retryable = answer.status == 429 or (method == "GET" and answer.status in _RETRY_READ)
             if retryable and attempt < ATTEMPTS:
                 clock.sleep(_backoff(attempt, answer.retry_after))
                 continue
             raise _api_error(answer.status, answer.data, verb or method.lower(), kind, namespace, path)
         raise AssertionError("unreachable")
+
+
+class _AskedAhead(NamedTuple):
+    """The next page's GET sent ahead, and the continue token it asks with."""
+
+    token: str
+    request: Ahead
+
+
+#: Where an API server writes a List's metadata: first after ``kind`` and ``apiVersion`` (a built-in
+#: kind's List), or last, after ``items`` and ``kind`` (a custom resource's, keys in order).
+_HEAD_METADATA = re.compile(rb'\s*\{\s*"kind"\s*:\s*"[A-Za-z0-9]*"\s*,\s*"apiVersion"\s*:\s*"[^"\\]*"\s*,'
+                            rb'\s*"metadata"\s*:\s*')
+_TAIL_METADATA = re.compile(rb'"metadata"\s*:\s*')
+#: How far from either end of a page its metadata is looked for (a continue token is a few hundred bytes).
+_PEEK = 4096
+_DECODE_ONE = json.JSONDecoder().raw_decode
+
+
+def peek_continue(data: bytes) -> Optional[str]:
+    """The continue token a LIST page's text names, read from the metadata at its start or its
+    end without decoding its items; None when it names none there. A guess to ask the next page
+    with: the decoded page is what counts."""
+    head = _HEAD_METADATA.match(data, 0, _PEEK)
+    if head is not None:
+        metadata = _object_at(data[head.end():head.end() + _PEEK])
+    else:
+        tail = data[-_PEEK:]
+        found = list(_TAIL_METADATA.finditer(tail))
+        metadata = _object_at(tail[found[-1].end():], last=True) if found else None
+    token = metadata.get("continue") if isinstance(metadata, dict) else None
+    return token if isinstance(token, str) and token else None
+
+
+def _object_at(text: bytes, last: bool = False) -> Any:
+    """The JSON object ``text`` starts with (``last``: followed only by the page's closing brace)."""
+    decoded = text.decode("utf-8", "replace")
+    try:
+        found, end = _DECODE_ONE(decoded)
+    except (ValueError, RecursionError):  # not JSON there, or nested past the interpreter's limit
+        return None
+    if last and decoded[end:].strip() != "}":
+        return None
+    return found
 
 
 def request_path(*segments: str) -> str:

@@ -12,13 +12,15 @@ import select
 import socket
 import ssl
 import threading
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 from urllib.parse import urlsplit
 
 from kubectl_kvdtype._kits.status import ClusterError
 from kubectl_kvdtype._sources.kubeconfig import DirectSettings
 from kubectl_kvdtype._sources.transport import Clock, Cut, Exchange, HeaderLines, tls_failure, unreachable
 from kubectl_kvdtype._sources.wire import Broken, Closed, Wire
+
+_Done = TypeVar("_Done")
 
 
 def open_direct(settings: DirectSettings) -> Optional[DirectTransport]:
@@ -96,16 +98,46 @@ class DirectTransport:
                 pass  # the server closed it under us: once more, on a new connection
         return self._exchange_on(self._connect(clock), False, method, self._base + path, headers, encoded, clock)
 
+    def send_ahead(self, path: str, headers: HeaderLines, clock: Clock) -> Optional[SentAhead]:
+        """A GET of ``path`` sent now, its answer read later (``Ahead.answer``, within ``clock``):
+        the next page of a LIST, asked for while this one is decoded. None when it could not be
+        sent (the request is then made as any other, and meets what went wrong there)."""
+        target = self._base + path
+        kept = self._take()
+        try:
+            wire = kept or self._connect(clock)
+            self._on(wire, clock, "GET", lambda: wire.send("GET", target, headers, None), kept is not None)
+        except (ClusterError, _Again):
+            return None
+        return SentAhead(self, wire, kept is not None, target, headers, clock)
+
     def _exchange_on(self, wire: Wire, kept: bool, method: str, target: str, headers: HeaderLines,
                      body: Optional[bytes], clock: Clock) -> Exchange:
         """One request on ``wire`` (``kept``: one that has carried a request before), put back in
         the pool after it unless the answer closes it. ``_Again``: a kept connection the server
         closed before any answer to a read."""
+        self._on(wire, clock, method, lambda: wire.send(method, target, headers, body), kept)
+        return self._answer_on(wire, kept, method, clock)
+
+    def _answer_on(self, wire: Wire, kept: bool, method: str, clock: Clock) -> Exchange:
+        """The answer to the request sent on ``wire``; the connection put back in the pool after it
+        unless the answer closes it."""
+        answer = self._on(wire, clock, method, lambda: wire.answer(method), kept)
+        if answer.keep:
+            with self._pool:
+                self._idle.append(wire)
+        else:
+            wire.close()
+        return Exchange(answer.status, answer.retry_after, answer.data)
+
+    def _on(self, wire: Wire, clock: Clock, method: str, step: Callable[[], _Done], kept: bool) -> _Done:
+        """``step`` (a request's sending or its answer's reading) on ``wire`` within ``clock``: a
+        failure closes the connection and is said as the timeout or the unreachable server it is;
+        ``_Again``: a kept connection the server closed before any answer to a read."""
         try:
             clock.attach(wire)
             wire.sock.settimeout(clock.remaining())
-            wire.send(method, target, headers, body)
-            answer = wire.answer(method)
+            return step()
         except Cut:
             wire.close()
             raise clock.timed_out() from None
@@ -115,12 +147,6 @@ class DirectTransport:
             if kept and method == "GET" and isinstance(error, _CLOSED_UNDER_US):
                 raise _Again() from None
             raise ClusterError(unreachable(self.host, _detail(error))) from None
-        if answer.keep:
-            with self._pool:
-                self._idle.append(wire)
-        else:
-            wire.close()
-        return Exchange(answer.status, answer.retry_after, answer.data)
 
     def _connect(self, clock: Clock) -> Wire:
         """A new connection, TLS set up; tried twice, as urllib3 tries a connection that failed to open."""
@@ -159,6 +185,30 @@ class DirectTransport:
                     return wire
                 wire.close()
         return None
+
+
+class SentAhead:
+    """A GET sent before its answer is wanted (``DirectTransport.send_ahead``; ``transport.Ahead``)."""
+
+    def __init__(self, transport: DirectTransport, wire: Wire, kept: bool, target: str, headers: HeaderLines,
+                 clock: Clock) -> None:
+        self.clock = clock
+        self._transport, self._wire, self._kept = transport, wire, kept
+        self._target, self._headers = target, headers
+
+    def answer(self) -> Exchange:
+        """Its answer, read now within its clock (the caller watches it: ``Clock.watching``); a
+        kept connection the server had closed carries it again on a new one, as ``exchange`` does."""
+        transport = self._transport
+        try:
+            return transport._answer_on(self._wire, self._kept, "GET", self.clock)
+        except _Again:
+            return transport._exchange_on(transport._connect(self.clock), False, "GET", self._target,
+                                          self._headers, None, self.clock)
+
+    def drop(self) -> None:
+        """Not wanted after all: its connection, whose answer is unread, is closed."""
+        self._wire.close()
 
 
 class _Again(Exception):

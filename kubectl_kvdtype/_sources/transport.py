@@ -54,6 +54,20 @@ class Transport(Protocol):
         server raises ``ClusterError`` (``RequestTimeout`` when it is the time running out)."""
 
 
+class Ahead(Protocol):
+    """A GET sent before its answer is wanted: a transport that can send one has
+    ``send_ahead(path, headers, clock) -> Optional[Ahead]`` (the direct one; the client's cannot)."""
+
+    #: The time the request may take, from when it was sent.
+    clock: Clock
+
+    def answer(self) -> Exchange:
+        """Its answer, read now (inside ``clock.watching()``)."""
+
+    def drop(self) -> None:
+        """Not wanted after all: its connection, whose answer is unread, is closed."""
+
+
 class Connected(NamedTuple):
     """A kubeconfig made into a transport: what the cluster source needs of it."""
 
