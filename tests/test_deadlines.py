@@ -327,3 +327,29 @@ def test_verify_says_when_a_replica_argv_is_too_long_to_read(tmp_path):
     (finding,) = [f for f in document["findings"] if f["code"] == "argv-too-long"]
     assert finding["severity"] == "warning" and finding["container"] == "main"
     assert f"an argv of 405 entries, more than the {_documented_argv_limit()} this tool reads" in finding["message"]
+
+
+def test_one_watchdog_thread_cuts_each_request_at_its_end_and_never_a_forgotten_one():
+    """Every watched request files its end with one thread (``transport._Watchdog``), which cuts
+    each due one in the order of their ends and never one forgotten (finished) before its end."""
+    import threading
+    import time
+
+    from kubectl_kvdtype._sources.transport import _Watchdog
+
+    watchdog, cut, done = _Watchdog(), [], threading.Event()
+    before = _watchdogs()
+    now = time.monotonic()
+    watchdog.watch(now + 0.3, lambda: (cut.append("later"), done.set()))
+    watchdog.watch(now + 0.02, lambda: cut.append("sooner"))
+    forgotten = watchdog.watch(now + 0.25, lambda: cut.append("forgotten"))
+    watchdog.forget(forgotten)
+    assert _watchdogs() == before + 1  # one thread, started by the first request
+    assert done.wait(5)
+    assert cut == ["sooner", "later"]  # the forgotten one was due between them
+
+
+def _watchdogs() -> int:
+    import threading
+
+    return sum(thread.name == "kvdtype-watchdog" for thread in threading.enumerate())

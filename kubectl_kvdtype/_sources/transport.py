@@ -17,11 +17,13 @@ whole request on both, through the :class:`Clock` here.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import socket
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator, NamedTuple, Optional, Protocol
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Protocol
 
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.status import RequestTimeout
@@ -140,14 +142,12 @@ class Clock:
         if left is None:
             yield
             return
-        timer = threading.Timer(left, self._cut_connection)
-        timer.daemon = True
         IN_FLIGHT.clock = self
-        threads.start(timer)
+        watched = _WATCHDOG.watch(time.monotonic() + left, self._cut_connection)
         try:
             yield
         finally:
-            timer.cancel()
+            _WATCHDOG.forget(watched)
             IN_FLIGHT.clock = None
             with self._lock:
                 self._connection = None
@@ -186,6 +186,51 @@ class Clock:
             return RequestTimeout(f"{self.what}: the cluster at {self.host} did not answer before the --wait deadline")
         return RequestTimeout(f"{self.what}: the cluster at {self.host} did not answer within "
                               f"{seconds(self.timeout or 0)} (--request-timeout; 0 waits without limit)")
+
+
+class _Watchdog:
+    """One thread that cuts each watched request's connection when its time is up (``Clock.watching``).
+
+    A thread per request did the same, but starting a thread waits until the new one holds the
+    interpreter lock, and a parallel LIST holds it while it decodes a page: a big run's requests
+    spent a few hundred milliseconds all told just starting their timers. Here a request only
+    files its end time; the one thread, started with the first, sleeps until the earliest."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._due: list[list[Any]] = []  # heap of [end, order, cut], cut None once forgotten
+        self._order = itertools.count()
+        self._running = False
+
+    def watch(self, end: float, cut: Callable[[], None]) -> list[Any]:
+        """``cut()`` at ``end`` (``time.monotonic()``) unless forgotten before; what ``forget`` takes."""
+        entry = [end, next(self._order), cut]
+        with self._changed:
+            heapq.heappush(self._due, entry)
+            if not self._running:
+                self._running = True
+                threads.start(threading.Thread(target=self._run, name="kvdtype-watchdog", daemon=True))
+            self._changed.notify()
+        return entry
+
+    def forget(self, entry: list[Any]) -> None:
+        with self._changed:
+            entry[2] = None  # left in the heap, dropped when its time comes
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while self._due and self._due[0][2] is None:
+                    heapq.heappop(self._due)
+                left = self._due[0][0] - time.monotonic() if self._due else None
+                if left is None or left > 0:
+                    self._changed.wait(left)
+                    continue
+                cut = heapq.heappop(self._due)[2]
+            cut()  # outside the lock: a cut takes the clock's own
+
+
+_WATCHDOG = _Watchdog()
 
 
 def seconds(value: float) -> str:
