@@ -394,3 +394,23 @@ print(verdicts.renders('vLLM', '0.32.1', 'fp8').state, built())
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:3] == [f"{VALUE} {VALUE} 0", f"{FAILED} 1", f"{VALUE} 2"]
+
+
+def test_a_memoized_judgement_remembers_a_hashable_call_and_computes_an_unhashable_one():
+    """``_kits.memo.memoized``: the one memoizer of the engines' judgements. A list or mapping where a
+    version or argv entry belongs (a hand-written manifest) is computed each time, never an error."""
+    from kubectl_kvdtype._engines import records, verdicts
+    from kubectl_kvdtype._kits.memo import memoized
+
+    calls: list = []
+
+    @memoized(maxsize=8)
+    def shown(value: object) -> str:
+        calls.append(value)
+        return repr(value)
+
+    assert shown("a") == shown("a") == "'a'" and calls == ["a"] and shown.cache_info().hits == 1
+    assert shown(["a"]) == shown(["a"]) == "['a']" and calls == ["a", ["a"], ["a"]]
+    for judged in (records.judge_spelling(VLLM, ["0.29.0"], "bf16"), verdicts.judge(VLLM, {"v": 1}, "bf16")):
+        assert judged.verdict in ("accepted", "rejected", "unknown")  # judged at the reference version
+    assert verdicts.read_role(["--kv-cache-dtype", ["fp8"]], VLLM, "0.29.0").state  # an argv entry that is a list

@@ -15,6 +15,7 @@ import functools
 import re
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
+from kubectl_kvdtype._kits.memo import memoized
 from kubectl_kvdtype._kits.records import field, record_type
 
 FLAG = "--kv-cache-dtype"
@@ -253,18 +254,12 @@ class Judgement:
     note: str = ""
 
 
+@memoized(maxsize=4096)
 def judge_spelling(engine: str, version: object, dtype: str) -> Judgement:
     """Judge ``dtype`` for ``engine`` (canonical name) at ``version`` (free text or None).
 
     Memoized: a cluster has few distinct (engine, version, dtype) triples and many consumers.
     """
-    try:
-        return _judge_cached(engine, version, dtype)
-    except TypeError:  # an unhashable version (a hand-written manifest's list or mapping)
-        return _judge(engine, version, dtype)
-
-
-def _judge(engine: str, version: object, dtype: str) -> Judgement:
     known = record(engine)
     parsed = parse_version(version)
     is_reference = parsed is None
@@ -284,9 +279,6 @@ def _judge(engine: str, version: object, dtype: str) -> Judgement:
         engine, shown, is_reference, dtype, UNKNOWN,
         f"{dtype} is not in this tool's table for {engine}, so it is neither confirmed nor refused",
     )
-
-
-_judge_cached = functools.lru_cache(maxsize=4096)(_judge)
 
 
 @record_type(frozen=True)

@@ -24,6 +24,7 @@ import shlex
 from typing import Iterable, Optional, Sequence
 
 from kubectl_kvdtype._engines import records as _records
+from kubectl_kvdtype._kits.memo import memoized
 from kubectl_kvdtype._kits.records import record_type, replace
 
 # --- Which table decides ----------------------------------------------------------------------
@@ -97,6 +98,7 @@ def _basis(engine: str, version: object) -> Basis:
 _basis_cached = functools.lru_cache(maxsize=256)(_basis)
 
 
+@memoized(maxsize=4096)
 def judge(engine: str, version: object, dtype: str) -> _records.Judgement:
     """How ``engine`` at ``version`` takes ``dtype``: the recording wins at recorded versions.
 
@@ -104,13 +106,6 @@ def judge(engine: str, version: object, dtype: str) -> _records.Judgement:
     hand-kept spelling windows (``_engines.records.judge_spelling``) do, and the Judgement's ``note`` names
     the recorded parser that stood in for the version. Memoized.
     """
-    try:
-        return _judge_cached(engine, version, dtype)
-    except TypeError:  # an unhashable version (a hand-written manifest's list or mapping)
-        return _judge(engine, version, dtype)
-
-
-def _judge(engine: str, version: object, dtype: str) -> _records.Judgement:
     found = basis(engine, version)
     judged = _judge_by(found, engine, version, dtype)
     if found.added:  # an added table decided: the verdict says so wherever it is said
@@ -141,8 +136,6 @@ def _judge_by(found: Basis, engine: str, version: object, dtype: str) -> _record
     return replace(by_table, verdict=_records.REJECTED, note=found.note,
                    reason=f"{label} does not accept {dtype} ({refused})", failure=failure)
 
-
-_judge_cached = functools.lru_cache(maxsize=4096)(_judge)
 
 # --- Reading the flag out of an argv -------------------------------------------------------
 
@@ -191,16 +184,9 @@ class FlagOccurrence:
         return data
 
 
+@memoized(maxsize=1024)
 def _classify(name: str, engine: Optional[str], version: object) -> Optional[tuple[str, bool, str]]:
-    """(spelling, read, note) when an option name could be the flag; else None (memoized)."""
-    try:
-        return _classify_cached(name, engine, version)
-    except TypeError:  # an unhashable version from a hand-written manifest
-        return _classify_uncached(name, engine, version)
-
-
-def _classify_uncached(name: str, engine: Optional[str], version: object) -> Optional[tuple[str, bool, str]]:
-    """(spelling, read, note) when an option name could be the flag; else None.
+    """(spelling, read, note) when an option name could be the flag; else None (memoized).
 
     Which names are candidates, and whether this engine at this version reads one as the flag,
     both come from the recorded parser tables (``_engines.parsers.option_matches``): a candidate is the flag
@@ -237,9 +223,6 @@ def _classify_uncached(name: str, engine: Optional[str], version: object) -> Opt
         return spelling, False, (f"{engine} does not read underscores in flag names: it fails with "
                                  "'unrecognized arguments' at startup")
     return spelling, False, f"{label} has no such option: it fails with 'unrecognized arguments' at startup"
-
-
-_classify_cached = functools.lru_cache(maxsize=1024)(_classify_uncached)
 
 
 def _version_or_reference(engine: str, version: object) -> str:
@@ -481,12 +464,12 @@ def read_role(extra_args: Sequence[str], engine: Optional[str], version: object,
 
     Occurrences are located in the fields ``operator`` and ``extraArgs``.
     """
-    try:
-        return _read_role_cached(tuple(extra_args), engine, version, operator_dtype, model)
-    except TypeError:  # an unhashable version or argument from a hand-written manifest
-        return _read_role(extra_args, engine, version, operator_dtype, model)
+    return _read_role(tuple(extra_args), engine, version, operator_dtype, model)
 
 
+#: A big cluster's roles repeat a few ``extraArgs``: each reading is made once, keyed by what
+#: decides it, before the argv and ``read_flag``'s own key are even built.
+@memoized(maxsize=4096)
 def _read_role(extra_args: Sequence[str], engine: Optional[str], version: object, operator_dtype: Optional[str],
                model: str) -> FlagReading:
     base = _records.record(engine).command(model) if engine in _records.ENGINES else []
@@ -495,11 +478,6 @@ def _read_role(extra_args: Sequence[str], engine: Optional[str], version: object
         fields.append(("operator", [_records.FLAG, operator_dtype]))
     fields.append(("extraArgs", list(extra_args)))
     return read_flag(fields, engine, version)
-
-
-#: A big cluster's roles repeat a few ``extraArgs``: each reading is made once, keyed by what
-#: decides it, before the argv and ``read_flag``'s own key are even built.
-_read_role_cached = functools.lru_cache(maxsize=4096)(_read_role)
 
 
 def renders(engine: str, version: object, dtype: str) -> FlagReading:
@@ -556,14 +534,10 @@ def remedy(dtype: str, consumers: Iterable[tuple[str, object]]) -> _records.Reme
     (see ``_engines.records.remedy_by`` for the order in which fixes are sought). Memoized by the
     dtype and the consumers' (engine, version) pairs: every rejected Binding asks, and a cluster
     has few distinct such questions."""
-    pairs = tuple(consumers)
-    try:
-        return _remedy_cached(dtype, pairs)
-    except TypeError:  # an unhashable version (a hand-written manifest's list or mapping)
-        return _records.remedy_by(dtype, pairs, _runs)
+    return _remedy_cached(dtype, tuple(consumers))
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _remedy_cached(dtype: str, pairs: tuple[tuple[str, object], ...]) -> _records.Remedy:
     return _records.remedy_by(dtype, pairs, _runs)
 

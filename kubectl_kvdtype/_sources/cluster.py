@@ -33,7 +33,7 @@ from kubectl_kvdtype._kits.status import (
     NotServed,
 )
 from kubectl_kvdtype._sources import names as _names
-from kubectl_kvdtype._sources.kinds import FIELD_MANAGER, SETTINGS_GROUP, WORKER_GROUP, Kind, Projection
+from kubectl_kvdtype._sources.kinds import FIELD_MANAGER, OPERATOR_GROUPS, Kind, Projection
 from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions, Resolved, resolve
 from kubectl_kvdtype._sources.transport import Ahead, Clock, HeaderLines, connect, first_line
 
@@ -52,9 +52,6 @@ LIST_READS = 3
 #: How kube-apiserver words a 403 from admission (a webhook's "denied the request", a
 #: ValidatingAdmissionPolicy's "denied request"), as opposed to RBAC's "cannot VERB resource".
 _ADMISSION_REFUSAL = re.compile(r"\bdenied (the )?request\b")
-#: The groups whose kinds are read on every run, at their preferred version before discovery is
-#: asked (``ClusterSource._read``): where they are served, the run never waits for discovery.
-_READ_BEFORE_DISCOVERY = (WORKER_GROUP, SETTINGS_GROUP)
 _Read = TypeVar("_Read")
 _REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
             410: "Gone", 415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests"}
@@ -159,7 +156,7 @@ class ClusterSource:
         """The version to read ``kind`` at before discovery has been asked; None when discovery has
         answered (or failed) already, or the kind is not of the operator's groups: a manager's
         kind (Argo CD's, Flux's) is often not installed, and discovery says so in one request."""
-        if kind.group not in _READ_BEFORE_DISCOVERY:
+        if kind.group not in OPERATOR_GROUPS:
             return None
         with self._discovery:
             known = kind.group in self._versions or kind.group in self._discovery_errors
@@ -238,7 +235,7 @@ class ClusterSource:
         version = self._versions[kind.group]
         if version is None:
             served = f"the API group {kind.group} ({'/'.join(kind.versions)}) is not served by this cluster"
-            if kind.group in (WORKER_GROUP, SETTINGS_GROUP):
+            if kind.group in OPERATOR_GROUPS:
                 raise NotServed(f"{served}: gpustack-operator is not installed, or is too old for this tool")
             raise NotServed(f"{served} ({kind.resource} is not installed)")
         return version
@@ -322,11 +319,9 @@ class ClusterSource:
         if token is None or token in seen:
             return None
         target = _encoded(path) + f"?{urlencode({**query, 'continue': token})}"
-        clock = Clock(self._timeout, self._deadline, _describe("list", kind, namespace, path), self._shown_host)
-        authorization = self._transport.authorization()
+        clock = self._clock("list", kind, namespace, path)
         with clock.watching():
-            sent = send_ahead(target, self._headers + ([("Authorization", authorization)] if authorization else []),
-                              clock)
+            sent = send_ahead(target, self._signed(self._headers), clock)
         if sent is None:
             return None
         self.request_count += 1
@@ -358,19 +353,15 @@ class ClusterSource:
         """The body of a successful answer; ``ahead``: the first attempt, already sent."""
         target = _encoded(path) + (f"?{urlencode(query)}" if query else "")
         headers = self._headers + ([("Content-Type", content_type)] if body is not None else [])
-        clock = ahead.clock if ahead else Clock(self._timeout, self._deadline,
-                                                _describe(verb or method.lower(), kind, namespace, path),
-                                                self._shown_host)
+        clock = ahead.clock if ahead else self._clock(verb or method.lower(), kind, namespace, path)
         for attempt in range(1, ATTEMPTS + 1):
             if attempt == 1 and ahead is not None:
                 with clock.watching():
                     answer = ahead.answer()
             else:
-                authorization = self._transport.authorization()  # per attempt: an exec plugin's token may expire
-                sent = headers + ([("Authorization", authorization)] if authorization else [])
                 self.request_count += 1
                 with clock.watching():  # connect, headers and body: all of it within what is left
-                    answer = self._transport.exchange(method, target, sent, body, clock)
+                    answer = self._transport.exchange(method, target, self._signed(headers), body, clock)
             if answer.status < 300:
                 return answer.data
             retryable = answer.status == 429 or (method == "GET" and answer.status in _RETRY_READ)
@@ -379,6 +370,17 @@ class ClusterSource:
                 continue
             raise _api_error(answer.status, answer.data, verb or method.lower(), kind, namespace, path)
         raise AssertionError("unreachable")
+
+
+    def _clock(self, verb: str, kind: Optional[Kind], namespace: Optional[str], path: str) -> Clock:
+        """The time one request (all its attempts) may take, named as its errors name it."""
+        return Clock(self._timeout, self._deadline, _describe(verb, kind, namespace, path), self._shown_host)
+
+    def _signed(self, headers: HeaderLines) -> HeaderLines:
+        """``headers`` and the transport's Authorization, asked for at each attempt: an exec
+        plugin's token may expire between two."""
+        authorization = self._transport.authorization()
+        return headers + ([("Authorization", authorization)] if authorization else [])
 
 
 class _AskedAhead(NamedTuple):
@@ -409,8 +411,7 @@ def peek_continue(data: bytes) -> Optional[str]:
         tail = data[-_PEEK:]
         found = list(_TAIL_METADATA.finditer(tail))
         metadata = _object_at(tail[found[-1].end():], last=True) if found else None
-    token = metadata.get("continue") if isinstance(metadata, dict) else None
-    return token if isinstance(token, str) and token else None
+    return _token_in(metadata)
 
 
 def _object_at(text: bytes, last: bool = False) -> Any:
@@ -483,7 +484,11 @@ def _list_items(page: dict, kind: Kind, namespace: Optional[str], path: str) -> 
 
 
 def _continue_token(page: dict) -> Optional[str]:
-    metadata = page.get("metadata")
+    return _token_in(page.get("metadata"))
+
+
+def _token_in(metadata: object) -> Optional[str]:
+    """The continue token a List's metadata names: a string, not empty (an empty one ends the list)."""
     token = metadata.get("continue") if isinstance(metadata, dict) else None
     return token if isinstance(token, str) and token else None
 

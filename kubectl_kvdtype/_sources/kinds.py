@@ -19,6 +19,8 @@ from kubectl_kvdtype._kits.status import ApiError, KvdtypeError
 
 WORKER_GROUP = "worker.gpustack.ai"
 SETTINGS_GROUP = "gpustack.ai"
+#: The operator's own API groups: read on every run, served wherever gpustack-operator is installed.
+OPERATOR_GROUPS = (WORKER_GROUP, SETTINGS_GROUP)
 
 
 @record_type(frozen=True)
