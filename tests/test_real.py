@@ -126,6 +126,11 @@ def test_the_operators_kinds_are_read_before_discovery_and_a_refusal_stays_the_s
     which says the version is served, so the run says the server's 403, not "not installed"."""
     from _proxy import ApiProxy
 
+    # What the reading rests on, in the real server's words: a version the group does not serve is
+    # 404 to a user RBAC lets through, and 403 to one it does not (RBAC answers first).
+    unserved = f"/apis/worker.gpustack.ai/v1beta9/namespaces/{real.namespace}/modeldeployments"
+    assert real.plane.request("GET", unserved).status == 404
+    assert real.plane.request("GET", unserved, user="limited").status == 403
     real.apply([_binding("chat", "fp8_e4m3"), _deployment("qwen", "chat", ["--max-model-len=4096"])])
     with ApiProxy(real.plane.url) as proxy:
         verified = real.kvdtype("verify", "-n", real.namespace, "-o", "json", server=proxy.url)
