@@ -158,9 +158,11 @@ def user_of(config: dict) -> dict:
 # --- What a run imports -----------------------------------------------------------------------------
 
 #: Runs the plugin as its console script does, then prints every module imported as stderr's last line.
-_IMPORT_PROBE = ("import sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
-                 "try:\n    runpy.run_module('kubectl_kvdtype', run_name='__main__')\n"
-                 "finally:\n    print(' '.join(sorted(sys.modules)), file=sys.stderr)")
+#: The modules are listed by an exit hook: a run with none registered ends the process as soon as
+#: its result is out (``_cli.main.main``), and one registered makes it leave through the interpreter.
+_IMPORT_PROBE = ("import atexit, sys, runpy; sys.argv = ['kubectl-kvdtype', *sys.argv[1:]]\n"
+                 "atexit.register(lambda: print(' '.join(sorted(sys.modules)), file=sys.stderr))\n"
+                 "runpy.run_module('kubectl_kvdtype', run_name='__main__')")
 
 
 def imported_by(args: Sequence[str], env: Optional[dict] = None) -> tuple[subprocess.CompletedProcess, set[str]]:

@@ -140,21 +140,35 @@ def test_console_script_is_installed():
 
 
 @pytest.mark.e2e  # a fresh Python process
-def test_the_console_script_leaves_the_exits_collection_nothing_to_scan():
-    """The collector is off all run, and before the interpreter's exit (whose one full collection
-    would scan every module and object still alive) everything alive is frozen out of it. A
-    caller of ``main(argv)`` (the tests) gets neither frozen objects nor a different exit."""
-    code = ("import gc, sys\n"
-            "from kubectl_kvdtype._cli.main import main\n"
-            "frozen = gc.get_freeze_count()\n"  # not 0 on every Python: 3.12 freezes some at start-up
-            "assert main(['--version']) == 0 and gc.get_freeze_count() == frozen\n"
-            "sys.argv = ['kubectl-kvdtype', '-f', sys.argv[1], 'check', '-o', 'json']\n"
-            "status = main()\n"
-            "print(status, gc.get_freeze_count() > frozen + 1000, gc.isenabled(), file=sys.stderr)\n")
-    result = subprocess.run([sys.executable, "-c", code, str(EXAMPLES)], capture_output=True, text=True, timeout=60)
-    version, _, report = result.stdout.partition("\n")
-    assert version.startswith("kubectl-kvdtype v") and json.loads(report)["kind"] == "CheckReport"
-    assert result.stderr.split()[-2:] == ["True", "False"], result.stderr
+def test_the_console_script_ends_without_the_interpreters_teardown_unless_an_exit_hook_waits():
+    """With no exit hook registered, the console script ends the process as soon as the result is
+    flushed: nothing after ``main()`` runs, and the status and the whole result are the run's.
+    With one registered (the kubernetes client's removal of its key files), the interpreter ends
+    it and runs the hook, and everything alive is frozen out of the exit's one full collection
+    (the collector was off all run). A caller of ``main(argv)`` (the tests) gets neither."""
+    def console(hook: bool) -> subprocess.CompletedProcess:
+        code = ("import atexit, gc, sys\n"
+                "from kubectl_kvdtype._cli.main import main\n"
+                "frozen = gc.get_freeze_count()\n"  # not 0 on every Python: 3.12 freezes some at start-up
+                "assert main(['--version']) == 0 and gc.get_freeze_count() == frozen\n"
+                + ("atexit.register(print, 'the hook ran', file=sys.stderr)\n" if hook else "") +
+                "sys.argv = ['kubectl-kvdtype', '-f', sys.argv[1], 'check', '-o', 'json']\n"
+                "status = main()\n"
+                "print('main returned', status, gc.get_freeze_count() > frozen + 1000, gc.isenabled(), "
+                "file=sys.stderr)\n"
+                "sys.exit(status)\n")
+        return subprocess.run([sys.executable, "-c", code, str(EXAMPLES)], capture_output=True, text=True,
+                              timeout=60)
+
+    for hook in (False, True):
+        result = console(hook)
+        version, _, report = result.stdout.partition("\n")
+        assert version.startswith("kubectl-kvdtype v") and json.loads(report)["kind"] == "CheckReport"
+        assert result.returncode == 1, result.stderr  # the example manifests hold findings
+        if hook:
+            assert result.stderr.split("\n")[-3:] == ["main returned 1 True False", "the hook ran", ""], result.stderr
+        else:
+            assert "main returned" not in result.stderr, result.stderr
 
 
 def test_a_result_is_handed_to_stdout_a_slice_at_a_time(monkeypatch):

@@ -37,7 +37,8 @@ from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.status import ExitStatus, KvdtypeError, UsageError, interrupted_status
 from kubectl_kvdtype._output.render import format_named
 
-# Every run asks ``requested`` and ``validate``; only a fleet run needs the rest, imported in ``run``.
+# Only a fleet run imports this module (``_commands.flags.fleet_requested`` says which run is one);
+# what it needs of the run's own machinery is imported in ``run``.
 if TYPE_CHECKING:
     from kubectl_kvdtype._commands.command import Context
     from kubectl_kvdtype._kits.report import FleetMember, FleetReport, Report
@@ -51,10 +52,6 @@ REFUSED = (
     ("insecure_skip_tls_verify", "--insecure-skip-tls-verify"), ("tls_server_name", "--tls-server-name"),
     ("username", "--username"), ("password", "--password"), ("filename", "-f/--filename"),
 )
-
-
-def requested(options: argparse.Namespace) -> bool:
-    return bool(getattr(options, "contexts", None) or getattr(options, "all_contexts", False))
 
 
 def validate(options: argparse.Namespace) -> None:

@@ -7,14 +7,20 @@ outcome (findings, usage errors, cluster failures, Ctrl-C) into an ``ExitStatus`
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import os
 import sys
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, NoReturn, Optional, Sequence
 
-from kubectl_kvdtype._cli import fleet as _fleet
 from kubectl_kvdtype._cli.registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSION, build_parser, judging
-from kubectl_kvdtype._commands.flags import DEFAULT_PARALLEL, check_header_flags, normalize_booleans, secrets_in
+from kubectl_kvdtype._commands.flags import (
+    DEFAULT_PARALLEL,
+    check_header_flags,
+    fleet_requested,
+    normalize_booleans,
+    secrets_in,
+)
 from kubectl_kvdtype._kits import codes as _codes
 from kubectl_kvdtype._kits import settings as _settings
 from kubectl_kvdtype._kits import signals as _signals
@@ -67,7 +73,9 @@ def _validate(options: argparse.Namespace, formats: Sequence[Format] = FORMATS,
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
     _validate_names(options)
     check_header_flags(options, connection)
-    if _fleet.requested(options):
+    if fleet_requested(options):
+        from kubectl_kvdtype._cli import fleet as _fleet  # a fleet run's alone
+
         _fleet.validate(options)
     _partners(options)
 
@@ -75,7 +83,7 @@ def _validate(options: argparse.Namespace, formats: Sequence[Format] = FORMATS,
 def _partners(options: argparse.Namespace) -> None:
     """Flags that mean nothing without their partner are refused, not ignored; then the defaults
     that wait for the partner are set."""
-    if getattr(options, "parallel", None) is not None and not _fleet.requested(options):
+    if getattr(options, "parallel", None) is not None and not fleet_requested(options):
         raise UsageError("--parallel needs --contexts or --all-contexts: it is how many contexts of a fleet are "
                          "judged at once")
     if hasattr(options, "parallel") and options.parallel is None:
@@ -112,7 +120,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequenc
 
         _settings.check(env.environ)  # a bad value of the plugin's own settings: one sentence, exit 2
         _extra_engine_tables(env)
-        if _fleet.requested(options):
+        if fleet_requested(options):
             return _run_fleet(options, env, ticker, formats)
         context = Context(options=options, common=CommonOptions.of(options), env=env)
         report = judge(context)
@@ -192,6 +200,8 @@ def internal_error(error: Exception, env: Environment, argv: Sequence[str] = ())
 def _run_fleet(options: argparse.Namespace, env: Environment, ticker: Optional[_progress.Ticker],
                formats: Sequence[Format]) -> int:
     """--contexts/--all-contexts: every context judged, one document for the fleet (``_cli.fleet``)."""
+    from kubectl_kvdtype._cli import fleet as _fleet
+
     fleet = _fleet.run(options, env, judge, internal_error)
     if ticker:
         ticker.stop()
@@ -321,22 +331,38 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv is None:
         _signals.install()  # SIGTERM and SIGHUP end a read at once, a write in progress as Ctrl-C does
     status = run(sys.argv[1:] if argv is None else argv)
-    if status in (ExitStatus.INTERRUPTED, *SIGNAL_STATUS.values()) and argv is None:
-        # Parallel LISTs may still be waiting on a silent server: interpreter shutdown would join
-        # their threads. Ctrl-C means now.
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(status)
+    if argv is None and (status in (ExitStatus.INTERRUPTED, *SIGNAL_STATUS.values()) or not _exit_hooks()):
+        # Ctrl-C: parallel LISTs may still be waiting on a silent server, and the interpreter's
+        # shutdown would join their threads; Ctrl-C means now. Any other end: with no exit hook to
+        # run, the interpreter's shutdown is only teardown (every module, every object the run
+        # kept, freed one by one), which grows with the cluster; the result is written and flushed
+        # already, and every thread of ours is a daemon.
+        _end_now(status)
     if argv is None:
-        # The interpreter's exit runs one full collection over every object still alive (modules,
-        # classes, what the run kept): with the collector off all run, nothing it could free was
-        # made, and that pass was the largest part of a small run's exit. Frozen objects are
-        # left out of it; reference counting and the modules' teardown still run, as do atexit hooks.
+        # An exit hook is registered (the kubernetes client's removal of the key files it wrote
+        # for an exec credential, a coverage tool's): the interpreter ends the process and runs it.
+        # Its exit runs one full collection over every object still alive (modules, classes, what
+        # the run kept): with the collector off all run, nothing it could free was made, and that
+        # pass was the largest part of a small run's exit. Frozen objects are left out of it.
         gc.freeze()
     return status
+
+
+def _exit_hooks() -> bool:
+    """Whether anything registered an exit hook (atexit): when unsure (a Python without the
+    count), yes."""
+    count = getattr(atexit, "_ncallbacks", None)
+    return count is None or count() > 0
+
+
+def _end_now(status: int) -> NoReturn:
+    """End the process now with ``status``: what the streams hold is flushed first."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # closed, or None (started with `>&-`)
+            pass
+    os._exit(status)
 
 
 def _tolerant_streams() -> None:

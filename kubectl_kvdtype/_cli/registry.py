@@ -113,13 +113,10 @@ def build_parser(lazy: bool = False, formats: Sequence[Format] = FORMATS,
     assert isinstance(subparsers, _LazySubcommands)  # what action= above makes it
     subparsers.tables = tables
     for info in COMMANDS:
-        sub = subparsers.add_parser(info.name, help=info.help, prog=f"{PROG} {info.name}", description=info.help,
-                                    formatter_class=HelpFormatter)
-        sub.add_argument("--version", action="version", version=VERSION, help="print the version and exit")
         if lazy:
-            subparsers.pending[info.name] = info
+            subparsers.register(info)
         else:
-            _complete_subparser(sub, info, tables)
+            _complete_subparser(subparsers.build(info), info, tables)
     return parser
 
 
@@ -147,20 +144,43 @@ def _parsers_under(parser: argparse.ArgumentParser) -> list[argparse.ArgumentPar
 
 
 class _LazySubcommands(Subcommands):
-    """The subcommands' action: fills in a registered subcommand's parser when it is chosen."""
+    """The subcommands' action, whose registered subcommands get a parser only when chosen.
+
+    ``--help`` lists them from their help lines alone, and a run builds the one it names: building
+    each parser costs argparse's set-up (and its message catalogue look-ups) for nothing."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.pending: dict[str, CommandInfo] = {}
         self.tables = Tables()
 
+    def build(self, info: CommandInfo) -> argparse.ArgumentParser:
+        """The subcommand's parser, with only what every subcommand's has (its own ``--version``),
+        in its place among the choices; its line of ``--help`` is added unless registered already."""
+        if info.name not in self._name_parser_map:
+            self._choices_actions.append(self._ChoicesPseudoAction(info.name, (), info.help))
+        sub = self._name_parser_map[info.name] = self._parser_class(
+            prog=f"{PROG} {info.name}", description=info.help, formatter_class=HelpFormatter)
+        sub.add_argument("--version", action="version", version=VERSION, help="print the version and exit")
+        return sub
+
+    def register(self, info: CommandInfo) -> None:
+        """Known by name (a choice, and a line of ``--help``) until chosen: then built and filled in."""
+        self._choices_actions.append(self._ChoicesPseudoAction(info.name, (), info.help))
+        self._name_parser_map[info.name] = _UNBUILT
+        self.pending[info.name] = info
+
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: Optional[str] = None) -> None:
         name = values[0] if isinstance(values, Sequence) and values else None
         info = self.pending.pop(name, None) if isinstance(name, str) else None
         if info is not None:
-            _complete_subparser(self._name_parser_map[info.name], info, self.tables)
+            _complete_subparser(self.build(info), info, self.tables)
         super().__call__(parser, namespace, values, option_string)
+
+
+#: What a registered subcommand's entry among the choices holds until it is chosen.
+_UNBUILT: Any = None
 
 
 def judging() -> tuple[str, ...]:

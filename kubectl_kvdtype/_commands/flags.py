@@ -357,6 +357,11 @@ def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
                        help=f"with --contexts/--all-contexts: contexts judged at once (default {DEFAULT_PARALLEL})")
 
 
+def fleet_requested(options: argparse.Namespace) -> bool:
+    """Whether the run is a fleet's (``--contexts``/``--all-contexts``): only then is ``_cli.fleet`` imported."""
+    return bool(getattr(options, "contexts", None) or getattr(options, "all_contexts", False))
+
+
 def add_connection_flags(add: Callable[..., argparse.Action], connection: Sequence[ConnectionFlag]) -> None:
     """kubectl's flags saying which cluster and who, from their table (``_sources.connection``), with
     kubectl's meaning: each overrides the same setting of the kubeconfig (see ``_sources.kubeconfig``)."""
