@@ -38,7 +38,7 @@ class FindFlagsCommand(Command):
     def run(self, context: Context) -> Report:
         options = fix_options(context.options, context.common)
         _fix_options.check_options(context, options)
-        inventory = FlagInventory.read(context.source, context.namespace)
+        inventory = FlagInventory.read(context.source, context.namespace, whole=options.fix)  # --fix backs them up
         report = build_find_flags_report(inventory)
         name_managers(report, inventory.managers_reader(context.source, context.offline))
         if not options.fix:

@@ -81,6 +81,9 @@ def test_the_plan_changes_nothing_and_refuses_dtype_changes(cluster, fake, tmp_p
 
 
 def test_apply_backs_up_then_patches_and_leaves_refused_objects(cluster, fake, tmp_path):
+    with_status = fake.get("ModelDeployment", NS, "qwen-same")
+    with_status["status"] = {"roles": [{"name": "server", "desired": 1, "ready": 1}]}  # judging never reads it
+    original = fake.add(with_status)
     before = {n: extra_args(fake, n) for n in ("qwen-flagged", "qwen-same")}
     result = run(cluster, tmp_path, "find-flags", "-n", NS, "--fix", "--apply", "--yes", "-o", "json")
     assert result.returncode == 1, result.stderr  # the refused ones remain
@@ -101,6 +104,7 @@ def test_apply_backs_up_then_patches_and_leaves_refused_objects(cluster, fake, t
     (backup,) = tmp_path.glob("kvdtype-backup-fix-*")
     saved = yaml.safe_load((backup / "modeldeployment-team-c-qwen-same.yaml").read_text())
     assert saved["spec"]["roles"][0]["extraArgs"] == before["qwen-same"]
+    assert saved == original  # the object as it was, its status too: --fix reads what it backs up whole
     assert {p.name for p in backup.glob("*.yaml")} == {
         "modeldeployment-team-c-qwen-same.yaml", "modeldeployment-team-c-sglang-underscore.yaml",
         "deployment-team-c-vllm-batch.yaml", "cronjob-team-c-nightly-eval.yaml"}

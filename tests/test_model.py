@@ -141,3 +141,21 @@ def test_slim_pod_keeps_what_judging_reads_only():
            "status": {"phase": "Running"}}
     assert _model.slim_pod(pod) == {"metadata": {"name": "p", "namespace": "ml", "labels": {"a": "b"}},
                                     "spec": {"containers": [{"name": "main", "args": ["--x"]}]}}
+
+
+def test_without_status_keeps_all_but_the_status_and_the_manifests_keep_theirs(tmp_path):
+    """The projection changes the object it is handed; an offline source hands it a copy of each
+    manifest's top level, so a later read still finds what the file says."""
+    from kubectl_kvdtype._sources.kinds import BINDING
+    from kubectl_kvdtype._sources.manifests import ManifestSource
+
+    binding = {"metadata": {"name": "b", "managedFields": [{"manager": "helm"}]}, "spec": {"domain": {"dtype": "fp8"}},
+               "status": {"phase": "Ready", "usedBy": [{"name": "md"}]}}
+    assert _model.without_status(json.loads(json.dumps(binding))) == {"metadata": binding["metadata"],
+                                                                      "spec": binding["spec"]}
+    manifest = tmp_path / "b.json"
+    manifest.write_text(json.dumps({"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding", **binding}))
+    source = ManifestSource.from_paths([str(manifest)], None, {})
+    assert [sorted(o) for o in source.list(BINDING, None, project=_model.without_status)] == [
+        ["apiVersion", "kind", "metadata", "spec"]]
+    assert source.list(BINDING, None)[0]["status"] == binding["status"]

@@ -407,6 +407,58 @@ def test_absent_replicas_are_counted_when_time_is_up(fake, kube_env):
     assert result.returncode == 0  # what is present passes; absence alone is not an error finding
 
 
+def test_listed_bindings_and_deployments_are_kept_without_their_status(fake, tmp_path):
+    """check, verify and find-flags read Bindings and ModelDeployments page by page without their
+    status (never read, a large share of a listed object), and everything else of them as listed;
+    check keeps its injected Pods slim, as verify does. A read for a write keeps them whole."""
+    from _support import documents, kubeconfig
+    from kubectl_kvdtype._judging.bindings import BindingInventory
+    from kubectl_kvdtype._judging.flags import FlagInventory
+    from kubectl_kvdtype._judging.replicas import PodInventory
+    from kubectl_kvdtype._sources.cluster import ClusterSource
+    from kubectl_kvdtype._sources.connection import ConnectionOptions
+    from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD
+    from kubectl_kvdtype._sources.model import slim_pod
+
+    listed = [doc for doc in documents(EXAMPLES) if doc.get("kind") in ("KVCachePoolBinding", "ModelDeployment")]
+    for number, doc in enumerate(listed):
+        doc["status"] = {"observedGeneration": number, "conditions": [{"type": "Ready", "status": "True"}]}
+    seed(fake, documents(EXAMPLES) + listed)
+    injected = {"apiVersion": "v1", "kind": "Pod",  # its uid, image and status are never read
+                "metadata": {"name": "inj", "namespace": "team-a", "labels": {"kvcache.gpustack.ai/inject": "true"},
+                             "uid": "u"},
+                "spec": {"containers": [{"name": "main", "args": ["--x"], "image": "i"}]},
+                "status": {"phase": "Running"}}
+    seed(fake, [injected])
+    source = ClusterSource(ConnectionOptions(), environ={"KUBECONFIG": str(kubeconfig(fake, tmp_path / "kc"))})
+    as_listed = [obj for kind in (BINDING, DEPLOYMENT) for obj in source.list(kind, None)]
+    assert len(as_listed) == len(listed) and all("status" in obj for obj in as_listed)
+    expected = {_key(obj): {k: v for k, v in obj.items() if k != "status"} for obj in as_listed}
+
+    check = BindingInventory.read(source, None, "gpustack-system")
+    verify = PodInventory.read_all(source, None, "gpustack-system")
+    find_flags = FlagInventory.read(source, None, "gpustack-system")
+    for read in (check.bindings, check.deployments, list(verify.bindings.values()), verify.deployments,
+                 find_flags.deployments):
+        assert read and all("status" not in obj for obj in read)
+        for obj in read:
+            assert obj == expected[_key(obj)]
+    # A write backs up the objects it read (escape rebind, find-flags --fix): those are read whole.
+    for whole in (BindingInventory.read(source, None, "gpustack-system", whole=True),
+                  FlagInventory.read(source, None, whole=True)):
+        deployments = [obj for obj in as_listed if obj["kind"] == "ModelDeployment"]
+        assert sorted(map(_key, whole.deployments)) == sorted(map(_key, deployments))
+        assert all(obj in as_listed for obj in [*whole.bindings, *whole.deployments])
+    assert check.pods == [slim_pod(pod) for pod in source.list(POD, None, "kvcache.gpustack.ai/inject=true")]
+    assert [pod for pod in check.pods if pod["metadata"]["name"] == "inj"] == [
+        {"metadata": {"name": "inj", "namespace": "team-a", "labels": {"kvcache.gpustack.ai/inject": "true"}},
+         "spec": {"containers": [{"name": "main", "args": ["--x"]}]}}]
+
+
+def _key(obj: dict) -> tuple[str, str, str]:
+    return obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]
+
+
 def test_listed_pods_are_slimmed_to_what_judging_reads():
     """verify keeps identity, labels, annotations, owners and argv of each listed Pod, not the rest."""
     from kubectl_kvdtype._sources.model import slim_pod

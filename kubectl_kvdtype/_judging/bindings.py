@@ -87,10 +87,14 @@ class BindingInventory:
     pods: list[dict] = field(default_factory=list)
 
     @classmethod
-    def read(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "BindingInventory":
+    def read(cls, source: Source, namespace: Optional[str], system_namespace: str,
+             whole: bool = False) -> "BindingInventory":
+        """One LIST per kind, side by side; ``whole``: the Bindings and deployments as they come
+        (a write backs them up), else without what judging never reads."""
+        project = _model.judged_only(whole)
         *lists, setting_read = list_many(source, [
-            Query(BINDING, namespace), Query(DEPLOYMENT, namespace),
-            Query(POD, namespace, f"{_model.INJECT_LABEL}=true"), setting_get(system_namespace),
+            Query(BINDING, namespace, project=project), Query(DEPLOYMENT, namespace, project=project),
+            Query(POD, namespace, f"{_model.INJECT_LABEL}=true", _model.slim_pod), setting_get(system_namespace),
         ])
         bindings, deployments, pods = unwrap(lists)
         setting, error = setting_of(setting_read, system_namespace)

@@ -52,11 +52,14 @@ class FlagInventory:
     _reader: Optional[ManagerReader] = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def read(cls, source: Source, namespace: Optional[str], setting_in: Optional[str] = None) -> "FlagInventory":
+    def read(cls, source: Source, namespace: Optional[str], setting_in: Optional[str] = None,
+             whole: bool = False) -> "FlagInventory":
         """One LIST per kind, side by side; with ``setting_in`` (preflight's system namespace) the
-        Setting's GET beside them."""
+        Setting's GET beside them. ``whole``: the deployments and Bindings as they come (``--fix``
+        backs them up), else without what judging never reads."""
+        project = _model.judged_only(whole)
         queries: list[Union[Query, Get]] = [
-            Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
+            Query(DEPLOYMENT, namespace, project=project), Query(BINDING, namespace, project=project),
             Query(POD, namespace, f"{_model.INJECT_LABEL}=true"), *(Query(k, namespace) for k in WORKLOADS),
             *([setting_get(setting_in)] if setting_in is not None else [])]
         results = list_many(source, queries)

@@ -91,7 +91,8 @@ class PodInventory:
     def read_all(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "PodInventory":
         """Everything in scope: one LIST per kind (two for Pods: replicas, injected)."""
         *lists, setting_read = list_many(source, [
-            Query(DEPLOYMENT, namespace), Query(BINDING, namespace),
+            Query(DEPLOYMENT, namespace, project=_model.without_status),  # judged only: verify writes nothing
+            Query(BINDING, namespace, project=_model.without_status),
             Query(POD, namespace, REPLICA_SELECTOR, _model.slim_pod),
             Query(POD, namespace, f"{_model.INJECT_LABEL}=true", _model.slim_pod), setting_get(system_namespace),
         ])

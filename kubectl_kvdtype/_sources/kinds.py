@@ -73,7 +73,8 @@ def kind_for(api_version: object, kind: object) -> Optional[Kind]:
     return next((k for k in KINDS if k.name == kind and k.group == group), None)
 
 
-#: What a caller keeps of each listed object (see ``Source.list``).
+#: What a caller keeps of each listed object (see ``Source.list``). It may change the top level of
+#: the object it is given, and return it: a source hands it each object's own top level.
 Projection = Callable[[dict], dict]
 
 
@@ -91,7 +92,8 @@ class Source(Protocol):
         """Every object of ``kind`` in ``namespace`` (None: all) matching a label selector.
 
         ``project`` maps each object to what the caller keeps, applied page by page, so a big
-        LIST never holds more than one page of whole objects.
+        LIST never holds more than one page of whole objects. It is handed the object's own top
+        level (a live LIST's objects are the read's; the manifests' are copied for it).
         """
 
     def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:

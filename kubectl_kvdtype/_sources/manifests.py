@@ -150,7 +150,8 @@ class ManifestSource:
             if (namespace is None or not kind.namespaced or _model.namespace_of(obj) == namespace)
             and (not selector or matches_selector(_model.labels_of(obj), selector))
         ]
-        return [project(obj) for obj in found] if project else found
+        # Every read is handed the same parsed manifests: a projection gets its own top level.
+        return [project(dict(obj)) for obj in found] if project else found
 
     def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
         return next((o for o in self.list(kind, namespace) if _model.name_of(o) == name), None)

@@ -8,7 +8,7 @@ return plain Python values and never raise on a strange object.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import verdicts as _verdicts
@@ -302,6 +302,24 @@ def _slim_container(container: dict) -> dict:
     if refers_to_env(container):
         slim["env"] = container["env"]
     return slim
+
+
+def without_status(obj: dict) -> dict:
+    """A Binding or a ModelDeployment as judging reads it: all but its ``status``.
+
+    What a subcommand reads of either is its metadata (identity, and what names its managers) and
+    its spec; the status the operator writes back is never read, and is a large share of a listed
+    object. Leaving it out as a LIST is paged bounds memory on clusters with tens of thousands of
+    them. Changed in place (a projection is handed the object's own top level, see
+    ``kinds.Projection``): a copy of each was a measurable share of a big LIST's reading."""
+    obj.pop("status", None)
+    return obj
+
+
+def judged_only(whole: bool) -> Optional[Callable[[dict], dict]]:
+    """How a read lists Bindings and ModelDeployments: ``without_status`` for a judgement, as they
+    come when ``whole`` (a write backs up the very objects it read)."""
+    return None if whole else without_status
 
 
 def refers_to_env(container: dict) -> bool:

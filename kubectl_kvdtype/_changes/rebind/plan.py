@@ -119,11 +119,11 @@ def _refuse_dtype(binding: dict, dtype: str) -> None:
 def read_inventory(source: Source, namespace: str, system: str) -> tuple[BindingInventory, bool]:
     """The whole cluster for step 5's judgement; only the namespace when listing more is forbidden."""
     try:
-        return BindingInventory.read(source, None, system), True
+        return BindingInventory.read(source, None, system, whole=True), True  # the deployments moved are backed up
     except ApiError as error:
         if error.code != 403:
             raise
-        return BindingInventory.read(source, namespace, system), False
+        return BindingInventory.read(source, namespace, system, whole=True), False
 
 
 def _slug(text: str) -> str:
