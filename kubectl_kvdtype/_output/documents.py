@@ -58,8 +58,10 @@ def _fleet_json(fleet: FleetReport) -> str:
 PRETTY_JSON_ENTRIES = 1000
 
 
-#: One encoder for every entry: ``json.dumps`` with separators builds a new one per call.
-_ENTRY_ENCODER = json.JSONEncoder(separators=(", ", ": "))
+#: One encoder for every entry: ``json.dumps`` with separators builds a new one per call. No
+#: circular-reference check: a report is plain data built here, and the check tracks every
+#: container of every entry (a cycle would still end the run, as a RecursionError).
+_ENTRY_ENCODER = json.JSONEncoder(separators=(", ", ": "), check_circular=False)
 
 
 def to_json(document: dict) -> str:
