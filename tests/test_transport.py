@@ -376,13 +376,16 @@ def test_a_page_whose_text_belies_its_decoded_token_is_read_by_the_decoded_one(f
 
 
 def test_a_page_asked_ahead_on_a_kept_connection_the_server_closed_is_asked_again(fake, kube_env):
-    """The Setting is there, so that nothing else (a discovery after its 404) takes a kept connection
-    first: the only request sent on one is the page asked ahead."""
+    """The first page of Bindings is answered last, so that the page asked ahead finds the other
+    reads' connections kept and idle; the server closes the one it takes (the other requests may
+    take a kept connection too, as their threads start: only a Bindings page with a continue token
+    is dropped)."""
     setting = {"apiVersion": "gpustack.ai/v1", "kind": "Setting", "metadata": {"name": SETTING, "namespace": SYSTEM},
                "spec": {"value": "true"}, "status": {"value": "true"}}
     seed(fake, [*_bindings(600), setting])
     fake.clear_log()
-    fake.drop_kept(times=1, method="GET")
+    fake.delay(0.3, "GET", r"/kvcachepoolbindings$", times=1)
+    fake.drop_kept(times=1, method="GET", target=r"/kvcachepoolbindings\?.*continue=")
     result = kvdtype(kube_env, "check", "-n", "team-a", "-o", "json")
     assert len(report(result)["items"]) == 600
     dropped = [r for r in fake.requests if r.status is None]

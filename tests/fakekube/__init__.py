@@ -97,6 +97,7 @@ set in ``FakeKube.__init__`` below, so one look shows it):
 """
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from typing import Any, Callable, Iterable, Optional
@@ -186,7 +187,8 @@ class FakeKube(ServerMixin, VerbsMixin, FaultsMixin, StoreMixin):
         self._expire = 0
         self._loop: Optional[_Loop] = None
         self._silence: Optional[_Silence] = None
-        self._drop_kept: list[Optional[str]] = []  # drop_kept's methods (None: any), one per drop to come
+        #: drop_kept's (method, target pattern) (None: any), one per drop to come
+        self._drop_kept: list[tuple[Optional[str], Optional[re.Pattern[str]]]] = []
         self._pending: dict[Key, tuple[float, Any]] = {}
         self._finalizers: list[_Finalizer] = []
         self._reaping = False

@@ -209,13 +209,13 @@ class FaultsMixin:
             self._release_silence()
             self._silence = _Silence(rule, after, threading.Event())
 
-    def drop_kept(self, times: int = 1, method: Optional[str] = None) -> None:
-        """Close the connection of each of the next ``times`` requests (of ``method``; None: any)
-        that arrive on a kept-alive connection (one that has carried an answer), with no answer:
-        a server that closed a kept connection as the client took it. The request is logged with
-        no status."""
+    def drop_kept(self, times: int = 1, method: Optional[str] = None, target: Optional[str] = None) -> None:
+        """Close the connection of each of the next ``times`` requests (of ``method``, whose
+        request target, query included, ``target`` searches; None: any) that arrive on a
+        kept-alive connection (one that has carried an answer), with no answer: a server that
+        closed a kept connection as the client took it. The request is logged with no status."""
         with self._lock:
-            self._drop_kept += [method] * times
+            self._drop_kept += [(method, re.compile(target) if target else None)] * times
 
     @property
     def silent(self) -> bool:
@@ -258,12 +258,14 @@ class FaultsMixin:
             return not any(d.matches(verb, group, resource, namespace, name) for d in self._denies)
 
     # -- consulted while serving
-    def _dropped_kept(self, method: str, kept: bool) -> bool:
+    def _dropped_kept(self, method: str, kept: bool, target: str) -> bool:
         """Whether ``drop_kept`` takes this request (on a connection that has answered before)."""
         with self._lock:
-            if not kept or not any(m in (None, method) for m in self._drop_kept):
+            taken = next((drop for drop in self._drop_kept if drop[0] in (None, method)
+                          and (drop[1] is None or drop[1].search(target))), None) if kept else None
+            if taken is None:
                 return False
-            self._drop_kept.remove(next(m for m in self._drop_kept if m in (None, method)))
+            self._drop_kept.remove(taken)
             return True
 
     def _release_silence(self) -> None:

@@ -269,7 +269,7 @@ class ServerMixin:
                                _nodelay(handler.connection), handler.path)
         with self._log_lock:
             self.requests.append(record)
-        if self._dropped_kept(method, getattr(handler, "answered", False)):
+        if self._dropped_kept(method, getattr(handler, "answered", False), handler.path):
             handler.close_connection = True  # and no byte of answer
             return
         handler.answered = True
