@@ -86,6 +86,9 @@ def test_a_live_run_over_a_token_kubeconfig_imports_neither_the_client_nor_urlli
     assert len(json.loads(result.stdout)["items"]) == 8  # the Bindings of examples/
     assert (sorted(m for m in modules if m.startswith(_HEAVY)), "kubernetes.client.rest" in modules,
             "urllib3" in modules) == ([], False, False)
+    # Nor what only another run needs: a fleet's module, and pkgutil for the engine tables' file.
+    assert {"kubectl_kvdtype._cli.fleet", "pkgutil"} & modules == set()
+    assert "kubectl_kvdtype._engines.parsers" in modules  # the module that reads the tables is loaded
 
 
 def test_a_live_run_through_an_exec_plugin_imports_only_the_parts_of_the_client_it_uses(fake, kube_env, tmp_path):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import pkgutil
+import os
 from typing import Any, Iterable, Iterator, NoReturn, Optional, Sequence
 
 from kubectl_kvdtype._engines import records as _records
@@ -67,10 +67,14 @@ SHIPPED_TABLES = "data/engine_options.jsonl"
 
 @functools.lru_cache(maxsize=1)
 def _shipped_lines() -> list[bytes]:
-    raw = pkgutil.get_data("kubectl_kvdtype._engines", SHIPPED_TABLES)
-    if raw is None:  # pragma: no cover - a broken install
-        raise RuntimeError(f"kubectl_kvdtype/_engines/{SHIPPED_TABLES} is missing")
-    return raw.split(b"\n")
+    """The shipped tables' lines, read beside this module: where a venv and both builds of the
+    binary keep the package's data files (``pkgutil.get_data`` reads the same file, and its import,
+    with ``importlib.util`` and ``weakref``, was a share of a small run's start)."""
+    try:
+        with open(os.path.join(os.path.dirname(__file__), SHIPPED_TABLES), "rb") as shipped:
+            return shipped.read().split(b"\n")
+    except OSError as error:  # pragma: no cover - a broken install
+        raise RuntimeError(f"kubectl_kvdtype/_engines/{SHIPPED_TABLES} cannot be read: {error}") from None
 
 
 def shipped_document() -> dict:
