@@ -104,6 +104,24 @@ def test_a_live_run_through_an_exec_plugin_imports_only_the_parts_of_the_client_
             "urllib3" in modules) == ([], True, True)
 
 
+def test_a_run_builds_the_parser_of_the_subcommand_it_names_alone():
+    """The lazy command line lists every subcommand in --help as the whole one does, refuses an
+    unknown name with the same choices, and builds only the parser of the subcommand a run names."""
+    import argparse
+
+    from kubectl_kvdtype._cli.registry import COMMANDS, build_parser
+
+    assert build_parser(lazy=True).format_help() == build_parser().format_help()
+    lazy = build_parser(lazy=True)
+    (subcommands,) = [a for a in lazy._actions if isinstance(a, argparse._SubParsersAction)]
+    assert list(subcommands.choices) == [info.name for info in COMMANDS]
+    options = lazy.parse_args(["verify", "-A"])
+    assert options.command == "verify" and options.all_namespaces
+    assert [name for name, built in subcommands.choices.items() if built is not None] == ["verify"]
+    status, _, stderr = in_process(["bogus"])
+    assert status == 2 and f"(choose from {', '.join(repr(info.name) for info in COMMANDS)})" in stderr
+
+
 def test_colour_only_on_a_terminal_and_never_with_no_color():
     import io
 

@@ -143,6 +143,8 @@ def test_rebind_replace_waits_out_a_finalizer_and_restore_meets_the_operators_ru
     _stored_before_the_upgrade(real, [_binding("scratch", "auto"),
                                       _deployment("qwen-a", "scratch", finalizers=[FINALIZER]),
                                       _deployment("qwen-b", "scratch")])
+    _write_status(plane, namespace, "qwen-b")  # judging never reads it; the backup keeps it all the same
+    original = real.get("ModelDeployment", "qwen-b")
     uids = {name: real.get("ModelDeployment", name)["metadata"]["uid"] for name in ("qwen-a", "qwen-b")}
 
     def let_go(exchange: Exchange) -> None:  # the operator's cleanup, once the plugin has seen it hold
@@ -190,6 +192,8 @@ def test_rebind_replace_waits_out_a_finalizer_and_restore_meets_the_operators_ru
     assert sorted(p.name for p in backup.iterdir() if p.suffix == ".yaml") == sorted(
         [f"kvcachepoolbinding-{namespace}-scratch.yaml", f"modeldeployment-{namespace}-qwen-a.yaml",
          f"modeldeployment-{namespace}-qwen-b.yaml", f"setting-{SYSTEM_NAMESPACE}-{SETTING}.yaml"])
+    saved = yaml.safe_load((backup / f"modeldeployment-{namespace}-qwen-b.yaml").read_text())
+    assert saved == original and saved["status"]["observedGeneration"] == 7  # read whole, as the server holds it
     restore = ("escape", "restore", str(backup), "-o", "json")
     for dry_run in ("--dry-run=server", "--apply"):
         error = _error(real.kvdtype(*restore, dry_run, user="writer", server=proxy.url))

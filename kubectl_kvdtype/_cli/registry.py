@@ -2,7 +2,7 @@
 
 Each subcommand is named by its module path and class name, so the registry imports none of them:
 ``--version`` and ``--help`` read only this table, and a run imports only the subcommand it runs
-(``_LazySubcommands`` fills in its flags once argparse meets its name). ``build_parser()`` loads
+(``_LazySubcommands`` builds its parser, with its flags, once argparse meets its name). ``build_parser()`` loads
 every subcommand: the man page (argparse-manpage reads it) and completion need all their flags.
 """
 
@@ -113,10 +113,9 @@ def build_parser(lazy: bool = False, formats: Sequence[Format] = FORMATS,
     assert isinstance(subparsers, _LazySubcommands)  # what action= above makes it
     subparsers.tables = tables
     for info in COMMANDS:
-        if lazy:
-            subparsers.register(info)
-        else:
-            _complete_subparser(subparsers.build(info), info, tables)
+        subparsers.register(info)
+        if not lazy:
+            subparsers.complete(info.name)
     return parser
 
 
@@ -144,43 +143,36 @@ def _parsers_under(parser: argparse.ArgumentParser) -> list[argparse.ArgumentPar
 
 
 class _LazySubcommands(Subcommands):
-    """The subcommands' action, whose registered subcommands get a parser only when chosen.
-
-    ``--help`` lists them from their help lines alone, and a run builds the one it names: building
-    each parser costs argparse's set-up (and its message catalogue look-ups) for nothing."""
+    """The subcommands' action: each is registered by its name and help line (a choice, and a line
+    of ``--help``), and gets its parser when completed: at once for the whole command line, when
+    argparse meets its name for a run, so a run builds the one parser it needs (each costs
+    argparse's set-up and its message catalogue's look-ups)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        #: Registered subcommands not completed yet (their entry among the choices holds None).
         self.pending: dict[str, CommandInfo] = {}
         self.tables = Tables()
 
-    def build(self, info: CommandInfo) -> argparse.ArgumentParser:
-        """The subcommand's parser, with only what every subcommand's has (its own ``--version``),
-        in its place among the choices; its line of ``--help`` is added unless registered already."""
-        if info.name not in self._name_parser_map:
-            self._choices_actions.append(self._ChoicesPseudoAction(info.name, (), info.help))
-        sub = self._name_parser_map[info.name] = self._parser_class(
-            prog=f"{PROG} {info.name}", description=info.help, formatter_class=HelpFormatter)
-        sub.add_argument("--version", action="version", version=VERSION, help="print the version and exit")
-        return sub
-
     def register(self, info: CommandInfo) -> None:
-        """Known by name (a choice, and a line of ``--help``) until chosen: then built and filled in."""
         self._choices_actions.append(self._ChoicesPseudoAction(info.name, (), info.help))
-        self._name_parser_map[info.name] = _UNBUILT
+        self._name_parser_map[info.name] = None
         self.pending[info.name] = info
+
+    def complete(self, name: str) -> None:
+        """The registered subcommand's parser, in its place among the choices, with its flags."""
+        info = self.pending.pop(name)
+        sub = self._name_parser_map[name] = self._parser_class(
+            prog=f"{PROG} {name}", description=info.help, formatter_class=HelpFormatter)
+        sub.add_argument("--version", action="version", version=VERSION, help="print the version and exit")
+        _complete_subparser(sub, info, self.tables)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: Optional[str] = None) -> None:
         name = values[0] if isinstance(values, Sequence) and values else None
-        info = self.pending.pop(name, None) if isinstance(name, str) else None
-        if info is not None:
-            _complete_subparser(self.build(info), info, self.tables)
+        if isinstance(name, str) and name in self.pending:
+            self.complete(name)
         super().__call__(parser, namespace, values, option_string)
-
-
-#: What a registered subcommand's entry among the choices holds until it is chosen.
-_UNBUILT: Any = None
 
 
 def judging() -> tuple[str, ...]:
