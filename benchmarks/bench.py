@@ -33,6 +33,10 @@ parallel threads, spoken by the plugin's own HTTP/1.1 (`_sources.wire`), `json` 
 printed; no argparse, client or judging). Its row,
 "(floor: Python, TLS, 3 unpaged LISTs, json)", sets it against the guide's Step 2 (find-flags'
 figure): its ratio is one no Python plugin can beat, the plugin's rows above are read against it.
+Below it, the start row, "(start: kubectl runs a Python plugin that exits)": `kubectl pass`, a
+console script on the plugin's interpreter that ends at once, against Step 2 as well: what kubectl's
+own start before it hands over, and the interpreter's start and end, take of the guide's time
+before a plugin does anything. A ratio goal less this row is what the plugin's own work may take.
 
 Subcommands not registered in kubectl_kvdtype._cli.main.COMMANDS are skipped. It prints the ratio
 plugin/guide, the peak RSS (GNU time's %M: the largest process of the command; kubectl execs the
@@ -101,6 +105,7 @@ FLOOR_PATHS = ("/apis/worker.gpustack.ai/v1/modeldeployments",
                "/api/v1/pods?labelSelector=kvcache.gpustack.ai%2Finject%3Dtrue",
                "/apis/worker.gpustack.ai/v1/kvcachepoolbindings")
 FLOOR_LABEL = "(floor: Python, TLS, 3 unpaged LISTs, json)"
+START_LABEL = "(start: kubectl runs a Python plugin that exits)"
 
 
 def kubectl_path() -> str:
@@ -394,6 +399,8 @@ def bench_size(n: int, repeat: int, timed: Plugin, mode: str) -> list[dict]:
                 print_row(r)
         rows.append(floor(n, repeat, timed.python, server, env, Path(home) / "floor"))
         print_row(rows[-1])
+        rows.append(start(n, repeat, timed.python, server, env, Path(home) / "start"))
+        print_row(rows[-1])
     return rows
 
 
@@ -409,35 +416,57 @@ def floor(n: int, repeat: int, python: str, server: Server, env: dict, directory
     """The least any Python plugin could take for `check -A`'s reads (benchmarks/floor.py), on the
     plugin's interpreter, against the guide's Step 2, interleaved: the ratio no Python plugin can
     beat against the guide's cheapest whole-job command."""
-    kubectl = kubectl_path()
     write_floor(directory, python)
-    env = dict(env, PATH=os.pathsep.join([str(directory), env["PATH"]]))
-    argv = [kubectl, "floor", *FLOOR_PATHS]
-    server.clear_log()
-    first = subprocess.run(argv, env=env, capture_output=True, text=True)
-    requests, lists = server.counts()
+    first = subprocess.run([kubectl_path(), "floor", *FLOOR_PATHS], env=on_path(env, directory), capture_output=True,
+                           text=True)
     print(f"  floor read (items per path) {first.stdout.strip() or first.stderr.strip()} "
           f"(exit {first.returncode})", flush=True)
-    label, step2 = guides(kubectl)["find-flags"]
-    runs, theirs = interleaved(argv, step2, env, repeat)
-    return {"size": n, "command": FLOOR_LABEL, "floor": True, "guide": label, "ours": median(runs),
+    return script_row(n, repeat, server, on_path(env, directory), FLOOR_LABEL, ["floor", *FLOOR_PATHS])
+
+
+def start(n: int, repeat: int, python: str, server: Server, env: dict, directory: Path) -> dict:
+    """kubectl running a console script on the plugin's interpreter that exits at once, against the
+    guide's Step 2, interleaved: the share of the guide's time a Python plugin spends before its
+    first line (kubectl's start and hand-over, the interpreter's start and end)."""
+    directory.mkdir()
+    write_script(directory / "kubectl-pass", python, "import sys\nsys.exit(0)\n")
+    return script_row(n, repeat, server, on_path(env, directory), START_LABEL, ["pass"])
+
+
+def on_path(env: dict, directory: Path) -> dict:
+    return dict(env, PATH=os.pathsep.join([str(directory), env["PATH"]]))
+
+
+def script_row(n: int, repeat: int, server: Server, env: dict, label: str, words: list[str]) -> dict:
+    """A row for `kubectl WORDS` (a plugin of the benchmark's own), interleaved with Step 2."""
+    kubectl = kubectl_path()
+    server.clear_log()
+    run_once([kubectl, *words], env)
+    requests, lists = server.counts()
+    step2_label, step2 = guides(kubectl)["find-flags"]
+    runs, theirs = interleaved([kubectl, *words], step2, env, repeat)
+    return {"size": n, "command": label, "floor": True, "guide": step2_label, "ours": median(runs),
             "cpu": median_cpu(runs), "theirs": median(theirs), "rss": max(r.rss_mb for r in runs),
             "guide_rss": max(r.rss_mb for r in theirs), "requests": requests, "lists": lists,
             "status": runs[-1].status, "guide_lines": theirs[-1].lines}
 
 
 def write_floor(directory: Path, python: str) -> None:
-    """`kubectl-floor` in ``directory``, shaped as a console script: `#!python`, then an import of
-    benchmarks/floor.py, copied beside it with its bytecode written (whatever PYTHONDONTWRITEBYTECODE
-    says), so that a run compiles nothing, as an installed plugin's run does not."""
+    """`kubectl-floor` in ``directory``: an import of benchmarks/floor.py, copied beside it with its
+    bytecode written (whatever PYTHONDONTWRITEBYTECODE says), so that a run compiles nothing, as an
+    installed plugin's run does not."""
     import py_compile
 
     directory.mkdir()
     shutil.copy(ROOT / "benchmarks" / "floor.py", directory / "floor.py")
     py_compile.compile(str(directory / "floor.py"), doraise=True)
-    script = directory / "kubectl-floor"
-    script.write_text(f"#!{python}\nimport sys\nfrom floor import main\nsys.exit(main())\n", encoding="utf-8")
-    script.chmod(0o755)
+    write_script(directory / "kubectl-floor", python, "import sys\nfrom floor import main\nsys.exit(main())\n")
+
+
+def write_script(path: Path, python: str, body: str) -> None:
+    """An executable shaped as a console script: `#!python` (the plugin's interpreter), then ``body``."""
+    path.write_text(f"#!{python}\n{body}", encoding="utf-8")
+    path.chmod(0o755)
 
 
 def guides(kubectl: str) -> dict[str, tuple[str, list[str]]]:
