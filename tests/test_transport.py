@@ -12,7 +12,9 @@ import base64
 import json
 import os
 import socket
+import ssl
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
@@ -35,7 +37,9 @@ from _support import (
     user_of,
     with_kubeconfig,
 )
-from fakekube import TEST_CA_PEM, TEST_CLIENT_CERT_PEM, TEST_CLIENT_KEY_PEM, FakeKube
+from fakekube import TEST_CA_PEM, TEST_CLIENT_CERT_PEM, TEST_CLIENT_KEY_PEM, TEST_KEY_PEM, FakeKube
+from kubectl_kvdtype._kits.records import replace
+from kubectl_kvdtype._sources import direct
 from kubectl_kvdtype._sources.connection import ConnectionOptions
 from kubectl_kvdtype._sources.kubeconfig import direct_settings, resolve
 
@@ -193,8 +197,9 @@ def test_verification_turned_off_is_not_warned_about_on_either_transport(fake, k
 
 
 def test_a_client_certificate_given_as_data_is_presented_and_leaves_no_file(fake, kube_env, tmp_path):
-    """``ssl`` loads a certificate from files only: the data is written to a private directory for
-    the moment of loading, which is gone afterwards."""
+    """``ssl`` loads a certificate from files only: on Linux the data goes through anonymous memory
+    files (no directory is made, and ``tempfile`` is not even imported), elsewhere through a private
+    directory for the moment of loading, which is gone afterwards."""
     seed(fake, documents(EXAMPLES))
 
     def edit(config: dict) -> None:
@@ -207,10 +212,36 @@ def test_a_client_certificate_given_as_data_is_presented_and_leaves_no_file(fake
     scratch.mkdir()
     env = {**with_kubeconfig(kube_env, kubeconfig(fake, tmp_path / "kc", edit)), "TMPDIR": str(scratch)}
     fake.clear_log()
-    result, took_client = _probe(env, "check", "-A", "-o", "json")
-    assert not took_client and result.returncode == 1, result.stderr
+    result, modules = imported_by(["check", "-A", "-o", "json"], env)
+    assert "urllib3" not in modules and result.returncode == 1, result.stderr
     assert {r.client_cert for r in fake.requests} == {"ci-bot"}
     assert not any("Authorization" in r.headers for r in fake.requests)
+    assert os.listdir(scratch) == []
+    assert ("tempfile" in modules) is (not hasattr(os, "memfd_create"))
+
+
+@pytest.mark.parametrize("memory", [True, False], ids=["memory files", "a private directory"])
+def test_a_client_certificate_as_data_loads_alike_from_memory_files_and_from_a_directory(
+        tmp_path, monkeypatch, memory):
+    """Both ways of handing ``*-data`` to ``ssl`` load the pair, refuse a key that is not the
+    certificate's, and leave nothing behind (the directory way's, forced where memory files are:
+    /proc/self/fd out of reach)."""
+    if memory and not hasattr(os, "memfd_create"):
+        pytest.skip("no anonymous memory files on this system")  # the other case runs the directory way
+    if not memory:
+        monkeypatch.setattr(direct, "_OWN_FILES", str(tmp_path / "no-proc"))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    pair = {"client-certificate-data": base64.b64encode(TEST_CLIENT_CERT_PEM.encode()).decode(),
+            "client-key-data": base64.b64encode(TEST_CLIENT_KEY_PEM.encode()).decode()}
+    settings = _settings(tmp_path, {"certificate-authority-data": CA_DATA}, pair)
+    assert settings is not None and settings.key_data is not None
+    assert direct._tls_context(settings).verify_mode == ssl.CERT_REQUIRED
+    wrong_key = replace(settings, key_data=TEST_KEY_PEM.encode())  # the server's key
+    with pytest.raises(ssl.SSLError, match="KEY_VALUES_MISMATCH"):
+        direct._tls_context(wrong_key)
     assert os.listdir(scratch) == []
 
 

@@ -46,10 +46,13 @@ def _tls_context(settings: DirectSettings) -> ssl.SSLContext:
 
 
 def _load_client_certificate(context: ssl.SSLContext, settings: DirectSettings) -> None:
-    """``ssl`` loads a certificate and key from files only: a ``*-data`` setting is written to a
+    """``ssl`` loads a certificate and key from files only: a ``*-data`` setting is handed over as
+    an anonymous memory file where the system has them (``_load_from_memory``), else written to a
     private directory (mode 0700) for the moment of loading, and removed at once."""
     if not (settings.cert_data or settings.key_data):
         context.load_cert_chain(str(settings.cert_file), settings.key_file)
+        return
+    if _load_from_memory(context, settings):
         return
     import shutil
     import tempfile
@@ -61,6 +64,43 @@ def _load_client_certificate(context: ssl.SSLContext, settings: DirectSettings) 
         context.load_cert_chain(str(cert), key)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+#: Where a process's open files are named by number (Linux): an anonymous memory file is read through it.
+_OWN_FILES = "/proc/self/fd"
+
+
+def _load_from_memory(context: ssl.SSLContext, settings: DirectSettings) -> bool:
+    """Linux: each ``*-data`` setting in an anonymous memory file (``memfd_create``), loaded through
+    its name under /proc/self/fd and closed at once. The key is never on a filesystem, not even
+    for a moment, and nothing is left behind if the process is killed. False where the system
+    has no such files (the caller writes a private directory instead)."""
+    if not hasattr(os, "memfd_create") or not os.path.isdir(_OWN_FILES):
+        return False
+    opened: list[int] = []
+    try:
+        try:
+            cert = settings.cert_file or _in_memory(settings.cert_data, opened)  # a file first, as below
+            key = settings.key_file or _in_memory(settings.key_data, opened)
+        except OSError:  # memory files refused (a sandbox's filter): a private directory instead
+            return False
+        context.load_cert_chain(str(cert), key)
+        return True
+    finally:
+        for descriptor in opened:
+            os.close(descriptor)
+
+
+def _in_memory(content: Optional[bytes], opened: list[int]) -> Optional[str]:
+    """``content`` in a new anonymous memory file (added to ``opened``), by the name ``ssl`` opens."""
+    if content is None:
+        return None
+    descriptor = os.memfd_create("kubectl-kvdtype", os.MFD_CLOEXEC)
+    opened.append(descriptor)
+    view = memoryview(content)
+    while view:
+        view = view[os.write(descriptor, view):]
+    return f"{_OWN_FILES}/{descriptor}"
 
 
 def _written(path: str, content: Optional[bytes]) -> Optional[str]:
