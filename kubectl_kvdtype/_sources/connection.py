@@ -214,6 +214,7 @@ def kubeconfig_paths(explicit: Optional[str], environ: Any) -> list[str]:
 def read_kubeconfig(path: str, wait: Optional[float] = None) -> dict:
     """One kubeconfig file as a mapping (an empty file: empty); anything else is said in one
     sentence. ``wait``: the most seconds a FIFO may take to be written (None: no limit)."""
+    from kubectl_kvdtype._kits import blockyaml as _blockyaml
     from kubectl_kvdtype._kits import bounded as _bounded
     from kubectl_kvdtype._kits import files as _files
 
@@ -223,7 +224,10 @@ def read_kubeconfig(path: str, wait: Optional[float] = None) -> dict:
         raise KvdtypeError(f"the kubeconfig {path} {error.predicate}") from None
     except (OSError, UnicodeDecodeError) as error:
         raise KvdtypeError(f"cannot read the kubeconfig {path}: {getattr(error, 'strerror', None) or error}") from None
-    mapping = _bounded.loads_as_yaml(text)  # a JSON one, as YAML reads it, without importing PyYAML
+    # A JSON one, or the plain block YAML kubectl writes, as YAML reads them, without importing PyYAML.
+    mapping = _bounded.loads_as_yaml(text)
+    if mapping is None:
+        mapping = _blockyaml.loads_block_mapping(text)
     return mapping if mapping is not None else _yaml_kubeconfig(path, text)
 
 
