@@ -52,11 +52,11 @@ def loads_block_mapping(text: str, limit: int = MAX_DEPTH) -> Optional[dict[str,
         return None
     try:
         lines = _significant(text)
-        if not lines or _is_entry(lines[0][1]):
-            return None
+        if not lines or lines[0][0] != 0 or _is_entry(lines[0][1]):
+            return None  # nothing, an indented top level, a sequence
         reader = _Reader(lines, limit)
-        document = reader.block(lines[0][0], 1)
-        if reader.at != len(lines) or lines[0][0] != 0:
+        document = reader.block(0, 1)
+        if reader.at != len(lines):
             return None
     except _Unsure:
         return None
