@@ -72,7 +72,7 @@ _OWN_FILES = "/proc/self/fd"
 
 def _load_from_memory(context: ssl.SSLContext, settings: DirectSettings) -> bool:
     """Linux: each ``*-data`` setting in an anonymous memory file (``memfd_create``), loaded through
-    its name under /proc/self/fd and closed at once. The key is never on a filesystem, not even
+    its name under /proc/self/fd and closed at once. The key never enters a directory, not even
     for a moment, and nothing is left behind if the process is killed. False where the system
     has no such files (the caller writes a private directory instead)."""
     if not hasattr(os, "memfd_create") or not os.path.isdir(_OWN_FILES):
