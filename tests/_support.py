@@ -180,11 +180,12 @@ def roots(modules: set[str]) -> set[str]:
     return {module.split(".")[0] for module in modules}
 
 
-def exec_kubeconfig(fake: Any, directory: Path) -> Path:
-    """A kubeconfig of ``fake`` whose user is an exec credential plugin printing the fake's token:
-    a run through it takes the kubernetes client's transport."""
-    plugin = directory / "cred-plugin"
-    plugin.write_text("#!/bin/sh\necho '{\"apiVersion\": \"client.authentication.k8s.io/v1\", "
-                      f"\"kind\": \"ExecCredential\", \"status\": {{\"token\": \"{fake.token}\"}}}}'\n")
-    plugin.chmod(0o755)
-    return fake.write_kubeconfig(directory / "exec-kc", exec_command=[str(plugin)])
+def client_kubeconfig(fake: Any, directory: Path) -> Path:
+    """A kubeconfig of ``fake`` whose user has an exec plugin beside its token: the client's loader
+    takes the token first and never runs the plugin (``false`` would fail), and the direct transport
+    leaves such a user to the client. A run through it takes the kubernetes client's transport."""
+    path = fake.write_kubeconfig(directory / "client-kc")
+    config = json.loads(path.read_text())
+    config["users"][0]["user"]["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": "false"}
+    path.write_text(json.dumps(config))
+    return path

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from _support import EXAMPLES, PLUGIN, documents, exec_kubeconfig, imported_by, in_process, kvdtype, roots, seed
+from _support import EXAMPLES, PLUGIN, client_kubeconfig, documents, imported_by, in_process, kvdtype, roots, seed
 
 pytestmark = pytest.mark.version_sensitive  # help, --version and usage errors are argparse's (test_tiers.py)
 
@@ -91,12 +91,13 @@ def test_a_live_run_over_a_token_kubeconfig_imports_neither_the_client_nor_urlli
     assert "kubectl_kvdtype._engines.parsers" in modules  # the module that reads the tables is loaded
 
 
-def test_a_live_run_through_an_exec_plugin_imports_only_the_parts_of_the_client_it_uses(fake, kube_env, tmp_path):
-    """An exec credential plugin needs the client (its transport): the run answers from the fake
+def test_a_live_run_through_the_clients_transport_imports_only_the_parts_of_the_client_it_uses(
+        fake, kube_env, tmp_path):
+    """A token file needs the client (its loader and transport): the run answers from the fake
     without the client's generated API and model classes (pydantic) or the OIDC refresh's
     requests/oauthlib, whose import cost most of a small run; and the probe can tell the client apart."""
     seed(fake, documents(EXAMPLES))
-    kube_env["KUBECONFIG"] = str(exec_kubeconfig(fake, tmp_path))
+    kube_env["KUBECONFIG"] = str(client_kubeconfig(fake, tmp_path))
     result, modules = imported_by(["check", "-A", "-o", "json"], kube_env)
     assert result.returncode == 1, result.stderr
     assert len(json.loads(result.stdout)["items"]) == 8

@@ -9,6 +9,7 @@ what only the client sends (its exec plugin's token)."""
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import os
 import socket
@@ -26,9 +27,9 @@ from _support import (
     EXAMPLES,
     SETTING,
     SYSTEM,
+    client_kubeconfig,
     cluster_of,
     documents,
-    exec_kubeconfig,
     imported_by,
     kubeconfig,
     kvdtype,
@@ -68,7 +69,9 @@ def _settings(tmp_path: Path, cluster: dict, user: dict, environ: dict | None = 
     ({"insecure-skip-tls-verify": True}, {"client-certificate-data": base64.b64encode(b"c").decode(),
                                           "client-key-data": base64.b64encode(b"k").decode()}),
     ({"tls-server-name": "api.internal"}, {}),
-], ids=["token", "basic", "client-certificate", "no-credentials"])
+    ({}, {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "cred", "args": ["a"],
+                   "env": [{"name": "N", "value": "v"}], "provideClusterInfo": True}, "as": "someone"}),
+], ids=["token", "basic", "client-certificate", "no-credentials", "exec"])
 def test_a_kubeconfig_the_standard_library_can_serve_goes_direct(tmp_path, cluster, user):
     settings = _settings(tmp_path, cluster, user)
     assert settings is not None
@@ -76,7 +79,11 @@ def test_a_kubeconfig_the_standard_library_can_serve_goes_direct(tmp_path, clust
 
 
 @pytest.mark.parametrize("cluster, user, environ", [
-    ({}, {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "cred"}}, {}),
+    ({}, {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "cred"}, "token": "t"}, {}),
+    ({}, {"exec": {"command": "cred"}}, {}),
+    ({}, {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "cred", "args": "a b"}}, {}),
+    ({}, {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "cred", "env": [{"name": "N"}]}}, {}),
+    ({}, {"tokenFile": "/run/token"}, {}),
     ({}, {"auth-provider": {"name": "oidc", "config": {}}}, {}),
     ({"proxy-url": "http://proxy:3128"}, {"token": "t"}, {}),
     ({}, {"token": "t"}, {"HTTPS_PROXY": "http://proxy:3128"}),
@@ -85,12 +92,14 @@ def test_a_kubeconfig_the_standard_library_can_serve_goes_direct(tmp_path, clust
     ({"server": "https://admin:secret@api.example:6443"}, {"token": "t"}, {}),
     ({"server": "unix:///run/k8s.sock"}, {"token": "t"}, {}),
     ({}, {"token": ["not", "a", "string"]}, {}),
-], ids=["exec", "auth-provider", "proxy-url", "HTTPS_PROXY", "all_proxy", "bad-ca-data", "password-in-url",
+], ids=["exec-beside-a-token", "exec-without-apiVersion", "exec-args-not-a-list", "exec-env-without-value",
+        "token-file", "auth-provider", "proxy-url", "HTTPS_PROXY", "all_proxy", "bad-ca-data", "password-in-url",
         "not-http", "token-not-a-string"])
 def test_what_only_the_client_does_goes_to_the_client(tmp_path, cluster, user, environ):
-    """An exec plugin, an auth provider, a proxy (the kubeconfig's, or the environment's, which the
-    client reads), or a setting the direct transport would have to guess about: the client's loader
-    reads it and words any refusal, as it always has."""
+    """An exec plugin beside another credential or not plainly set, a token file, an auth provider,
+    a proxy (the kubeconfig's, or the environment's, which the client reads), or a setting the
+    direct transport would have to guess about: the client's loader reads it and words any refusal,
+    as it always has."""
     assert _settings(tmp_path, cluster, user, environ) is None
 
 
@@ -127,7 +136,7 @@ def _sent(fake: FakeKube) -> list[tuple[str, str, list[tuple[str, str]]]]:
 
 
 def test_both_transports_send_the_same_requests_and_answer_alike(fake, kube_env, tmp_path):
-    """The same run over a token kubeconfig (direct) and an exec plugin's (the client): the same
+    """The same run over a token kubeconfig (direct) and a token file's (the client): the same
     requests with the same header lines (the impersonation's repeated group a line each), and the
     same report."""
     seed(fake, documents(EXAMPLES))
@@ -137,7 +146,7 @@ def test_both_transports_send_the_same_requests_and_answer_alike(fake, kube_env,
     assert not took_client and direct.returncode == 1, direct.stderr
     by_direct = _sent(fake)
     fake.clear_log()
-    client, took_client = _probe(with_kubeconfig(kube_env, exec_kubeconfig(fake, tmp_path)), *flags)
+    client, took_client = _probe(with_kubeconfig(kube_env, client_kubeconfig(fake, tmp_path)), *flags)
     assert took_client and client.returncode == 1, client.stderr
     assert by_direct == _sent(fake)
     assert ("Impersonate-Group", "a") in by_direct[0][2] and ("Impersonate-Group", "b") in by_direct[0][2]
@@ -146,14 +155,14 @@ def test_both_transports_send_the_same_requests_and_answer_alike(fake, kube_env,
 
 def _on_both(fake: FakeKube, env: dict, tmp_path: Path, edit, *args: str):
     """The plugin run with the fake's kubeconfig changed by ``edit``, once with its token user (the
-    direct transport) and once with an exec plugin's (the client's): (direct, client) results."""
+    direct transport) and once with a token file's (the client's): (direct, client) results."""
     token_kc = kubeconfig(fake, tmp_path / "token-kc", edit)
-    exec_kc = kubeconfig(fake, tmp_path / "exec-kc", edit)
-    exec_kc.write_text(json.dumps({**json.loads(exec_kc.read_text()),
-                                   "users": json.loads(exec_kubeconfig(fake, tmp_path).read_text())["users"]}))
+    file_kc = kubeconfig(fake, tmp_path / "file-kc", edit)
+    file_kc.write_text(json.dumps({**json.loads(file_kc.read_text()),
+                                   "users": json.loads(client_kubeconfig(fake, tmp_path).read_text())["users"]}))
     direct, took_client = _probe(with_kubeconfig(env, token_kc), *args)
     assert not took_client
-    client, took_client = _probe(with_kubeconfig(env, exec_kc), *args)
+    client, took_client = _probe(with_kubeconfig(env, file_kc), *args)
     assert took_client
     return direct, client
 
@@ -243,6 +252,98 @@ def test_a_client_certificate_as_data_loads_alike_from_memory_files_and_from_a_d
     with pytest.raises(ssl.SSLError, match="KEY_VALUES_MISMATCH"):
         direct._tls_context(wrong_key)
     assert os.listdir(scratch) == []
+
+
+def _plugin(directory: Path, status: dict) -> Path:
+    """An exec credential plugin printing ``status``, each run logged as a line of ``runs``."""
+    plugin = directory / "cred-plugin"
+    answer = json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                         "status": status})
+    plugin.write_text(f"#!/bin/sh\necho run >> {directory / 'runs'}\ncat <<'EOF'\n{answer}\nEOF\n")
+    plugin.chmod(0o755)
+    return plugin
+
+
+def _runs(directory: Path) -> int:
+    return len((directory / "runs").read_text().splitlines())
+
+
+def test_an_exec_plugin_is_run_for_the_direct_transport_without_the_clients_transport(fake, kube_env, tmp_path):
+    """An exec plugin's user is served directly: the plugin runs once (the client's exec protocol
+    alone), its token goes with every request, the report is the token kubeconfig's, and neither
+    urllib3 nor the client's loader, Configuration or PyYAML is imported."""
+    seed(fake, documents(EXAMPLES))
+    token_run = kvdtype(kube_env, "check", "-A", "-o", "json")
+    plugin = _plugin(tmp_path, {"token": fake.token})
+    fake.clear_log()
+    result, modules = imported_by(["check", "-A", "-o", "json"], with_kubeconfig(
+        kube_env, fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
+    assert result.returncode == 1 and result.stdout == token_run.stdout, result.stderr
+    assert _runs(tmp_path) == 1
+    assert {r.headers.get("Authorization") for r in fake.requests} == {f"Bearer {fake.token}"}
+    assert "kubernetes.config.exec_provider" in modules
+    assert {"urllib3", "yaml", "kubernetes.config.kube_config", "kubernetes.client.configuration"} & modules == set()
+
+
+@pytest.mark.parametrize("expires_in, renewed", [(-60, True), (120, True), (3600, False)],
+                         ids=["expired", "within-the-skew", "later"])
+def test_an_exec_token_due_to_expire_is_renewed_before_each_request_as_the_client_renews_it(
+        fake, kube_env, tmp_path, expires_in, renewed):
+    """The client's loader runs the plugin again before a request once its token is within five
+    minutes of its ``expirationTimestamp``; so does the direct transport, one run at a time."""
+    seed(fake, documents(EXAMPLES))
+    at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=expires_in)
+    plugin = _plugin(tmp_path, {"token": fake.token, "expirationTimestamp": at.strftime("%Y-%m-%dT%H:%M:%SZ")})
+    fake.clear_log()
+    result = kvdtype(with_kubeconfig(kube_env, fake.write_kubeconfig(tmp_path / "kc", exec_command=[str(plugin)])),
+                     "check", "-A", "-o", "json")
+    assert result.returncode == 1, result.stderr
+    assert _runs(tmp_path) == (1 + len(fake.requests) if renewed else 1)
+
+
+def test_the_renewal_skew_is_the_clients():
+    """``EXPIRY_SKEW`` is the client's loader's, read from its source (importing the loader would
+    import the whole client into the test process)."""
+    import ast
+    import importlib.util
+
+    from kubectl_kvdtype._sources.credentials import EXPIRY_SKEW
+
+    package = importlib.util.find_spec("kubernetes")
+    assert package is not None and package.origin is not None
+    source = (Path(package.origin).parent / "config" / "kube_config.py").read_text(encoding="utf-8")
+    (value,) = [node.value for node in ast.parse(source).body if isinstance(node, ast.Assign)
+                and [getattr(t, "id", None) for t in node.targets] == ["EXPIRY_SKEW_PREVENTION_DELAY"]]
+    assert isinstance(value, ast.Call) and ast.unparse(value.func) == "datetime.timedelta"
+    assert EXPIRY_SKEW == datetime.timedelta(**{k.arg: ast.literal_eval(k.value) for k in value.keywords if k.arg})
+
+
+def test_an_exec_plugins_client_certificate_is_presented_and_leaves_no_file(fake, kube_env, tmp_path):
+    """A plugin may answer with a client certificate and key instead of a token: they are
+    presented, from memory files on Linux as the kubeconfig's own would be, and nothing is written."""
+    seed(fake, documents(EXAMPLES))
+    plugin = _plugin(tmp_path, {"clientCertificateData": TEST_CLIENT_CERT_PEM, "clientKeyData": TEST_CLIENT_KEY_PEM})
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**with_kubeconfig(kube_env, fake.write_kubeconfig(tmp_path / "kc", exec_command=[str(plugin)])),
+           "TMPDIR": str(scratch)}
+    fake.clear_log()
+    result, modules = imported_by(["check", "-A", "-o", "json"], env)
+    assert result.returncode == 1, result.stderr
+    assert {r.client_cert for r in fake.requests} == {"ci-bot"}
+    assert not any("Authorization" in r.headers for r in fake.requests)
+    assert os.listdir(scratch) == [] and "urllib3" not in modules
+
+
+def test_an_exec_plugins_certificate_that_does_not_load_is_said_in_one_sentence(fake, kube_env, tmp_path):
+    seed(fake, documents(EXAMPLES))
+    plugin = _plugin(tmp_path, {"clientCertificateData": TEST_CLIENT_CERT_PEM, "clientKeyData": TEST_KEY_PEM})
+    result = kvdtype(with_kubeconfig(kube_env, fake.write_kubeconfig(tmp_path / "kc", exec_command=[str(plugin)])),
+                     "check", "-A")
+    assert result.returncode == 3 and result.stdout == ""
+    assert result.stderr.startswith(f"error: cannot use the client certificate the exec credential "
+                                    f"plugin {plugin} of the kubeconfig user returned: "), result.stderr
+    assert len(result.stderr.splitlines()) == 1 and _runs(tmp_path) == 1
 
 
 def test_a_kept_connection_closed_under_a_read_is_read_again_on_a_new_one(fake, kube_env):

@@ -7,12 +7,12 @@ and the REST client, without the generated API classes and models (see below).
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
-import threading
 import types
 from contextlib import contextmanager
 from typing import Any, Iterator
+
+from kubectl_kvdtype._sources import client_packages as _client_packages
 
 # --- The kubernetes client, paid for what is used ------------------------------------------
 #
@@ -21,31 +21,12 @@ from typing import Any, Iterator
 # and oauthlib at module level for the OIDC refresh. A run needs none of that: it needs the
 # kubeconfig loader (exec plugins, tokens, client certificates, auth providers), the in-cluster
 # loader, ``Configuration`` and the REST client over urllib3. So the client's packages are entered
-# without running their __init__ (``_DeferredPackage``: the __init__ runs, whole, the first time
-# anything asks for a name only it defines), and what ``kube_config`` imports for the OIDC refresh
-# alone is imported when a refresh happens (``_StandIn``, ``_Deferred``). This leans on the client's file
-# layout, hence the pinned bound in setup.cfg; tests/test_cli.py checks a live run leaves the
-# models unimported, and tests/test_connection_flags.py runs the OIDC refresh.
-
-_CLIENT_PACKAGES = ("kubernetes", "kubernetes.client", "kubernetes.config", "kubernetes.utils")
-_PACKAGE_INIT = threading.RLock()  # an __init__ may use another deferred package's names
-
-
-class _DeferredPackage(types.ModuleType):
-    """A package of the client entered without running its __init__; any name the __init__
-    defines (``kubernetes.client.CoreV1Api``) runs it first, so whoever wants the whole client
-    in this process still gets it."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):  # the import system's probes (__path__ is set, __all__ is not)
-            raise AttributeError(name)
-        with _PACKAGE_INIT:
-            if isinstance(self, _DeferredPackage):
-                module: types.ModuleType = self  # a plain module from here on: its __init__ runs next, once
-                module.__class__ = types.ModuleType
-                self.__spec__.loader.exec_module(self)  # type: ignore[union-attr]
-        return getattr(self, name)
-
+# without running their __init__ (``_sources.client_packages``), and what ``kube_config`` imports
+# for the OIDC refresh alone is imported when a refresh happens (``_StandIn``, ``_Deferred``). This
+# leans on the client's file layout, hence the pinned bound in setup.cfg; tests/test_cli.py checks
+# a live run leaves the models unimported, and tests/test_connection_flags.py runs the OIDC refresh.
+# The loader runs an exec credential plugin through ``_sources.credentials``' provider (bounded,
+# failing in one sentence), set here as the one it uses.
 
 class _Deferred:
     """A name ``kube_config`` binds at import but uses only in an OIDC refresh (``OAuth2Session``,
@@ -78,26 +59,11 @@ class _StandIn(types.ModuleType):
         return _Deferred(self.__name__, name)
 
 
-def _enter_client_packages() -> None:
-    for name in _CLIENT_PACKAGES:
-        if name in sys.modules:  # already imported (in full, or by an earlier call)
-            continue
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"the kubernetes client has no {name}")
-        package = importlib.util.module_from_spec(spec)
-        package.__class__ = _DeferredPackage
-        sys.modules[name] = package
-        parent, _, child = name.rpartition(".")
-        if parent:
-            setattr(sys.modules[parent], child, package)
-
-
 def _defer_client_init(configuration: type) -> None:
     """``Configuration`` is a name of ``kubernetes.client`` the config loaders import from it: set
     it there (the very object its __init__ would bind) so that import does not run the __init__."""
     package = sys.modules["kubernetes.client"]
-    if isinstance(package, _DeferredPackage) and "Configuration" not in vars(package):
+    if isinstance(package, _client_packages.DeferredPackage) and "Configuration" not in vars(package):
         package.Configuration = configuration  # type: ignore[attr-defined]
 
 
@@ -109,7 +75,8 @@ def _standing_in(modules: dict[str, types.ModuleType], package: types.ModuleType
     placed = [name for name in modules if name not in sys.modules]
     for name in placed:
         sys.modules[name] = modules[name]
-    set_here = [name for name in names if isinstance(package, _DeferredPackage) and name not in vars(package)]
+    deferred = isinstance(package, _client_packages.DeferredPackage)
+    set_here = [name for name in names if deferred and name not in vars(package)]
     for name in set_here:
         setattr(package, name, names[name])
     try:
@@ -121,7 +88,7 @@ def _standing_in(modules: dict[str, types.ModuleType], package: types.ModuleType
             vars(package).pop(name, None)
 
 
-_enter_client_packages()
+_client_packages.enter()
 # Each name below is imported here for the other modules of the cluster source (``X as X``: a
 # re-export, said so to ruff and mypy).
 from kubernetes.client.configuration import Configuration as Configuration  # noqa: E402  (after the packages are entered)
@@ -136,5 +103,9 @@ with _standing_in({"requests_oauthlib": _StandIn("requests_oauthlib"), "oauthlib
     from kubernetes.config.config_exception import ConfigException as ConfigException  # noqa: E402
     from kubernetes.config.incluster_config import load_incluster_config as load_incluster_config  # noqa: E402
     from kubernetes.config.kube_config import KubeConfigLoader as KubeConfigLoader  # noqa: E402
+
+from kubectl_kvdtype._sources import credentials as _credentials  # noqa: E402
+
+sys.modules["kubernetes.config.kube_config"].ExecProvider = _credentials.ExecProvider  # type: ignore[attr-defined]
 
 

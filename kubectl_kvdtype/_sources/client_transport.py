@@ -10,10 +10,10 @@ from typing import Any, Optional
 import urllib3
 from urllib3 import HTTPHeaderDict
 
-from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header, without_password
+from kubectl_kvdtype._kits.secrets import without_password
 from kubectl_kvdtype._kits.status import ClusterError, KvdtypeError
 from kubectl_kvdtype._sources.client import ApiException, RESTClientObject
-from kubectl_kvdtype._sources.credentials import _exec_bounded
+from kubectl_kvdtype._sources.credentials import _exec_bounded, checked_credential
 from kubectl_kvdtype._sources.kubeconfig import Resolved, configure
 from kubectl_kvdtype._sources.transport import (
     IN_FLIGHT,
@@ -67,11 +67,7 @@ class ClientTransport:
             except KvdtypeError as failure:
                 self._credentials_failed = failure
                 raise
-        value = settings.get("value") if settings else None
-        if breaks_header(value):  # an exec plugin's or auth provider's token: never echoed
-            raise KvdtypeError("the credential the kubeconfig user's exec plugin or auth provider returned holds "
-                               f"{HEADER_REFUSAL} (it is not shown)")
-        return value or None
+        return checked_credential(settings.get("value") if settings else None)
 
     def exchange(self, method: str, path: str, headers: HeaderLines, body: Any, clock: Clock) -> Exchange:
         lines = HTTPHeaderDict()  # keeps a repeated name (Impersonate-Group) as separate header lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import signal
 import subprocess
@@ -12,19 +13,20 @@ import types
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
+from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header
 from kubectl_kvdtype._kits.status import (
     KvdtypeError,
     RequestTimeout,
 )
+from kubectl_kvdtype._sources import client_packages as _client_packages
+from kubectl_kvdtype._sources.kubeconfig import DirectSettings
 from kubectl_kvdtype._sources.transport import first_line, seconds
 
-# isort: off
-# The client's modules as client.py entered them: importing it first is what keeps these from
-# running the client's whole __init__ (so the order is not isort's).
-from kubectl_kvdtype._sources import client as _client  # noqa: F401
-import kubernetes.config.exec_provider as _client_exec
-import kubernetes.config.kube_config as _client_kube_config
-# isort: on
+# The client's exec protocol and RFC 3339 reader alone: its packages entered first, so that these
+# imports run none of the client's __init__ (no kubeconfig loader, urllib3 or PyYAML).
+_client_packages.enter()
+import kubernetes.config.exec_provider as _client_exec  # noqa: E402
+from kubernetes.config.dateutil import parse_rfc3339  # noqa: E402
 
 # --- Exec credential plugins, bounded ------------------------------------------------------
 #
@@ -100,7 +102,7 @@ class _BoundedPopen(subprocess.Popen):
 _INTERACTIVE_PLUGIN = threading.Lock()
 
 
-class _ExecProvider(_client_exec.ExecProvider):
+class ExecProvider(_client_exec.ExecProvider):
     """The client's exec protocol, with its failures said in one sentence (inside ``_exec_bounded``)."""
 
     def run(self, previous_response: Any = None) -> Any:
@@ -124,7 +126,6 @@ class _ExecProvider(_client_exec.ExecProvider):
 
 
 _client_exec.subprocess = types.SimpleNamespace(Popen=_BoundedPopen, PIPE=subprocess.PIPE)  # type: ignore[assignment]
-_client_kube_config.ExecProvider = _ExecProvider  # type: ignore[misc]
 
 
 @contextmanager
@@ -139,3 +140,83 @@ def _exec_bounded(timeout: Optional[float]) -> Iterator[None]:
         raise failure.error from None
     finally:
         _EXEC.active, _EXEC.timeout = previous
+
+
+# --- Exec credential plugins on the direct transport ---------------------------------------
+#
+# A kubeconfig user that is an exec plugin and nothing else (``kubeconfig.direct_settings``) is
+# served by the direct transport: no kubeconfig loader, Configuration or urllib3 is imported. The
+# plugin runs through the same provider as above (the client's protocol, bounded, its failures said
+# in one sentence), with what the client's loader gives it (the user's directory, the cluster for
+# ``provideClusterInfo``), and its answer is used as that loader uses it (``KubeConfigLoader``): a
+# token as a bearer token, run for again before a request once it is within ``EXPIRY_SKEW`` of its
+# ``expirationTimestamp``; a client certificate and key loaded once, when the transport is made.
+
+#: How long before its ``expirationTimestamp`` a plugin's token is renewed: the client's loader's
+#: (``kube_config.EXPIRY_SKEW_PREVENTION_DELAY``; a test holds the two equal).
+EXPIRY_SKEW = datetime.timedelta(minutes=5)
+
+
+class _Node(dict):
+    """A kubeconfig node as the client's provider reads one (its loader's ``ConfigNode``)."""
+
+    def safe_get(self, key: str) -> Any:
+        return self.get(key)
+
+    @property
+    def value(self) -> dict:
+        return dict(self)
+
+
+class ExecCredential:
+    """The credential an exec plugin gives one transport: run when made, run again when due.
+
+    ``certificate`` is the (certificate, key) PEM pair the plugin gave instead of a token, if it did."""
+
+    def __init__(self, settings: DirectSettings, timeout: Optional[float]) -> None:
+        self._provider = ExecProvider(_Node(settings.exec_plugin or {}), settings.exec_dir or None,
+                                      _Node(settings.exec_cluster or {}))
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._failed: Optional[KvdtypeError] = None
+        self._token: Optional[str] = None
+        self._expiry: Optional[datetime.datetime] = None
+        self.certificate: Optional[tuple[bytes, bytes]] = None
+        status = self._run()
+        if "token" not in status:
+            self.certificate = (str(status["clientCertificateData"]).encode(), str(status["clientKeyData"]).encode())
+
+    def _run(self) -> dict:
+        """The plugin run once more; its token and expiry taken as the client's loader takes them."""
+        with _exec_bounded(self._timeout):
+            status: dict = self._provider.run()
+        if "token" in status:
+            self._token = f"Bearer {status['token']}"
+        try:
+            self._expiry = parse_rfc3339(status["expirationTimestamp"]) if "expirationTimestamp" in status else None
+        except (ValueError, TypeError, AttributeError):  # the loader logs it and goes on without an expiry
+            self._expiry = None
+        return status
+
+    def authorization(self) -> Optional[str]:
+        """The token for the next request, the plugin run again first when it is due; a plugin that
+        failed once fails every request after it, without running again."""
+        with self._lock:
+            if self._failed is not None:
+                raise self._failed
+            if self._expiry is not None and self._expiry - EXPIRY_SKEW <= datetime.datetime.now(datetime.timezone.utc):
+                try:
+                    self._run()
+                except KvdtypeError as failure:
+                    self._failed = failure
+                    raise
+            return checked_credential(self._token)
+
+
+def checked_credential(value: Optional[str]) -> Optional[str]:
+    """A token an exec plugin or an auth provider returned, refused (never echoed) when no HTTP
+    header may carry it."""
+    if breaks_header(value):
+        raise KvdtypeError("the credential the kubeconfig user's exec plugin or auth provider returned holds "
+                           f"{HEADER_REFUSAL} (it is not shown)")
+    return value or None

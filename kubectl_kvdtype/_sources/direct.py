@@ -12,26 +12,54 @@ import select
 import socket
 import ssl
 import threading
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Optional, Protocol, TypeVar, Union
 from urllib.parse import urlsplit
 
-from kubectl_kvdtype._kits.status import ClusterError
+from kubectl_kvdtype._kits.records import replace
+from kubectl_kvdtype._kits.status import ClusterError, KvdtypeError
 from kubectl_kvdtype._sources.kubeconfig import DirectSettings
-from kubectl_kvdtype._sources.transport import Clock, Cut, Exchange, HeaderLines, tls_failure, unreachable
+from kubectl_kvdtype._sources.transport import Clock, Cut, Exchange, HeaderLines, first_line, tls_failure, unreachable
 from kubectl_kvdtype._sources.wire import Broken, Closed, Wire
 
 _Done = TypeVar("_Done")
 
 
-def open_direct(settings: DirectSettings) -> Optional[DirectTransport]:
+class Credential(Protocol):
+    """What gives each request its Authorization header (``credentials.ExecCredential``)."""
+
+    def authorization(self) -> Optional[str]:
+        """The header's value for the next request, None for none."""
+
+
+def open_direct(settings: DirectSettings, timeout: Optional[float] = None) -> Optional[DirectTransport]:
     """The direct transport of ``settings``; None when its TLS settings do not load (a CA or
     client certificate that is no certificate): the client's transport then says what is wrong, in
-    the words it always has."""
+    the words it always has. An exec plugin runs here, once the TLS settings have loaded (so that
+    it never runs twice), for at most ``timeout`` seconds; its failure is the run's."""
     try:
         context = _tls_context(settings) if settings.tls else None
     except (ssl.SSLError, OSError, ValueError):
         return None
-    return DirectTransport(settings, context)
+    credential = None
+    if settings.exec_plugin is not None:
+        from kubectl_kvdtype._sources.credentials import ExecCredential  # the client's exec protocol, for an exec user
+
+        credential = ExecCredential(settings, timeout)
+        if credential.certificate is not None and context is not None:
+            _load_plugin_certificate(context, settings, *credential.certificate)
+    return DirectTransport(settings, context, credential)
+
+
+def _load_plugin_certificate(context: ssl.SSLContext, settings: DirectSettings, cert: bytes, key: bytes) -> None:
+    """The client certificate and key an exec plugin returned instead of a token, loaded as the
+    kubeconfig's own would be."""
+    try:
+        pair = replace(settings, cert_file=None, key_file=None, cert_data=cert, key_data=key)
+        _load_client_certificate(context, pair)
+    except (ssl.SSLError, OSError, ValueError) as error:
+        raise KvdtypeError(f"cannot use the client certificate the exec credential plugin "
+                           f"{settings.exec_plugin and settings.exec_plugin.get('command')} of the kubeconfig user "
+                           f"returned: {first_line(error)}") from None
 
 
 def _tls_context(settings: DirectSettings) -> ssl.SSLContext:
@@ -114,10 +142,12 @@ def _written(path: str, content: Optional[bytes]) -> Optional[str]:
 class DirectTransport:
     """Requests to one API server over a pool of kept-alive connections (thread-safe)."""
 
-    def __init__(self, settings: DirectSettings, context: Optional[ssl.SSLContext]) -> None:
+    def __init__(self, settings: DirectSettings, context: Optional[ssl.SSLContext],
+                 credential: Optional[Credential] = None) -> None:
         self.host = settings.host
         self._settings = settings
         self._context = context
+        self._credential = credential
         self._base = urlsplit(settings.host).path  # a server URL's own path (a proxying gateway's) leads every request
         host = f"[{settings.hostname}]" if ":" in settings.hostname else settings.hostname  # an IPv6 address
         default = 443 if settings.tls else 80
@@ -126,6 +156,8 @@ class DirectTransport:
         self._pool = threading.Lock()
 
     def authorization(self) -> Optional[str]:
+        if self._credential is not None:  # an exec plugin's token, renewed when due
+            return self._credential.authorization()
         return self._settings.authorization  # a kubeconfig's token or basic auth: fixed for the run
 
     def exchange(self, method: str, path: str, headers: HeaderLines, body: Any, clock: Clock) -> Exchange:

@@ -96,9 +96,10 @@ def context_namespace(resolved: Resolved) -> str:
 
 # --- What the standard library can connect with ----------------------------------------------
 #
-# A kubeconfig whose credentials are a token, basic auth or a client certificate, with a CA (or
-# none, or verification off) and no proxy, needs nothing of the kubernetes client: the direct
-# transport (``_sources.direct``) sends its requests over a socket and ``ssl``. Anything
+# A kubeconfig whose credentials are a token, basic auth, a client certificate or an exec plugin
+# alone, with a CA (or none, or verification off) and no proxy, needs nothing of the kubernetes
+# client's transport: the direct transport (``_sources.direct``) sends its requests over a socket
+# and ``ssl`` (an exec plugin runs through the client's exec protocol alone, ``_sources.credentials``). Anything
 # else, or a setting of a type or form the direct transport would have to guess about, goes to the
 # client, whose loader reads it (and words its refusal) as it always has. The settings are read as
 # the client's loader reads them (``KubeConfigLoader``: a token before basic auth, TLS settings
@@ -109,6 +110,8 @@ _DIRECT_CLUSTER = frozenset({"server", "certificate-authority", "certificate-aut
                              "insecure-skip-tls-verify", "tls-server-name", "extensions", "disable-compression"})
 _DIRECT_USER = frozenset({"token", "username", "password", "client-certificate", "client-certificate-data",
                           "client-key", "client-key-data", "as", "as-uid", "as-groups", "as-user-extra", "extensions"})
+#: The settings beside ``exec`` that keep an exec plugin's user direct: it is the user's only credential.
+_DIRECT_EXEC_USER = frozenset({"exec", "as", "as-uid", "as-groups", "as-user-extra", "extensions"})
 #: The variables the client reads a proxy from (``urllib.request.getproxies``), in either case.
 _PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
 
@@ -132,18 +135,43 @@ class DirectSettings:
     cert_data: Optional[bytes] = None
     key_file: Optional[str] = None
     key_data: Optional[bytes] = None
+    #: The user's exec plugin (``users[].user.exec``), the cluster it may be told of and the
+    #: directory it runs in, as the client's loader hands them to its provider.
+    exec_plugin: Optional[dict] = field(default=None, repr=False)
+    exec_cluster: Optional[dict] = field(default=None, repr=False)
+    exec_dir: str = ""
 
 
 def direct_settings(resolved: Resolved) -> Optional[DirectSettings]:
     """The direct transport's settings of ``resolved``, or None where the client must connect."""
     if resolved.in_cluster or _proxied(resolved.environ) or _proxied(os.environ):
         return None
-    if not (set(resolved.cluster) <= _DIRECT_CLUSTER and set(resolved.user) <= _DIRECT_USER):
+    exec_user = "exec" in resolved.user
+    if not (set(resolved.cluster) <= _DIRECT_CLUSTER and set(resolved.user) <= (
+            _DIRECT_EXEC_USER if exec_user else _DIRECT_USER)):
+        return None
+    if exec_user and not _plain_exec(resolved.user["exec"]):
         return None
     try:
-        return _direct(resolved.cluster, resolved.user)
+        settings = _direct(resolved.cluster, resolved.user)
     except (ValueError, TypeError, AttributeError, KeyError):  # bad base64, a non-string setting: the client words it
         return None
+    if settings is None or not exec_user:
+        return settings
+    return replace(settings, exec_plugin=resolved.user["exec"], exec_cluster=resolved.cluster,
+                   exec_dir=resolved.user_dir)
+
+
+def _plain_exec(plugin: Any) -> bool:
+    """An exec setting the client's provider reads without a doubt: a command and an apiVersion as
+    strings, its args strings, its env name and value pairs. Anything else the client's loader
+    reads, and words, as before."""
+    if not (isinstance(plugin, dict) and isinstance(plugin.get("command"), str) and plugin["command"]
+            and isinstance(plugin.get("apiVersion"), str)):
+        return False
+    args, env = plugin.get("args") or [], plugin.get("env") or []
+    return isinstance(args, list) and all(isinstance(a, str) for a in args) and isinstance(env, list) and all(
+        isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("value"), str) for e in env)
 
 
 def _direct(cluster: dict, user: dict) -> Optional[DirectSettings]:

@@ -86,7 +86,7 @@ def connect(resolved: Resolved) -> Connected:
     if settings is not None:
         from kubectl_kvdtype._sources import direct
 
-        transport = direct.open_direct(settings)
+        transport = direct.open_direct(settings, resolved.options.request_timeout)
         if transport is not None:
             return Connected(transport, context_namespace(resolved), resolved.what, resolved.impersonation)
     from kubectl_kvdtype._sources import client_transport
