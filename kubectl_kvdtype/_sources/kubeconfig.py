@@ -108,10 +108,12 @@ def context_namespace(resolved: Resolved) -> str:
 #: The settings the direct transport carries out; a cluster or user with any other goes to the client.
 _DIRECT_CLUSTER = frozenset({"server", "certificate-authority", "certificate-authority-data",
                              "insecure-skip-tls-verify", "tls-server-name", "extensions", "disable-compression"})
+#: What a user may set besides its credentials (who to act as, extensions) and stay direct.
+_DIRECT_IDENTITY = frozenset({"as", "as-uid", "as-groups", "as-user-extra", "extensions"})
 _DIRECT_USER = frozenset({"token", "username", "password", "client-certificate", "client-certificate-data",
-                          "client-key", "client-key-data", "as", "as-uid", "as-groups", "as-user-extra", "extensions"})
-#: The settings beside ``exec`` that keep an exec plugin's user direct: it is the user's only credential.
-_DIRECT_EXEC_USER = frozenset({"exec", "as", "as-uid", "as-groups", "as-user-extra", "extensions"})
+                          "client-key", "client-key-data"}) | _DIRECT_IDENTITY
+#: An exec plugin's user stays direct when the plugin is its only credential.
+_DIRECT_EXEC_USER = frozenset({"exec"}) | _DIRECT_IDENTITY
 #: The variables the client reads a proxy from (``urllib.request.getproxies``), in either case.
 _PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
 
