@@ -428,11 +428,11 @@ def floor(n: int, repeat: int, python: str, server: Server, env: dict, directory
     plugin's interpreter, against the guide's Step 2, interleaved: the ratio no Python plugin can
     beat against the guide's cheapest whole-job command."""
     write_floor(directory, python)
-    first = subprocess.run([kubectl_path(), "floor", *FLOOR_PATHS], env=on_path(env, directory), capture_output=True,
-                           text=True)
+    env = on_path(env, directory)
+    first = subprocess.run([kubectl_path(), "floor", *FLOOR_PATHS], env=env, capture_output=True, text=True)
     print(f"  floor read (items per path) {first.stdout.strip() or first.stderr.strip()} "
           f"(exit {first.returncode})", flush=True)
-    return script_row(n, repeat, server, on_path(env, directory), FLOOR_LABEL, ["floor", *FLOOR_PATHS])
+    return script_row(n, repeat, server, env, FLOOR_LABEL, ["floor", *FLOOR_PATHS])
 
 
 def start(n: int, repeat: int, python: str, server: Server, env: dict, directory: Path) -> dict:

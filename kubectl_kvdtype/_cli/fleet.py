@@ -10,8 +10,10 @@ context's client configuration apart because nothing here uses the client's proc
 defaults: every ``ClusterSource`` builds its own ``Configuration`` from its own kubeconfig entry
 (never ``load_kube_config``/``Configuration.set_default``, the shared default a loop over contexts
 keeps talking through), its own REST pool, token refresh hook and exec provider, and its own
-credential lock; the exec plugins' bounds are per thread (``credentials._EXEC``), and a plugin handed
-the terminal runs alone (``credentials._INTERACTIVE_PLUGIN``). Threads rather than processes: the
+credential lock; on the direct transport, its own connections and exec credential
+(``credentials.ExecCredential``, with its own lock). The exec plugins' bounds are per thread
+(``credentials._EXEC``), and a plugin handed the terminal runs alone
+(``credentials._INTERACTIVE_PLUGIN``). Threads rather than processes: the
 reports stay objects every output renders, and the interpreter and client are loaded once, not
 once per context (the fixed ~0.5 s of CPU a single run pays).
 

@@ -1,6 +1,6 @@
 """The client's transport: requests through the kubernetes client's REST client over urllib3, for
-the kubeconfigs the direct transport does not serve (exec credential plugins, auth providers,
-proxies, the in-cluster service account: ``_sources.transport`` says which)."""
+the kubeconfigs the direct transport does not serve (auth providers, proxies, the in-cluster
+service account, an exec plugin beside another credential: ``_sources.transport`` says which)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 Responses are read as plain JSON, never as generated model classes, because lists can hold
 10,000+ objects. The requests go out through a transport (``_sources.transport``): the standard
-library's for most kubeconfigs, the official ``kubernetes`` client's for exec credential plugins,
-auth providers, proxies and in-cluster configuration; only a live run imports either.
+library's for most kubeconfigs (exec credential plugins included), the official ``kubernetes``
+client's for auth providers, proxies and in-cluster configuration; only a live run imports either.
 """
 
 from __future__ import annotations

@@ -56,6 +56,11 @@ def _plugin_name(args: Any) -> str:
     return str(args[0] if isinstance(args, (list, tuple)) and args else args)
 
 
+def _plugin(args: Any) -> str:
+    """How every sentence about an exec plugin names it."""
+    return f"the exec credential plugin {_plugin_name(args)} of the kubeconfig user"
+
+
 class _BoundedPopen(subprocess.Popen):
     """The client's exec plugin process: in its own session when it is not handed the terminal
     (so that it can be killed with its children), and ``communicate`` bounded by the timeout."""
@@ -70,7 +75,7 @@ class _BoundedPopen(subprocess.Popen):
             if not getattr(_EXEC, "active", False):
                 raise
             raise _CredentialPluginFailed(KvdtypeError(
-                f"cannot run the exec credential plugin {_plugin_name(args)} of the kubeconfig user: "
+                f"cannot run {_plugin(args)}: "
                 f"{error.strerror or error}")) from None
 
     def communicate(self, input: Any = None, timeout: Optional[float] = None) -> Any:  # noqa: A002 - Popen's name
@@ -81,7 +86,7 @@ class _BoundedPopen(subprocess.Popen):
         except subprocess.TimeoutExpired:
             self._kill_all()
             raise _CredentialPluginFailed(RequestTimeout(
-                f"the exec credential plugin {_plugin_name(self.args)} of the kubeconfig user did not return within "
+                f"{_plugin(self.args)} did not return within "
                 f"{seconds(_EXEC.timeout)} (--request-timeout; 0 waits without limit)")) from None
 
     def _kill_all(self) -> None:
@@ -122,7 +127,7 @@ class ExecProvider(_client_exec.ExecProvider):
 
     def _failed(self, why: str) -> _CredentialPluginFailed:
         return _CredentialPluginFailed(KvdtypeError(
-            f"the exec credential plugin {_plugin_name(self.args)} of the kubeconfig user failed: {why}"))
+            f"{_plugin(self.args)} failed: {why}"))
 
 
 _client_exec.subprocess = types.SimpleNamespace(Popen=_BoundedPopen, PIPE=subprocess.PIPE)  # type: ignore[assignment]
@@ -197,6 +202,11 @@ class ExecCredential:
         except (ValueError, TypeError, AttributeError):  # the loader logs it and goes on without an expiry
             self._expiry = None
         return status
+
+    def certificate_refused(self, error: Exception) -> KvdtypeError:
+        """The sentence for the client certificate the plugin returned when ``ssl`` does not load it."""
+        return KvdtypeError(f"cannot use the client certificate {_plugin(self._provider.args)} returned: "
+                            f"{first_line(error)}")
 
     def authorization(self) -> Optional[str]:
         """The token for the next request, the plugin run again first when it is due; a plugin that

@@ -16,9 +16,9 @@ from typing import Any, Callable, Optional, Protocol, TypeVar, Union
 from urllib.parse import urlsplit
 
 from kubectl_kvdtype._kits.records import replace
-from kubectl_kvdtype._kits.status import ClusterError, KvdtypeError
+from kubectl_kvdtype._kits.status import ClusterError
 from kubectl_kvdtype._sources.kubeconfig import DirectSettings
-from kubectl_kvdtype._sources.transport import Clock, Cut, Exchange, HeaderLines, first_line, tls_failure, unreachable
+from kubectl_kvdtype._sources.transport import Clock, Cut, Exchange, HeaderLines, tls_failure, unreachable
 from kubectl_kvdtype._sources.wire import Broken, Closed, Wire
 
 _Done = TypeVar("_Done")
@@ -46,20 +46,14 @@ def open_direct(settings: DirectSettings, timeout: Optional[float] = None) -> Op
 
         credential = ExecCredential(settings, timeout)
         if credential.certificate is not None and context is not None:
-            _load_plugin_certificate(context, settings, *credential.certificate)
+            # The client certificate and key it returned instead of a token, loaded as the kubeconfig's own.
+            cert, key = credential.certificate
+            try:
+                _load_client_certificate(context, replace(settings, cert_file=None, key_file=None, cert_data=cert,
+                                                          key_data=key))
+            except (ssl.SSLError, OSError, ValueError) as error:
+                raise credential.certificate_refused(error) from None
     return DirectTransport(settings, context, credential)
-
-
-def _load_plugin_certificate(context: ssl.SSLContext, settings: DirectSettings, cert: bytes, key: bytes) -> None:
-    """The client certificate and key an exec plugin returned instead of a token, loaded as the
-    kubeconfig's own would be."""
-    try:
-        pair = replace(settings, cert_file=None, key_file=None, cert_data=cert, key_data=key)
-        _load_client_certificate(context, pair)
-    except (ssl.SSLError, OSError, ValueError) as error:
-        raise KvdtypeError(f"cannot use the client certificate the exec credential plugin "
-                           f"{settings.exec_plugin and settings.exec_plugin.get('command')} of the kubeconfig user "
-                           f"returned: {first_line(error)}") from None
 
 
 def _tls_context(settings: DirectSettings) -> ssl.SSLContext:
