@@ -171,3 +171,38 @@ def test_escape_off_and_on_wait_for_the_setting_and_the_rules_follow(real_exampl
     assert real.plane.setting()["status"]["value"] == "true"
     again = real.kubectl("create", "-f", "-", input=json.dumps(_binding("scratch2", "auto")))
     assert again.returncode == 1 and "may not declare dtype auto" in again.stderr
+
+
+# --- A kubeconfig as kubectl writes it, an exec plugin: the direct transport on the real server ----------
+
+
+def test_a_kubeconfig_kubectl_wrote_and_an_exec_plugin_are_served_directly_by_the_real_server(real, tmp_path):
+    """The reader's kubeconfig as kubectl writes it (``config view --raw --flatten --minify``:
+    block YAML) is read by the block reader, without PyYAML; the same user with its token handed
+    out by an exec plugin runs on the direct transport, without urllib3. The real server
+    authenticates both as the reader (who may list Bindings), and both judge the Binding alike."""
+    from _support import imported_by
+    from kubectl_kvdtype._kits.blockyaml import loads_block_mapping
+
+    real.apply([_binding("chat", "fp8_e4m3")])
+    written = real.kubectl("config", "view", "--raw", "--flatten", "--minify", user="reader")
+    assert written.returncode == 0, written.stderr
+    config = loads_block_mapping(written.stdout)
+    assert config is not None and config["kind"] == "Config", written.stdout
+    yaml_kc = tmp_path / "written"
+    yaml_kc.write_text(written.stdout, encoding="utf-8")
+    token = config["users"][0]["user"].pop("token")
+    plugin = tmp_path / "cred-plugin"
+    plugin.write_text("#!/bin/sh\nprintf '%s' '" + json.dumps(
+        {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": token}})
+        + "'\n")
+    plugin.chmod(0o755)
+    config["users"][0]["user"]["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin)}
+    exec_kc = tmp_path / "exec"
+    exec_kc.write_text(json.dumps(config), encoding="utf-8")
+    runs = {}
+    for name, path in (("written", yaml_kc), ("exec", exec_kc)):
+        result, modules = imported_by(["check", "-o", "json"], {**real.env(user="reader"), "KUBECONFIG": str(path)})
+        runs[name] = [(i["name"], i["verdict"]) for i in _report(result)["items"]]
+        assert {"yaml", "urllib3", "kubernetes.client.rest"} & modules == set(), name
+    assert runs["written"] == runs["exec"] == [("chat", "unused")]  # no deployment consumes it
