@@ -60,8 +60,11 @@ PHASES = {
 
 #: The profiled run, in a fresh process: main() under cProfile, then each phase's cumulative ms as JSON.
 _PROFILED = """
-import cProfile, io, json, pstats, sys
+import atexit, cProfile, io, json, pstats, sys
 sys.argv = ["kubectl-kvdtype", *sys.argv[2:]]
+# With no exit hook registered, main() ends the process itself once the result is written
+# (_cli.main._end_now); with one, it returns, and the profile below is printed.
+atexit.register(lambda: None)
 profile = cProfile.Profile()
 profile.enable()
 from kubectl_kvdtype._cli.main import main
