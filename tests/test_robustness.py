@@ -387,6 +387,43 @@ def test_an_exec_credential_plugin_that_never_returns_is_cut_by_the_request_time
     assert not [r for r in fake.requests if r.path != "/version"]  # no request went out without credentials
 
 
+def test_an_exec_credential_plugin_that_prints_without_end_is_cut_at_the_bound(cluster, fake, tmp_path):
+    """With no timeout at all, a plugin that never stops printing (on stdout, or on stderr) is read
+    up to the bound, then killed with its children: the run ends in one sentence, not out of memory."""
+    from kubectl_kvdtype._sources.credentials import MAX_PLUGIN_OUTPUT
+
+    for stream in ("", " >&2"):
+        body = f'echo $$ > "$0.pids"; yes{stream} & echo $! >> "$0.pids"; wait\n'
+        plugin = _exec_plugin(tmp_path / "cred-plugin", body)
+        env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
+        result = kvdtype(env, "check", "-A", "--request-timeout", "0", timeout=60)
+        assert result.returncode == 3
+        assert result.stderr == (f"error: the exec credential plugin {plugin} of the kubeconfig user printed more "
+                                 f"than {MAX_PLUGIN_OUTPUT >> 20} MiB, the most read of an exec plugin (an "
+                                 "ExecCredential is a few kB)\n")
+        pids = [int(line) for line in (tmp_path / "cred-plugin.pids").read_text().split()]
+        assert len(pids) == 2 and not any(_alive(pid) for pid in pids)
+    assert not [r for r in fake.requests if r.path != "/version"]
+
+
+def test_an_exec_credential_plugin_is_read_whole_below_the_bound(cluster, fake, tmp_path):
+    """An answer near the bound (whitespace between its keys), written in many pieces with CRLF
+    line ends and with stderr beside it, reads as the client reads it: the server takes its token."""
+    from kubectl_kvdtype._sources.credentials import MAX_PLUGIN_OUTPUT
+
+    plugin = _exec_plugin(tmp_path / "cred-plugin", f"""\
+printf '{{"apiVersion": "client.authentication.k8s.io/v1",\\r\\n'
+i=0; while [ $i -lt 100 ]; do echo "progress $i" >&2; i=$((i+1)); done
+head -c {MAX_PLUGIN_OUTPUT - 5_000} /dev/zero | tr '\\0' ' '
+printf '"kind": "ExecCredential", "status": {{"token": "fake-token"}}}}\\r\\n'
+""")
+    env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
+    result = kvdtype(env, "check", "-A", "--request-timeout", "5s", timeout=60)
+    assert result.returncode in (0, 1), result.stderr
+    sent = {r.headers.get("Authorization") for r in fake.requests if r.path != "/version"}
+    assert sent == {"Bearer fake-token"}  # the fake's token, which only the plugin gives
+
+
 def test_a_failing_exec_credential_plugin_is_one_line_naming_it(cluster, fake, tmp_path):
     plugin = _exec_plugin(tmp_path / "cred-plugin", "echo 'no login session: run sso login' >&2; exit 1\n")
     env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import io
 import os
+import selectors
 import signal
 import subprocess
 import sys
 import threading
+import time
 import types
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
@@ -37,9 +40,11 @@ from kubernetes.config.dateutil import parse_rfc3339  # noqa: E402
 # before a 401. While a ClusterSource loads or refreshes credentials (``_exec_bounded``), the
 # client's exec module gets a Popen whose ``communicate`` has the request timeout (the plugin and
 # its children are killed when it runs out), and a failure ends the run in one sentence naming
-# the command, as kubectl's does. A plugin the client hands the terminal to (stdout is a
-# terminal: it may be waiting for a person to log in) is not cut short. Outside ``_exec_bounded``
-# the client behaves as its own.
+# the command, as kubectl's does. What the plugin prints is read up to ``MAX_PLUGIN_OUTPUT``, even
+# with no timeout: the client reads it whole, and a plugin gone wrong (one that prints without
+# end) would fill memory. A plugin the client hands the terminal to (stdout is a terminal: it may
+# be waiting for a person to log in) is not cut short. Outside ``_exec_bounded`` the client
+# behaves as its own.
 
 _EXEC = threading.local()  # .active, .timeout: set by _exec_bounded, per thread (parallel LISTs refresh too)
 
@@ -79,15 +84,24 @@ class _BoundedPopen(subprocess.Popen):
                 f"{error.strerror or error}")) from None
 
     def communicate(self, input: Any = None, timeout: Optional[float] = None) -> Any:  # noqa: A002 - Popen's name
-        if not self._bounded or timeout is not None or not getattr(_EXEC, "timeout", None):
+        if not self._bounded or input is not None or timeout is not None:
             return super().communicate(input, timeout)
+        wait = getattr(_EXEC, "timeout", None) or None
+        deadline = None if wait is None else time.monotonic() + wait
         try:
-            return super().communicate(input, _EXEC.timeout)
+            printed = _read_bounded([self.stdout, self.stderr], deadline)
+            self.wait(None if deadline is None else max(deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:
             self._kill_all()
             raise _CredentialPluginFailed(RequestTimeout(
                 f"{_plugin(self.args)} did not return within "
-                f"{seconds(_EXEC.timeout)} (--request-timeout; 0 waits without limit)")) from None
+                f"{seconds(wait or 0)} (--request-timeout; 0 waits without limit)")) from None
+        except _TooMuch:
+            self._kill_all()
+            raise _CredentialPluginFailed(KvdtypeError(
+                f"{_plugin(self.args)} printed more than {MAX_PLUGIN_OUTPUT >> 20} MiB, the most read of "
+                "an exec plugin (an ExecCredential is a few kB)")) from None
+        return _text(self.stdout, printed[0]), _text(self.stderr, printed[1])
 
     def _kill_all(self) -> None:
         """The plugin and whatever it started (its session), then the pipes: a child that got away
@@ -100,6 +114,52 @@ class _BoundedPopen(subprocess.Popen):
         for stream in (self.stdout, self.stderr):
             if stream is not None:
                 stream.close()
+
+
+#: The most read of what an exec plugin prints, its stdout and stderr together: its ExecCredential
+#: is a token, or a certificate and key, a few kB.
+MAX_PLUGIN_OUTPUT = 1 << 20
+
+
+class _TooMuch(Exception):
+    """A plugin printed more than ``MAX_PLUGIN_OUTPUT``."""
+
+
+def _read_bounded(streams: list[Any], deadline: Optional[float]) -> list[bytes]:
+    """Each stream (a pipe, or None) read to its end, up to ``deadline`` (``time.monotonic()``;
+    None: no limit) and ``MAX_PLUGIN_OUTPUT`` in all: what each held, as bytes. Both at once, as
+    ``communicate`` reads them, so that a plugin filling one pipe cannot wait on the other."""
+    printed = [bytearray() for _ in streams]
+    with selectors.DefaultSelector() as selector:
+        for index, stream in enumerate(streams):
+            if stream is not None:
+                selector.register(stream.fileno(), selectors.EVENT_READ, index)
+        total = 0
+        while selector.get_map():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired("exec credential plugin", 0)
+            for key, _ in selector.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                printed[key.data] += chunk
+                total += len(chunk)
+                if total > MAX_PLUGIN_OUTPUT:
+                    raise _TooMuch()
+    return [bytes(data) for data in printed]
+
+
+def _text(stream: Any, data: bytes) -> Any:
+    """What ``communicate`` gives for ``stream``: None if it was not a pipe, else its bytes as the
+    text a text-mode pipe reads (its encoding, its errors, universal newlines) or as they are."""
+    if stream is None:
+        return None
+    stream.close()
+    if not isinstance(stream, io.TextIOWrapper):
+        return data
+    return data.decode(stream.encoding, stream.errors or "strict").replace("\r\n", "\n").replace("\r", "\n")
 
 
 #: An exec plugin the client hands the terminal to (its stdout is one: it may ask a person to log in,
