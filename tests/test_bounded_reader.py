@@ -524,3 +524,46 @@ def test_the_real_kubeconfig_of_a_fifo_path_is_a_kubeconfig_file(tmp_path):
     assert connection.kubeconfig_paths(str(fifo), {}) == [str(fifo)]
     assert connection.kubeconfig_paths(None, {"KUBECONFIG": str(fifo)}) == [str(fifo)]
     assert Path(fifo).exists()
+
+
+# --- pipes read to their end (files.read_pipes: a FIFO given as a file, an exec plugin's output) ---
+
+def _pipes(count: int) -> tuple[list[int], list[int]]:
+    pairs = [os.pipe() for _ in range(count)]
+    return [r for r, _ in pairs], [w for _, w in pairs]
+
+
+def test_pipes_are_read_at_once_so_a_writer_filling_one_never_waits_on_another():
+    """The writer fills the second pipe far past what a pipe buffers before it writes the first:
+    read one after the other, the reader would wait on the first while the writer waits on it."""
+    (first, second), (to_first, to_second) = _pipes(2)
+    flood = b"e" * (1 << 18)
+
+    def write() -> None:
+        with os.fdopen(to_second, "wb") as handle:
+            handle.write(flood)
+        with os.fdopen(to_first, "wb") as handle:
+            handle.write(b"done")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert files.read_pipes([first, second], 1 << 20, time.monotonic() + 30) == [b"done", flood]
+    finally:
+        writer.join()
+        os.close(first)
+        os.close(second)
+
+
+def test_pipes_holding_more_than_the_limit_together_are_refused_and_a_deadline_holds():
+    (first, second), (to_first, to_second) = _pipes(2)
+    try:
+        os.write(to_first, b"a" * 600)
+        os.write(to_second, b"b" * 600)
+        with pytest.raises(files.PipeOverflow):
+            files.read_pipes([first, second], 1000, None)  # each under the limit, together over it
+        with pytest.raises(files.PipeTimeout):  # nobody closes them: the deadline ends the read
+            files.read_pipes([first, second], 1 << 20, time.monotonic() + 0.05)
+    finally:
+        for fd in (first, second, to_first, to_second):
+            os.close(fd)

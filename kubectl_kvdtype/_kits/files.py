@@ -19,7 +19,7 @@ import select
 import stat
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from kubectl_kvdtype._kits import bounded as _bounded
 from kubectl_kvdtype._kits.records import record_type
@@ -156,30 +156,55 @@ def _read(path: str, rule: FileRule, wait: Optional[float]) -> bytes:
 
 
 def _read_pipe(fd: int, rule: FileRule, wait: Optional[float]) -> bytes:
-    """A FIFO to its end (its writer closed it), polled so that ``wait`` bounds it. Polled before
-    each read: a FIFO opened before its writer reads as ended (0 bytes) without a poll."""
-    deadline = None if not wait else time.monotonic() + wait
+    """A FIFO to its end (its writer closed it), within ``wait`` seconds when given."""
+    try:
+        (data,) = read_pipes([fd], rule.limit, None if not wait else time.monotonic() + wait)
+    except PipeTimeout:
+        raise Unreadable(f"is a pipe that did not end within {wait:g}s (its writer is still writing, or gone "
+                         "without closing it)") from None
+    except PipeOverflow:
+        raise too_big(rule) from None
+    return data
+
+
+class PipeTimeout(Exception):
+    """Pipes that had not ended by the deadline (``read_pipes``)."""
+
+
+class PipeOverflow(Exception):
+    """Pipes that held more than the limit (``read_pipes``)."""
+
+
+def read_pipes(fds: Sequence[int], limit: int, deadline: Optional[float]) -> list[bytes]:
+    """What each pipe held, read to its end (its writer closed it), all of them at once so that a
+    writer filling one cannot wait on another; polled so that ``deadline`` (``time.monotonic()``;
+    None: none) bounds the whole, and polled before each read, since a FIFO opened before its
+    writer reads as ended (0 bytes) without a poll. ``PipeTimeout`` past the deadline,
+    ``PipeOverflow`` once they hold more than ``limit`` bytes together: the caller says which in
+    its own words (a FIFO given as a file, an exec plugin's output)."""
     poller = select.poll()
-    poller.register(fd, select.POLLIN | select.POLLHUP)
-    chunks: list[bytes] = []
-    size = 0
-    while True:
+    for fd in fds:
+        poller.register(fd, select.POLLIN | select.POLLHUP)
+    chunks: dict[int, list[bytes]] = {fd: [] for fd in fds}
+    writing, size = set(fds), 0
+    while writing:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
-            raise Unreadable(f"is a pipe that did not end within {wait:g}s (its writer is still writing, or gone "
-                             "without closing it)")
-        if not poller.poll(None if left is None else max(1, int(left * 1000))):
-            continue
-        try:
-            chunk = os.read(fd, 1 << 20)
-        except BlockingIOError:
-            continue
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > rule.limit:
-            raise too_big(rule)
+            raise PipeTimeout()
+        for fd, _ in poller.poll(None if left is None else max(1, int(left * 1000))):
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                poller.unregister(fd)
+                writing.discard(fd)
+                continue
+            chunks[fd].append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise PipeOverflow()
+    return [b"".join(chunks[fd]) for fd in fds]
 
 
 def _size(limit: int) -> str:

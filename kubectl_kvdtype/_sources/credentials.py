@@ -6,7 +6,6 @@ import contextlib
 import datetime
 import io
 import os
-import selectors
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import types
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
+from kubectl_kvdtype._kits import files as _files
 from kubectl_kvdtype._kits.secrets import HEADER_REFUSAL, breaks_header
 from kubectl_kvdtype._kits.status import (
     KvdtypeError,
@@ -88,20 +88,22 @@ class _BoundedPopen(subprocess.Popen):
             return super().communicate(input, timeout)
         wait = getattr(_EXEC, "timeout", None) or None
         deadline = None if wait is None else time.monotonic() + wait
+        outputs = (self.stdout, self.stderr)
         try:
-            printed = _read_bounded([self.stdout, self.stderr], deadline)
+            printed = iter(_files.read_pipes([stream.fileno() for stream in outputs if stream is not None],
+                                             MAX_PLUGIN_OUTPUT, deadline))
             self.wait(None if deadline is None else max(deadline - time.monotonic(), 0))
-        except subprocess.TimeoutExpired:
+        except (_files.PipeTimeout, subprocess.TimeoutExpired):
             self._kill_all()
             raise _CredentialPluginFailed(RequestTimeout(
                 f"{_plugin(self.args)} did not return within "
                 f"{seconds(wait or 0)} (--request-timeout; 0 waits without limit)")) from None
-        except _TooMuch:
+        except _files.PipeOverflow:
             self._kill_all()
             raise _CredentialPluginFailed(KvdtypeError(
                 f"{_plugin(self.args)} printed more than {MAX_PLUGIN_OUTPUT >> 20} MiB, the most read of "
                 "an exec plugin (an ExecCredential is a few kB)")) from None
-        return _text(self.stdout, printed[0]), _text(self.stderr, printed[1])
+        return tuple(None if stream is None else _text(stream, next(printed)) for stream in outputs)
 
     def _kill_all(self) -> None:
         """The plugin and whatever it started (its session), then the pipes: a child that got away
@@ -121,41 +123,9 @@ class _BoundedPopen(subprocess.Popen):
 MAX_PLUGIN_OUTPUT = 1 << 20
 
 
-class _TooMuch(Exception):
-    """A plugin printed more than ``MAX_PLUGIN_OUTPUT``."""
-
-
-def _read_bounded(streams: list[Any], deadline: Optional[float]) -> list[bytes]:
-    """Each stream (a pipe, or None) read to its end, up to ``deadline`` (``time.monotonic()``;
-    None: no limit) and ``MAX_PLUGIN_OUTPUT`` in all: what each held, as bytes. Both at once, as
-    ``communicate`` reads them, so that a plugin filling one pipe cannot wait on the other."""
-    printed = [bytearray() for _ in streams]
-    with selectors.DefaultSelector() as selector:
-        for index, stream in enumerate(streams):
-            if stream is not None:
-                selector.register(stream.fileno(), selectors.EVENT_READ, index)
-        total = 0
-        while selector.get_map():
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise subprocess.TimeoutExpired("exec credential plugin", 0)
-            for key, _ in selector.select(left):
-                chunk = os.read(key.fd, 1 << 16)
-                if not chunk:
-                    selector.unregister(key.fd)
-                    continue
-                printed[key.data] += chunk
-                total += len(chunk)
-                if total > MAX_PLUGIN_OUTPUT:
-                    raise _TooMuch()
-    return [bytes(data) for data in printed]
-
-
 def _text(stream: Any, data: bytes) -> Any:
-    """What ``communicate`` gives for ``stream``: None if it was not a pipe, else its bytes as the
-    text a text-mode pipe reads (its encoding, its errors, universal newlines) or as they are."""
-    if stream is None:
-        return None
+    """What ``communicate`` gives for a pipe it read: ``data`` as the text a text-mode pipe reads
+    (its encoding, its errors, universal newlines), or as it is; the pipe closed, as it would."""
     stream.close()
     if not isinstance(stream, io.TextIOWrapper):
         return data
