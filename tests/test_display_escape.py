@@ -31,8 +31,7 @@ NOT_TERMINAL_TEXT = {
                                 "JSON, YAML, JUnit and SARIF their own way",
     ("_cli/complete.py", "complete"): "completion candidates for the shell's protocol (names a cluster validated)",
     ("_changes/journal.py", "_write_atomically"): "a file in the backup directory",
-    ("_sources/direct.py", "_written"): "a client certificate's data, to a private file ssl loads it from",
-    ("_sources/direct.py", "_in_memory"): "a client certificate's data, to an anonymous memory file ssl loads it from",
+    ("_sources/direct.py", "_write_all"): "a client certificate's data, to the file ssl loads it from",
 }
 
 HOSTILE = "a\x1b[2J\x07b\rc\nFleet verdict: GO\u202ed\u200be"

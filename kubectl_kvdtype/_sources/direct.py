@@ -12,7 +12,8 @@ import select
 import socket
 import ssl
 import threading
-from typing import Any, Callable, Optional, Protocol, TypeVar, Union
+from contextlib import contextmanager
+from typing import Any, Callable, ContextManager, Iterator, Optional, Protocol, TypeVar, Union
 from urllib.parse import urlsplit
 
 from kubectl_kvdtype._kits.records import replace
@@ -69,68 +70,95 @@ def _tls_context(settings: DirectSettings) -> ssl.SSLContext:
 
 def _load_client_certificate(context: ssl.SSLContext, settings: DirectSettings) -> None:
     """``ssl`` loads a certificate and key from files only: a ``*-data`` setting is handed over as
-    an anonymous memory file where the system has them (``_load_from_memory``), else written to a
-    private directory (mode 0700) for the moment of loading, and removed at once."""
+    an anonymous memory file where the system has them (``_in_memory``), else written to a
+    private directory (mode 0700) for the moment of loading, and removed at once (``_in_directory``)."""
     if not (settings.cert_data or settings.key_data):
         context.load_cert_chain(str(settings.cert_file), settings.key_file)
         return
-    if _load_from_memory(context, settings):
-        return
-    import shutil
-    import tempfile
-
-    directory = tempfile.mkdtemp(prefix="kubectl-kvdtype-")
     try:
-        cert = settings.cert_file or _written(os.path.join(directory, "client.crt"), settings.cert_data)
-        key = settings.key_file or _written(os.path.join(directory, "client.key"), settings.key_data)
+        _load_placed(context, settings, _in_memory())
+    except _NoMemoryFiles:
+        _load_placed(context, settings, _in_directory())
+
+
+#: Where a ``*-data`` setting is put for ``ssl`` to open: ``place(content, name)`` gives the path.
+_Place = Callable[[bytes, str], str]
+
+
+def _load_placed(context: ssl.SSLContext, settings: DirectSettings, places: ContextManager[_Place]) -> None:
+    """The pair loaded, each ``*-data`` setting put where ``places`` puts it (a file setting first,
+    as the client's loader takes it), and gone again once loaded."""
+    with places as place:
+
+        def put(content: Optional[bytes], name: str) -> Optional[str]:
+            return None if content is None else place(content, name)
+
+        cert = settings.cert_file or put(settings.cert_data, "client.crt")
+        key = settings.key_file or put(settings.key_data, "client.key")
         context.load_cert_chain(str(cert), key)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 #: Where a process's open files are named by number (Linux): an anonymous memory file is read through it.
 _OWN_FILES = "/proc/self/fd"
 
 
-def _load_from_memory(context: ssl.SSLContext, settings: DirectSettings) -> bool:
-    """Linux: each ``*-data`` setting in an anonymous memory file (``memfd_create``), loaded through
-    its name under /proc/self/fd and closed at once. The key never enters a directory, not even
-    for a moment, and nothing is left behind if the process is killed. False where the system
-    has no such files (the caller writes a private directory instead)."""
+class _NoMemoryFiles(Exception):
+    """The system has no anonymous memory files, or refuses them (a sandbox's filter)."""
+
+
+@contextmanager
+def _in_memory() -> Iterator[_Place]:
+    """Linux: each setting in an anonymous memory file (``memfd_create``), named for ``ssl`` under
+    /proc/self/fd and closed once loaded. The key never enters a directory, not even for a moment,
+    and nothing is left behind if the process is killed."""
     if not hasattr(os, "memfd_create") or not os.path.isdir(_OWN_FILES):
-        return False
+        raise _NoMemoryFiles()
     opened: list[int] = []
-    try:
+
+    def place(content: bytes, name: str) -> str:
         try:
-            cert = settings.cert_file or _in_memory(settings.cert_data, opened)  # a file first, as below
-            key = settings.key_file or _in_memory(settings.key_data, opened)
-        except OSError:  # memory files refused (a sandbox's filter): a private directory instead
-            return False
-        context.load_cert_chain(str(cert), key)
-        return True
+            descriptor = os.memfd_create("kubectl-kvdtype", os.MFD_CLOEXEC)
+        except OSError:
+            raise _NoMemoryFiles() from None
+        opened.append(descriptor)
+        _write_all(descriptor, content)
+        return f"{_OWN_FILES}/{descriptor}"
+
+    try:
+        yield place
     finally:
         for descriptor in opened:
             os.close(descriptor)
 
 
-def _in_memory(content: Optional[bytes], opened: list[int]) -> Optional[str]:
-    """``content`` in a new anonymous memory file (added to ``opened``), by the name ``ssl`` opens."""
-    if content is None:
-        return None
-    descriptor = os.memfd_create("kubectl-kvdtype", os.MFD_CLOEXEC)
-    opened.append(descriptor)
+def _write_all(descriptor: int, content: bytes) -> None:
+    """``content`` written whole to the file open as ``descriptor``."""
     view = memoryview(content)
     while view:
         view = view[os.write(descriptor, view):]
-    return f"{_OWN_FILES}/{descriptor}"
 
 
-def _written(path: str, content: Optional[bytes]) -> Optional[str]:
-    if content is None:
-        return None
-    with open(path, "wb") as handle:
-        handle.write(content)
-    return path
+@contextmanager
+def _in_directory() -> Iterator[_Place]:
+    """Each setting in a file of a new private directory (mode 0700), removed with it once loaded."""
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="kubectl-kvdtype-")
+
+    def place(content: bytes, name: str) -> str:
+        path = os.path.join(directory, name)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            _write_all(descriptor, content)
+        finally:
+            os.close(descriptor)
+        return path
+
+    try:
+        yield place
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 class DirectTransport:
