@@ -12,6 +12,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from _controlplane import documents  # noqa: F401  (the test modules import it from here)
 from conftest import kubectl_path
+from fakekube import EXEC_API_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -180,12 +181,24 @@ def roots(modules: set[str]) -> set[str]:
     return {module.split(".")[0] for module in modules}
 
 
+def exec_credential(status: dict) -> str:
+    """What an exec credential plugin prints: an ExecCredential holding ``status``, on one line."""
+    return json.dumps({"apiVersion": EXEC_API_VERSION, "kind": "ExecCredential", "status": status})
+
+
+def exec_plugin(path: Path, body: str) -> Path:
+    """An exec credential plugin at ``path``: a shell script running ``body``."""
+    path.write_text(f"#!/bin/sh\n{body}")
+    path.chmod(0o755)
+    return path
+
+
 def client_kubeconfig(fake: Any, directory: Path) -> Path:
     """A kubeconfig of ``fake`` whose user has an exec plugin beside its token: the client's loader
     takes the token first and never runs the plugin (``false`` would fail), and the direct transport
     leaves such a user to the client. A run through it takes the kubernetes client's transport."""
     path = fake.write_kubeconfig(directory / "client-kc")
     config = json.loads(path.read_text())
-    config["users"][0]["user"]["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": "false"}
+    config["users"][0]["user"]["exec"] = {"apiVersion": EXEC_API_VERSION, "command": "false"}
     path.write_text(json.dumps(config))
     return path

@@ -93,9 +93,10 @@ def test_a_live_run_over_a_token_kubeconfig_imports_neither_the_client_nor_urlli
 
 def test_a_live_run_through_the_clients_transport_imports_only_the_parts_of_the_client_it_uses(
         fake, kube_env, tmp_path):
-    """A token file needs the client (its loader and transport): the run answers from the fake
-    without the client's generated API and model classes (pydantic) or the OIDC refresh's
-    requests/oauthlib, whose import cost most of a small run; and the probe can tell the client apart."""
+    """An exec plugin beside a token needs the client (its loader and transport,
+    ``_support.client_kubeconfig``): the run answers from the fake without the client's generated
+    API and model classes (pydantic) or the OIDC refresh's requests/oauthlib, whose import cost
+    most of a small run; and the probe can tell the client apart."""
     seed(fake, documents(EXAMPLES))
     kube_env["KUBECONFIG"] = str(client_kubeconfig(fake, tmp_path))
     result, modules = imported_by(["check", "-A", "-o", "json"], kube_env)

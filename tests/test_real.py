@@ -181,7 +181,8 @@ def test_a_kubeconfig_kubectl_wrote_and_an_exec_plugin_are_served_directly_by_th
     block YAML) is read by the block reader, without PyYAML; the same user with its token handed
     out by an exec plugin runs on the direct transport, without urllib3. The real server
     authenticates both as the reader (who may list Bindings), and both judge the Binding alike."""
-    from _support import imported_by
+    from _support import exec_credential, exec_plugin, imported_by
+    from fakekube import EXEC_API_VERSION
     from kubectl_kvdtype._kits.blockyaml import loads_block_mapping
 
     real.apply([_binding("chat", "fp8_e4m3")])
@@ -192,12 +193,8 @@ def test_a_kubeconfig_kubectl_wrote_and_an_exec_plugin_are_served_directly_by_th
     yaml_kc = tmp_path / "written"
     yaml_kc.write_text(written.stdout, encoding="utf-8")
     token = config["users"][0]["user"].pop("token")
-    plugin = tmp_path / "cred-plugin"
-    plugin.write_text("#!/bin/sh\nprintf '%s' '" + json.dumps(
-        {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": token}})
-        + "'\n")
-    plugin.chmod(0o755)
-    config["users"][0]["user"]["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin)}
+    plugin = exec_plugin(tmp_path / "cred-plugin", f"printf '%s' '{exec_credential({'token': token})}'\n")
+    config["users"][0]["user"]["exec"] = {"apiVersion": EXEC_API_VERSION, "command": str(plugin)}
     exec_kc = tmp_path / "exec"
     exec_kc.write_text(json.dumps(config), encoding="utf-8")
     runs = {}

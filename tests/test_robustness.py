@@ -18,7 +18,19 @@ from pathlib import Path
 
 import pytest
 
-from _support import EXAMPLES, PLUGIN, ROOT, SETTING, SYSTEM, assert_one_clean_line, direct, in_process, kvdtype
+from _support import (
+    EXAMPLES,
+    PLUGIN,
+    ROOT,
+    SETTING,
+    SYSTEM,
+    assert_one_clean_line,
+    direct,
+    exec_credential,
+    exec_plugin,
+    in_process,
+    kvdtype,
+)
 from fakekube import HangingServer
 from kubectl_kvdtype._kits import progress as _progress
 
@@ -348,19 +360,12 @@ def _alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
-def _exec_plugin(path: Path, body: str) -> Path:
-    path.write_text(f"#!/bin/sh\n{body}")
-    path.chmod(0o755)
-    return path
-
-
 #: Prints a token that has already expired, so the client runs the plugin again before the first
 #: request; that second run never returns.
-_EXPIRED_THEN_SILENT = """\
+_EXPIRED_THEN_SILENT = f"""\
 if [ -e "$0.ran" ]; then echo $$ > "$0.pids"; sleep 3600 & echo $! >> "$0.pids"; wait; fi
 touch "$0.ran"
-echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
-       "status": {"token": "fake-token", "expirationTimestamp": "2000-01-01T00:00:00Z"}}'
+echo '{exec_credential({"token": "fake-token", "expirationTimestamp": "2000-01-01T00:00:00Z"})}'
 """
 
 
@@ -371,7 +376,7 @@ echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential"
 def test_an_exec_credential_plugin_that_never_returns_is_cut_by_the_request_timeout(cluster, fake, tmp_path,
                                                                                       when, body):
     """The plugin (a shell script that starts a child and waits for it) is killed with its child."""
-    plugin = _exec_plugin(tmp_path / "cred-plugin", body)
+    plugin = exec_plugin(tmp_path / "cred-plugin", body)
     env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
     started = time.monotonic()
     result = kvdtype(env, "check", "-A", "--request-timeout", "2s", timeout=60)
@@ -394,7 +399,7 @@ def test_an_exec_credential_plugin_that_prints_without_end_is_cut_at_the_bound(c
 
     for stream in ("", " >&2"):
         body = f'echo $$ > "$0.pids"; yes{stream} & echo $! >> "$0.pids"; wait\n'
-        plugin = _exec_plugin(tmp_path / "cred-plugin", body)
+        plugin = exec_plugin(tmp_path / "cred-plugin", body)
         env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
         result = kvdtype(env, "check", "-A", "--request-timeout", "0", timeout=60)
         assert result.returncode == 3
@@ -411,11 +416,12 @@ def test_an_exec_credential_plugin_is_read_whole_below_the_bound(cluster, fake, 
     line ends and with stderr beside it, reads as the client reads it: the server takes its token."""
     from kubectl_kvdtype._sources.credentials import MAX_PLUGIN_OUTPUT
 
-    plugin = _exec_plugin(tmp_path / "cred-plugin", f"""\
-printf '{{"apiVersion": "client.authentication.k8s.io/v1",\\r\\n'
+    answer = exec_credential({"token": "fake-token"})
+    plugin = exec_plugin(tmp_path / "cred-plugin", f"""\
+printf '%s\\r\\n' '{answer[0]}'
 i=0; while [ $i -lt 100 ]; do echo "progress $i" >&2; i=$((i+1)); done
 head -c {MAX_PLUGIN_OUTPUT - 5_000} /dev/zero | tr '\\0' ' '
-printf '"kind": "ExecCredential", "status": {{"token": "fake-token"}}}}\\r\\n'
+printf '%s\\r\\n' '{answer[1:]}'
 """)
     env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
     result = kvdtype(env, "check", "-A", "--request-timeout", "5s", timeout=60)
@@ -425,14 +431,13 @@ printf '"kind": "ExecCredential", "status": {{"token": "fake-token"}}}}\\r\\n'
 
 
 def test_a_failing_exec_credential_plugin_is_one_line_naming_it(cluster, fake, tmp_path):
-    plugin = _exec_plugin(tmp_path / "cred-plugin", "echo 'no login session: run sso login' >&2; exit 1\n")
+    plugin = exec_plugin(tmp_path / "cred-plugin", "echo 'no login session: run sso login' >&2; exit 1\n")
     env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
     result = kvdtype(env, "check", "-A", timeout=60)
     assert result.returncode == 3
     assert result.stderr == (f"error: the exec credential plugin {plugin} of the kubeconfig user failed: exec: "
                              "process returned 1. no login session: run sso login\n")
-    _exec_plugin(plugin, """echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
-                                  "status": {"expirationTimestamp": "2000-01-01T00:00:00Z"}}'\n""")
+    exec_plugin(plugin, f"echo '{exec_credential({'expirationTimestamp': '2000-01-01T00:00:00Z'})}'\n")
     result = kvdtype(env, "check", "-A", timeout=60)
     assert result.returncode == 3
     assert result.stderr == (f"error: the exec credential plugin {plugin} of the kubeconfig user failed: its "
@@ -448,10 +453,7 @@ def test_a_failing_exec_credential_plugin_is_one_line_naming_it(cluster, fake, t
 def test_an_exec_plugin_on_a_terminal_may_take_its_time(cluster, fake, tmp_path):
     """On a terminal the client hands the plugin the terminal: a person may be logging in, so the
     request timeout does not cut it."""
-    plugin = _exec_plugin(tmp_path / "cred-plugin", """\
-sleep 3
-echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": "fake-token"}}'
-""")
+    plugin = exec_plugin(tmp_path / "cred-plugin", f"sleep 3\necho '{exec_credential({'token': 'fake-token'})}'\n")
     env = dict(cluster, KUBECONFIG=str(fake.write_kubeconfig(tmp_path / "exec-kc", exec_command=[str(plugin)])))
     master, slave = pty.openpty()
     process = subprocess.Popen([PLUGIN, "check", "-A", "--request-timeout", "1s"], env=env, stdin=slave,

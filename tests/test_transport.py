@@ -3,8 +3,7 @@
 requests, answer alike and fail in the same sentences; and what the direct one does that urllib3
 did for the client: a kept connection the server closed is read again on a new one, a write never.
 
-Which transport a run took is told by the modules it imported (``urllib3``) and, on the fake, by
-what only the client sends (its exec plugin's token)."""
+Which transport a run took is told by the modules it imported (``urllib3``)."""
 
 from __future__ import annotations
 
@@ -30,6 +29,8 @@ from _support import (
     client_kubeconfig,
     cluster_of,
     documents,
+    exec_credential,
+    exec_plugin,
     imported_by,
     kubeconfig,
     kvdtype,
@@ -136,9 +137,9 @@ def _sent(fake: FakeKube) -> list[tuple[str, str, list[tuple[str, str]]]]:
 
 
 def test_both_transports_send_the_same_requests_and_answer_alike(fake, kube_env, tmp_path):
-    """The same run over a token kubeconfig (direct) and a token file's (the client): the same
-    requests with the same header lines (the impersonation's repeated group a line each), and the
-    same report."""
+    """The same run over a token kubeconfig (direct) and one whose user has an exec plugin beside
+    its token (the client, ``_support.client_kubeconfig``): the same requests with the same header
+    lines (the impersonation's repeated group a line each), and the same report."""
     seed(fake, documents(EXAMPLES))
     flags = ("check", "-A", "-o", "json", "--as", "fake-user", "--as-group", "a", "--as-group", "b")
     fake.clear_log()
@@ -155,14 +156,15 @@ def test_both_transports_send_the_same_requests_and_answer_alike(fake, kube_env,
 
 def _on_both(fake: FakeKube, env: dict, tmp_path: Path, edit, *args: str):
     """The plugin run with the fake's kubeconfig changed by ``edit``, once with its token user (the
-    direct transport) and once with a token file's (the client's): (direct, client) results."""
+    direct transport) and once with ``_support.client_kubeconfig``'s user (the client's): (direct,
+    client) results."""
     token_kc = kubeconfig(fake, tmp_path / "token-kc", edit)
-    file_kc = kubeconfig(fake, tmp_path / "file-kc", edit)
-    file_kc.write_text(json.dumps({**json.loads(file_kc.read_text()),
-                                   "users": json.loads(client_kubeconfig(fake, tmp_path).read_text())["users"]}))
+    client_kc = kubeconfig(fake, tmp_path / "edited-client-kc", edit)
+    client_kc.write_text(json.dumps({**json.loads(client_kc.read_text()),
+                                     "users": json.loads(client_kubeconfig(fake, tmp_path).read_text())["users"]}))
     direct, took_client = _probe(with_kubeconfig(env, token_kc), *args)
     assert not took_client
-    client, took_client = _probe(with_kubeconfig(env, file_kc), *args)
+    client, took_client = _probe(with_kubeconfig(env, client_kc), *args)
     assert took_client
     return direct, client
 
@@ -256,12 +258,8 @@ def test_a_client_certificate_as_data_loads_alike_from_memory_files_and_from_a_d
 
 def _plugin(directory: Path, status: dict) -> Path:
     """An exec credential plugin printing ``status``, each run logged as a line of ``runs``."""
-    plugin = directory / "cred-plugin"
-    answer = json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
-                         "status": status})
-    plugin.write_text(f"#!/bin/sh\necho run >> {directory / 'runs'}\ncat <<'EOF'\n{answer}\nEOF\n")
-    plugin.chmod(0o755)
-    return plugin
+    return exec_plugin(directory / "cred-plugin",
+                       f"echo run >> {directory / 'runs'}\ncat <<'EOF'\n{exec_credential(status)}\nEOF\n")
 
 
 def _runs(directory: Path) -> int:

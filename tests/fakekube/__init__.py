@@ -121,7 +121,7 @@ from .resources import (
     find_type,
     not_found,
 )
-from .server import RequestRecord, ServerMixin, _Server
+from .server import EXEC_API_VERSION, RequestRecord, ServerMixin, _Server
 from .store import StoreMixin, _Finalizer, _Store
 from .tls import (
     TEST_CA_PEM,
@@ -153,7 +153,7 @@ __all__ = [
     "READ_VERBS", "MERGE_PATCH", "JSON_PATCH", "STRATEGIC_PATCH", "APPLY_PATCH", "PROTOBUF",
     "REASONS", "DEFAULT_GROUPS", "GITOPS_GROUPS", "BUILTIN_GROUPS", "POD_FIELDS", "EXPIRED_MESSAGE",
     "TEST_CA_PEM", "TEST_CERT_PEM", "TEST_KEY_PEM", "TEST_CLIENT_CA_PEM",
-    "TEST_CLIENT_CERT_PEM", "TEST_CLIENT_KEY_PEM",
+    "TEST_CLIENT_CERT_PEM", "TEST_CLIENT_KEY_PEM", "EXEC_API_VERSION",
 ]
 
 

@@ -30,6 +30,9 @@ from .wire import PROTOBUF, _Response, _Target, _try_json, ssar_from_protobuf
 if TYPE_CHECKING:
     from . import FakeKube
 
+#: The version of the exec credential protocol a kubeconfig's exec plugin speaks here.
+EXEC_API_VERSION = "client.authentication.k8s.io/v1"
+
 
 @dataclass
 class RequestRecord:
@@ -235,7 +238,7 @@ class ServerMixin:
         """Write a kubeconfig (JSON, which is YAML) pointing at this server; returns path."""
         if exec_command:
             creds: JSON = {"exec": {
-                "apiVersion": "client.authentication.k8s.io/v1",
+                "apiVersion": EXEC_API_VERSION,
                 "command": exec_command[0], "args": list(exec_command[1:]),
                 "interactiveMode": "Never", "provideClusterInfo": False}}
         else:
