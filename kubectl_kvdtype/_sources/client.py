@@ -16,17 +16,16 @@ from kubectl_kvdtype._sources import client_packages as _client_packages
 
 # --- The kubernetes client, paid for what is used ------------------------------------------
 #
-# ``import kubernetes`` runs the package's __init__, which imports every API class and, through
-# ``kubernetes.client``'s __init__, ~800 generated pydantic models; ``kube_config`` adds requests
-# and oauthlib at module level for the OIDC refresh. A run needs none of that: it needs the
-# kubeconfig loader (exec plugins, tokens, client certificates, auth providers), the in-cluster
-# loader, ``Configuration`` and the REST client over urllib3. So the client's packages are entered
-# without running their __init__ (``_sources.client_packages``), and what ``kube_config`` imports
-# for the OIDC refresh alone is imported when a refresh happens (``_StandIn``, ``_Deferred``). This
-# leans on the client's file layout, hence the pinned bound in setup.cfg; tests/test_cli.py checks
-# a live run leaves the models unimported, and tests/test_connection_flags.py runs the OIDC refresh.
-# The loader runs an exec credential plugin through ``_sources.credentials``' provider (bounded,
-# failing in one sentence), set here as the one it uses.
+# The client's transport needs the kubeconfig loader (exec plugins, tokens, client certificates,
+# auth providers), the in-cluster loader, ``Configuration`` and the REST client over urllib3, none
+# of what the client's packages' __init__ import: the packages are entered without running it
+# (``_sources.client_packages`` says what it would cost). ``kube_config`` also imports requests and
+# oauthlib at module level for the OIDC refresh alone: those are imported when a refresh happens
+# (``_StandIn``, ``_Deferred``). This leans on the client's file layout, hence the pinned bound in
+# setup.cfg; tests/test_cli.py checks a live run leaves the models unimported, and
+# tests/test_connection_flags.py runs the OIDC refresh. The loader runs an exec credential plugin
+# through ``_sources.credentials``' provider (bounded, failing in one sentence), set here as the
+# one it uses.
 
 class _Deferred:
     """A name ``kube_config`` binds at import but uses only in an OIDC refresh (``OAuth2Session``,
