@@ -26,7 +26,8 @@ The ``ControlPlane`` (fixture ``control_plane``, shared by every test of the run
     plane.url, plane.ca_pem, plane.etcd_url      # "https://127.0.0.1:<port>", the CA, "http://127.0.0.1:<port>"
     plane.users                                  # "admin" (system:masters), "reader" (kvdtype-reader),
                                                  # "writer" (kvdtype-writer): manifests/rbac.yaml's roles;
-                                                 # "limited": bound to nothing
+                                                 # "limited": bound to nothing; "ci-bot" (kvdtype-reader),
+                                                 # by its token or fakekube's client certificate
     with plane.grant(user, rules) as role: ...   # user bound to a ClusterRole of rules while inside
     plane.kubeconfig(user="admin", namespace=None, server=None) -> Path   # one context, named after the user
     plane.write_kubeconfig(path, users=("admin",), namespace=None, server=None) -> Path
@@ -98,7 +99,7 @@ from urllib.parse import quote, urlencode
 
 import yaml
 
-from fakekube.tls import TEST_CA_PEM, TEST_CERT_PEM, TEST_KEY_PEM
+from fakekube.tls import TEST_CA_PEM, TEST_CERT_PEM, TEST_CLIENT_CA_PEM, TEST_KEY_PEM
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -128,6 +129,9 @@ USERS = {u.name: u for u in (
     User("reader", "reader-token", (), "kvdtype-reader"),
     User("writer", "writer-token", (), "kvdtype-writer"),
     User("limited", "limited-token"),  # bound to nothing: a test grants it what it needs (``grant``)
+    # A reader the server also knows by fakekube's client certificate (TEST_CLIENT_CERT_PEM: CN ci-bot,
+    # O ci), signed by the client CA it trusts (--client-ca-file).
+    User("ci-bot", "ci-bot-token", ("ci",), "kvdtype-reader"),
 )}
 _OPERATOR = User(OPERATOR_USER, "operator-token", ("system:masters",))
 #: Kinds ``clean`` empties a namespace of (everything the tests create there).
@@ -306,6 +310,7 @@ class ControlPlane:
         secrets.mkdir(exist_ok=True)
         (secrets / "tls.crt").write_text(TEST_CERT_PEM)
         (secrets / "tls.key").write_text(TEST_KEY_PEM)
+        (secrets / "client-ca.crt").write_text(TEST_CLIENT_CA_PEM)
         tokens = [*USERS.values(), _OPERATOR]
         (secrets / "tokens.csv").write_text("".join(
             f'{u.token},{u.name},{u.name},"{",".join(u.groups)}"\n' for u in tokens))
@@ -324,6 +329,7 @@ class ControlPlane:
             "--service-account-issuer", self.url, "--service-account-key-file", str(secrets / "tls.crt"),
             "--service-account-signing-key-file", str(secrets / "tls.key"),
             "--authorization-mode", "RBAC", "--token-auth-file", str(secrets / "tokens.csv"),
+            "--client-ca-file", str(secrets / "client-ca.crt"),
             # Compaction when a test asks (compact()), never behind its back; and a LIST's continue
             # pages read from etcd, so that compaction expires them at once (with ListFromCacheSnapshot,
             # beta and on since 1.34, the watch cache serves them until its own compactor catches up

@@ -203,3 +203,31 @@ def test_a_kubeconfig_kubectl_wrote_and_an_exec_plugin_are_served_directly_by_th
         runs[name] = [(i["name"], i["verdict"]) for i in _report(result)["items"]]
         assert {"yaml", "urllib3", "kubernetes.client.rest"} & modules == set(), name
     assert runs["written"] == runs["exec"] == [("chat", "unused")]  # no deployment consumes it
+
+
+def test_a_client_certificate_given_as_data_is_authenticated_by_the_real_server(real, tmp_path):
+    """A kubeconfig user whose credential is a client certificate and key given as data (kind's,
+    kubeadm's) is served directly, the pair handed to ``ssl`` from memory files on Linux: the real
+    server takes the certificate as ci-bot (a reader), and the run judges as the token's does."""
+    import base64
+    import os
+
+    from _support import imported_by
+    from fakekube import TEST_CLIENT_CERT_PEM, TEST_CLIENT_KEY_PEM
+
+    real.apply([_binding("chat", "fp8_e4m3")])
+    config = json.loads(real.kubeconfig(user="ci-bot").read_text())
+    config["users"][0]["user"] = {
+        "client-certificate-data": base64.b64encode(TEST_CLIENT_CERT_PEM.encode()).decode(),
+        "client-key-data": base64.b64encode(TEST_CLIENT_KEY_PEM.encode()).decode()}
+    certified = tmp_path / "certified"
+    certified.write_text(json.dumps(config), encoding="utf-8")
+    by_token = _report(real.kvdtype("check", "-o", "json", user="ci-bot"))
+    result, modules = imported_by(["check", "-o", "json"], {**real.env(user="ci-bot"), "KUBECONFIG": str(certified)})
+    assert _report(result)["items"] == by_token["items"] and [i["name"] for i in by_token["items"]] == ["chat"]
+    assert "urllib3" not in modules and ("tempfile" in modules) is (not hasattr(os, "memfd_create"))
+    other = {**config, "users": [{"name": config["users"][0]["name"], "user": {
+        **config["users"][0]["user"], "client-key-data": base64.b64encode(b"not a key").decode()}}]}
+    certified.write_text(json.dumps(other), encoding="utf-8")
+    refused = real.kvdtype("check", "--kubeconfig", str(certified), user="ci-bot")
+    assert refused.returncode == 3 and len(refused.stderr.splitlines()) == 1, refused.stderr
