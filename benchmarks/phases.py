@@ -60,16 +60,14 @@ PHASES = {
 
 #: The profiled run, in a fresh process: main() under cProfile, then each phase's cumulative ms as JSON.
 _PROFILED = """
-import atexit, cProfile, io, json, pstats, sys
-sys.argv = ["kubectl-kvdtype", *sys.argv[2:]]
-# With no exit hook registered, main() ends the process itself once the result is written
-# (_cli.main._end_now); with one, it returns, and the profile below is printed.
-atexit.register(lambda: None)
+import cProfile, io, json, pstats, sys
 profile = cProfile.Profile()
 profile.enable()
 from kubectl_kvdtype._cli.main import main
+# Its arguments given, main() returns once the result is written, as in the tests; as the console
+# script (none given) it would end the process there, before the profile below is printed.
 try:
-    main()
+    main(sys.argv[2:])
 except SystemExit:
     pass
 profile.disable()
