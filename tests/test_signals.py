@@ -102,15 +102,21 @@ def test_every_thread_in_the_package_is_started_with_the_signals_left_to_the_mai
 
 # --- through kubectl, mid-request -------------------------------------------------------------------
 
-#: The kernel's flag of a task that has begun to exit (include/linux/sched.h).
+#: The kernel's flags of a task (include/linux/sched.h): one that has begun to exit; one whose
+#: address space is laid out at random (every process, while randomize_va_space is not 0).
 PF_EXITING = 0x4
+PF_RANDOMIZE = 0x400000
+
+
+def _flags(pid: int, tid: int) -> int:
+    """The kernel's flags of thread ``tid`` of ``pid``: the ninth field of its /proc stat (after
+    the parenthesised name, which may hold spaces)."""
+    return int(Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")[2].split()[6])
 
 
 def _exiting(pid: int, tid: int) -> bool:
-    """Whether thread ``tid`` of ``pid`` has begun to exit: the ninth field of its /proc stat
-    (after the parenthesised name, which may hold spaces) holds ``PF_EXITING``."""
-    fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")[2].split()
-    return bool(int(fields[6]) & PF_EXITING)
+    """Whether thread ``tid`` of ``pid`` has begun to exit."""
+    return bool(_flags(pid, tid) & PF_EXITING)
 
 
 def _masks(pid: int) -> dict[int, set[int]]:
@@ -130,7 +136,11 @@ def _masks(pid: int) -> dict[int, set[int]]:
 
 
 def test_a_live_thread_is_not_read_as_exiting():
-    """The flag ``_masks`` leaves exiting threads out by is not set on a thread that runs on."""
+    """The flag ``_masks`` leaves exiting threads out by is not set on a thread that runs on; the
+    field read is the flags (it holds ``PF_RANDOMIZE`` exactly when the kernel randomizes)."""
+    flags = _flags(os.getpid(), threading.get_native_id())
+    randomized = Path("/proc/sys/kernel/randomize_va_space").read_text().strip() != "0"
+    assert bool(flags & PF_RANDOMIZE) is randomized
     assert not _exiting(os.getpid(), threading.get_native_id())
     assert os.getpid() in _masks(os.getpid())
 
