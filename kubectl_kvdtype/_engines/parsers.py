@@ -219,6 +219,16 @@ def refused_at_start(engine: str, table: str, value: str) -> Optional[str]:
     return str(check["message"]).replace(_VALUE_SLOT, repr(value))
 
 
+def steps(engine: str, table: str) -> frozenset[str]:
+    """Every argv rewriting step an entry point of one recorded table names (``_engines.rewrites``);
+    a table recorded before entry points were: the engine record's own."""
+    points = _recorded(engine, table).get("entry_points")
+    if points is None:
+        rewrite = _records.record(engine).argv_rewrite
+        return frozenset([rewrite] if rewrite else [])
+    return frozenset(step for point in points.values() for step in point.get("steps", ()))
+
+
 def table_version(engine: str, version: object) -> str:
     """The nearest recorded version at or below ``version`` (memoized; see :func:`_table_version`)."""
     try:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Optional, Sequence
 
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._kits import bounded as _bounded
+from kubectl_kvdtype._kits.records import record_type
 
 # --- vLLM's own argv pre-processing (FlexibleArgumentParser.parse_args) -----------------------
 
@@ -60,7 +61,19 @@ def _flexible_rewrite(args: list[str], table: str, required: bool = True) -> lis
                 and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", a) for a in args)):
             raise Crash("ValueError: `model` should be provided as the first positional argument when using "
                          "`vllm serve`. i.e. `vllm serve <model> --<arg> <value>`.")
+    processed, _ = _entries(args)
+    return _vllm_dotted(processed, human_readable=_human_readable(table))
+
+
+def _human_readable(table: str) -> bool:
+    return _records.known_version(table) >= _HUMAN_READABLE_SINCE
+
+
+def _entries(args: Sequence[str]) -> tuple[list[str], list[int]]:
+    """The entry-by-entry part of vLLM's rewriting (option names dashed, ``-O3``, ``--help=``):
+    the entries it gives, and for each the index in ``args`` it came from."""
     processed: list[str] = []
+    origins: list[int] = []
     for i, arg in enumerate(args):
         if arg.startswith("--help="):
             processed.append("--help")
@@ -78,7 +91,8 @@ def _flexible_rewrite(args: list[str], table: str, required: bool = True) -> lis
             processed.append("--optimization-level")
         else:
             processed.append(arg)
-    return _vllm_dotted(processed, human_readable=_records.known_version(table) >= _HUMAN_READABLE_SINCE)
+        origins += [i] * (len(processed) - len(origins))
+    return processed, origins
 
 
 def _dashed(match: re.Match) -> str:
@@ -87,10 +101,32 @@ def _dashed(match: re.Match) -> str:
 
 def _vllm_dotted(processed: list[str], human_readable: bool) -> list[str]:
     """``--json-arg.key value`` forms become ``--json-arg '{"key": value}'``, appended at the end."""
-    delete: set[int] = set()
-    dict_args: dict[str, dict] = {}
+    plan = _dotted_plan(processed, human_readable, strict=True)
+    result = [a for i, a in enumerate(processed) if i not in plan.delete]
+    for key, value in plan.values.items():
+        result += [key, json.dumps(value)]
+    return result
+
+
+class _DottedPlan:
+    """What vLLM's rewriting does with the dotted options of its processed argv: the entries it
+    takes out (``delete``), the options it appends with their merged JSON (``values``), and the
+    option each dotted entry becomes (``keys``, by the entry's index)."""
+
+    def __init__(self) -> None:
+        self.delete: set[int] = set()
+        self.values: dict[str, Any] = {}
+        self.keys: dict[int, str] = {}
+        self.given: dict[int, int] = {}  # a dotted entry's index: the index of the entry holding its value
+
+
+def _dotted_plan(processed: list[str], human_readable: bool, strict: bool) -> _DottedPlan:
+    """vLLM's own loop over dotted options. ``strict`` False (locating copies, not parsing): an entry
+    the engine would crash on (no value after it) or nest too deep gets the value None, and no
+    exception is raised."""
+    plan = _DottedPlan()
     for i, arg in enumerate(processed):
-        if i in delete:
+        if i in plan.delete:
             continue
         if arg.startswith("--") and "." not in arg:
             continue
@@ -101,31 +137,77 @@ def _vllm_dotted(processed: list[str], human_readable: bool) -> list[str]:
                     continue
             else:
                 if i + 1 >= len(processed):
-                    raise Crash("IndexError: list index out of range")
+                    if strict:
+                        raise Crash("IndexError: list index out of range")
+                    plan.keys[i] = arg.rstrip("+").split(".")[0]
+                    plan.values[plan.keys[i]] = None
+                    continue
                 value_str = processed[i + 1]
-                delete.add(i + 1)
+                plan.delete.add(i + 1)
+                plan.given[i] = i + 1
             if arg.endswith("+"):
                 arg = arg[:-1]
                 value_str = json.dumps(list(value_str.split(",")))
             key, *keys = arg.split(".")
-            if len(keys) >= _bounded.MAX_DEPTH:
-                raise TooDeep(f"not read: {key}.... nests its keys more than {_bounded.MAX_DEPTH} levels deep")
+            plan.keys[i] = key
+            plan.delete.add(i)
             try:
-                value = _bounded.loads(value_str)
-            except _bounded.TooDeep:
-                raise TooDeep(f"not read: the value of {key}.{keys[0] if keys else ''}... is JSON nested more than "
-                               f"{_bounded.MAX_DEPTH} levels deep") from None
-            except json.decoder.JSONDecodeError:
-                value = _human_readable_int(value_str) if human_readable else value_str
+                value = _dotted_value(key, keys, value_str, human_readable)
+            except TooDeep:
+                if strict:
+                    raise
+                plan.values[key] = None
+                continue
             nested = value
             for part in reversed(keys):
                 nested = {part: nested}
-            _merge(dict_args.setdefault(key, {}), nested)
-            delete.add(i)
-    result = [a for i, a in enumerate(processed) if i not in delete]
-    for key, value in dict_args.items():
-        result += [key, json.dumps(value)]
-    return result
+            if key not in plan.values or plan.values[key] is not None:
+                _merge(plan.values.setdefault(key, {}), nested)
+    return plan
+
+
+def _dotted_value(key: str, keys: list[str], value_str: str, human_readable: bool) -> Any:
+    if len(keys) >= _bounded.MAX_DEPTH:
+        raise TooDeep(f"not read: {key}.... nests its keys more than {_bounded.MAX_DEPTH} levels deep")
+    try:
+        return _bounded.loads(value_str)
+    except _bounded.TooDeep:
+        raise TooDeep(f"not read: the value of {key}.{keys[0] if keys else ''}... is JSON nested more than "
+                      f"{_bounded.MAX_DEPTH} levels deep") from None
+    except json.decoder.JSONDecodeError:
+        return _human_readable_int(value_str) if human_readable else value_str
+
+
+@record_type(frozen=True)
+class DottedOption:
+    """One argv entry vLLM's rewriting reads as a dotted option (``--kv-cache-dtype.x fp8``)."""
+
+    option: str  # the option it becomes, dashed (``--kv-cache-dtype``)
+    #: The JSON text the option gets, every dotted entry of it merged as the engine merges them,
+    #: appended after the other arguments; None when the engine crashes on it or nests too deep.
+    value: Optional[str]
+    given: Optional[int]  # the index of the entry holding its value, None when it holds it itself (``=``)
+    #: Whether the appended copy comes after a ``--`` the rewriting leaves in place (then it is no option).
+    after_separator: bool
+
+
+def dotted_options(args: Sequence[str], table: str) -> dict[int, DottedOption]:
+    """Where vLLM's rewriting (the ``flexible`` step) reads a dotted option in ``args``, by the index of
+    the entry, for locating the copies of a flag it makes (``_engines.verdicts``): its own loop, run
+    over ``args`` as the engine runs it, so that a dotted entry's value, and an entry another dotted
+    option takes as its value, are the engine's own."""
+    processed, origins = _entries(args)
+    if not any(a.startswith("-") and "." in a for a in processed):
+        return {}
+    plan = _dotted_plan(processed, _human_readable(table), strict=False)
+    separator = any(a == "--" for i, a in enumerate(processed) if i not in plan.delete)
+    found = {}
+    for i, key in plan.keys.items():
+        value = plan.values.get(key)
+        given = plan.given.get(i)
+        found[origins[i]] = DottedOption(key, None if value is None else json.dumps(value),
+                                         None if given is None else origins[given], separator)
+    return found
 
 
 def _merge(original: dict, update: dict) -> None:
@@ -190,4 +272,7 @@ REWRITES: dict[str, Callable[[list[str], str, bool], list[str]]] = {
     "flexible": _flexible_rewrite, "sglang_model_type": _sglang_model_type,
     "sglang_positional_model": _sglang_positional_model,
 }
+#: The steps that read dotted options (``--json-arg.key value``): a recorded table whose entry
+#: points name one reads ``--kv-cache-dtype.x fp8`` as the flag (:func:`dotted_options`).
+DOTTED_STEPS = frozenset({"flexible"})
 

@@ -145,6 +145,9 @@ ABBREVIATION = "abbreviation"
 #: One argv entry holding the flag, a space and a value (``"--kv-cache-dtype fp8"``): argparse
 #: takes an entry with a space as a positional argument, so no engine reads it as the flag.
 SPACED = "spaced"
+#: A dotted option (``--kv-cache-dtype.x fp8``): vLLM's own rewriting turns it into the flag with
+#: a JSON value (``{"x": "fp8"}``), appended after the other arguments (``_engines.rewrites``).
+DOTTED = "dotted"
 
 
 @record_type(frozen=True)
@@ -154,11 +157,13 @@ class FlagOccurrence:
     index: int  # position of the token in the argv that was scanned
     token: str  # the token as written
     value: Optional[str]  # None when the flag ends the argv without a value
-    spelling: str  # EXACT | UNDERSCORE | ABBREVIATION
+    spelling: str  # EXACT | UNDERSCORE | ABBREVIATION | SPACED | DOTTED
     read: bool  # whether this engine reads it as the flag (False: the process fails instead)
     note: str  # why, for a human; "" for the plain exact form
     in_shell: bool = False  # found inside a shell command string such as ``sh -c "vllm ..."``
     field: str = ""  # the container/role field scanned ("command", "args", "extraArgs"), if known
+    #: The value as written where the engine reads another (a DOTTED copy's next entry); None otherwise.
+    given: Optional[str] = None
 
     @property
     def where(self) -> str:
@@ -168,8 +173,12 @@ class FlagOccurrence:
     @property
     def shown(self) -> str:
         """``--kv-cache-dtype fp8 at args[3]``: the occurrence as a message quotes it."""
-        written = self.token if "=" in self.token or self.value is None or self.spelling == SPACED \
-            else f"{self.token} {self.value}"
+        if self.spelling == DOTTED:
+            written = self.token if self.given is None else f"{self.token} {self.given}"
+        elif "=" in self.token or self.value is None or self.spelling == SPACED:
+            written = self.token
+        else:
+            written = f"{self.token} {self.value}"
         return f"{written} at {self.where}"
 
     def to_dict(self) -> dict:
@@ -181,6 +190,8 @@ class FlagOccurrence:
             data["note"] = self.note
         if self.in_shell:
             data["inShell"] = True
+        if self.given is not None:
+            data["given"] = self.given
         return data
 
 
@@ -239,13 +250,20 @@ def find_dtype_flags(argv: object, engine: Optional[str] = None, version: object
     command is split and scanned too.
     """
     tokens = [t for t in argv if isinstance(t, str)] if isinstance(argv, list) else []
+    dotted = _dotted(tokens, engine, version)
+    taken = {option.given for option in dotted.values()}  # a dotted option's value: the engine takes it out
     found: list[FlagOccurrence] = []
     for index, token in enumerate(tokens):
         if token == "--":
             break
-        if "kv" not in token:  # every spelling of the flag, and every shell line holding it, says "kv"
+        # Every spelling of the flag, and every shell line holding it, says "kv".
+        if "kv" not in token or index in taken:
             continue
-        if token.startswith("-") and any(c.isspace() for c in token.strip()):
+        if index in dotted:
+            found.extend(_dotted_occurrence(index, token, tokens, dotted[index], engine, version))
+        elif token.startswith("-") and any(c.isspace() for c in token.partition("=")[0].strip()):
+            # argparse splits an entry at its first "=" before it looks for a space: with "=" ahead
+            # of the space (``--kv-cache-dtype=fp8 x``) it is the flag, its value ``fp8 x``.
             found.extend(_spaced(index, token, engine, version))
         elif token.startswith("-"):
             found.extend(_occurrence(index, token, tokens[index + 1:index + 2], engine, version))
@@ -267,6 +285,41 @@ def _occurrence(index: int, token: str, following: list[str], engine: Optional[s
         value = following[0] if following and _is_value(following[0]) else None
     spelling, read, note = kind
     return [FlagOccurrence(index, token, value, spelling, read, note)]
+
+
+def _dotted(tokens: list[str], engine: Optional[str], version: object) -> dict:
+    """The dotted options in ``tokens`` (``_engines.rewrites.dotted_options``), where the engine's
+    recorded table names a rewriting step that reads them (an unknown engine: where some engine's does)."""
+    if not any(t.startswith("-") and "." in t and "kv" in t for t in tokens):
+        return {}
+    from kubectl_kvdtype._engines import parsers as _parsers  # the tables load on first use, never at start-up
+    from kubectl_kvdtype._engines import rewrites as _rewrites
+
+    for name in [engine] if engine in _records.ENGINES else list(_records.ENGINES):
+        table = _parsers.table_version(name, _version_or_reference(name, version))
+        if _parsers.steps(name, table) & _rewrites.DOTTED_STEPS:
+            return _rewrites.dotted_options(tokens, table)
+    return {}
+
+
+def _dotted_occurrence(index: int, token: str, tokens: list[str], dotted: object, engine: Optional[str],
+                       version: object) -> list[FlagOccurrence]:
+    """A dotted option whose name is a spelling of the flag: the engine reads the flag, with the
+    option's merged JSON as its value, after the other arguments."""
+    from kubectl_kvdtype._engines import rewrites as _rewrites
+
+    assert isinstance(dotted, _rewrites.DottedOption)
+    kind = _classify(token.split(".", 1)[0], engine, version)
+    if kind is None:
+        return []
+    _, read, note = kind
+    given = None if dotted.given is None else tokens[dotted.given]
+    how = (f"{engine or 'vLLM'} turns a dotted option into JSON: it reads {dotted.option} {dotted.value} after "
+           "the other arguments") if dotted.value is not None else f"{engine or 'vLLM'} reads a dotted option"
+    if dotted.after_separator:
+        read, how = False, f"{how}, after --, where it is no option (the engine fails with 'unrecognized arguments')"
+    return [FlagOccurrence(index, token, dotted.value, DOTTED, read, "; ".join(p for p in (how, note) if p),
+                           given=given)]
 
 
 def _is_value(token: str) -> bool:
@@ -553,7 +606,13 @@ def _culprit(error: str, found: tuple[FlagOccurrence, ...]) -> Optional[FlagOccu
         return next((o for o in read if o.value is None), read[0] if read else None)
     ambiguous = re.match(r"ambiguous option: (\S+)", error)
     if ambiguous:
-        return next((o for o in found if o.token.partition("=")[0] == ambiguous.group(1).partition("=")[0]), None)
+        return next((o for o in found if _option_name(o) == ambiguous.group(1).partition("=")[0]), None)
     if error.startswith("unrecognized arguments:"):
         return next((o for o in found if not o.read), None)
     return next((o for o in found if o.token.partition("=")[0] in error), None)
+
+
+def _option_name(occurrence: FlagOccurrence) -> str:
+    """The option an occurrence gives argparse, as its errors name it (a dotted one's key)."""
+    name = occurrence.token.partition("=")[0]
+    return name.split(".", 1)[0] if occurrence.spelling == DOTTED else name

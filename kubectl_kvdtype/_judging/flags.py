@@ -169,13 +169,19 @@ def _role_message(ref: ObjectRef, role: str, engine: _model.EngineInfo, today: _
     found = list(today.occurrences)
     value = today.value
     head = f"{ref} role {role} passes {_where(found)}"
-    if (today.state == _verdicts.FAILED and any(not o.read for o in found)) or value is None:
+    # Not the flag to its engine: no copy is read, or the one the parse fails on is not (a copy the
+    # engine reads but refuses the value of is the next case, in the engine's own words).
+    unread = not any(o.read for o in found) or (
+        today.state == _verdicts.FAILED and any(not o.read for o in found)
+        and (today.culprit is None or not today.culprit.read))
+    if unread or (value is None and today.state != _verdicts.FAILED):
         error = f" ({today.error})" if today.error else ""
         return (f"{head}, in a form {engine.name or 'its engine'} does not read as the flag "
                 f"({_unread_note(found)}): the role fails at startup anyway{error}; remove it from extraArgs.")
     if today.state == _verdicts.FAILED:
         return (f"{head}: {engine.name} {engine.version or ''} refuses it ({today.error}), so the role fails at "
                 f"{today.stage} today, whatever its Binding says; remove it from extraArgs.").replace("  ", " ")
+    assert value is not None, "a reading that neither fails nor lacks a read copy has a value"
     if after is not None and after.state == _verdicts.FAILED and after.culprit is not None \
             and after.culprit.field == "operator":
         return (f"{head}: after the upgrade the operator renders its Binding {binding}'s {binding_dtype} first, "

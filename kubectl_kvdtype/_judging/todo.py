@@ -177,7 +177,7 @@ def _deleted_tokens(occurrences: list[dict]) -> str:
         separate = "=" not in str(token) and occurrence.get("value") is not None and \
             occurrence.get("spelling") != _verdicts.SPACED
         if separate:
-            entries.append(f"{field}[{index + 1}] {occurrence['value']!r}")
+            entries.append(f"{field}[{index + 1}] {occurrence.get('given', occurrence['value'])!r}")
     return ", ".join(entries[:-1]) + (" and " if len(entries) > 1 else "") + entries[-1] if entries else "the flag"
 
 
