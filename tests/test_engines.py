@@ -34,8 +34,8 @@ TABLE = [
 def test_between_recordings_a_spelling_the_table_lacks_is_unknown_and_says_which_parser():
     judged = judge(VLLM, "0.27.5", "turboquant_3bit")  # no such release: between 0.27.1 and 0.28.0
     assert judged.verdict == UNKNOWN
-    assert judged.note == ("vLLM 0.27.5 is between the recorded releases 0.27.1 and 0.28.0: judged as 0.27.1, "
-                           "the value by this tool's spelling table")
+    assert judged.note == ("vLLM 0.27.5 is between the recorded releases 0.27.1 and 0.28.0: the spelling judged by "
+                           "this tool's spelling table at 0.27.5, the argv read by vLLM 0.27.1's parser")
 
 
 @pytest.mark.parametrize("engine", [VLLM, SGLANG])
@@ -108,14 +108,55 @@ def test_unreadable_version_falls_back_to_the_reference():
 
 @pytest.mark.parametrize("engine, version, note", [
     (VLLM, "0.29.0", ""), (VLLM, "0.29.0-cu124", ""), (SGLANG, "v0.5.23", ""),
-    (VLLM, "0.34.0", "vLLM 0.34.0 is newer than the newest recorded release, 0.33.0: judged as 0.33.0"),
-    (SGLANG, "0.5.24", "SGLang 0.5.24 is newer than the newest recorded release, 0.5.23: judged as 0.5.23"),
-    (VLLM, "0.33.0rc1", "vLLM 0.33.0rc1 is between the recorded releases 0.32.0 and 0.33.0: judged as 0.32.0"),
-    (VLLM, "0.11.0", "vLLM 0.11.0 is older than the oldest recorded release, 0.18.0: judged as 0.18.0"),
+    (VLLM, "0.34.0", "vLLM 0.34.0 is newer than the newest recorded release: the spelling judged by this tool's "
+                     "spelling table at 0.34.0, the argv read by vLLM 0.33.0's parser, the newest recorded"),
+    (SGLANG, "0.5.24", "SGLang 0.5.24 is newer than the newest recorded release: the spelling judged by this tool's "
+                       "spelling table at 0.5.24, the argv read by SGLang 0.5.23's parser, the newest recorded"),
+    (VLLM, "0.33.0rc1", "vLLM 0.33.0rc1 is between the recorded releases 0.32.0 and 0.33.0: the spelling judged by "
+                        "this tool's spelling table at 0.33.0rc1, the argv read by vLLM 0.32.0's parser"),
+    (VLLM, "0.11.0", "vLLM 0.11.0 is older than the oldest recorded release: the spelling judged by this tool's "
+                     "spelling table at 0.11.0, the argv read by vLLM 0.18.0's parser, the oldest recorded"),
 ])
 def test_the_basis_names_the_recorded_parser_that_stands_in(engine, version, note):
     found = _verdicts.basis(engine, version).note
     assert found.startswith(note) and bool(found) == bool(note)
+
+
+def _before(version: str) -> str:
+    """A plain release just before ``version`` (``0.11.0``: ``0.10.0``; ``0.5.4``: ``0.5.3``); "" for
+    any other form."""
+    parts = version.split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts) or parts == ["0", "0", "0"]:
+        return ""
+    major, minor, patch = map(int, parts)
+    return f"{major}.{minor}.{patch - 1}" if patch else f"{major}.{minor - 1}.0" if minor else ""
+
+
+@pytest.mark.parametrize("engine", [VLLM, SGLANG])
+def test_an_engine_older_than_the_recordings_is_told_without_contradiction(engine, tmp_path):
+    """For every spelling the table refuses below the oldest recorded release but the oldest recorded
+    parser lists, the verdict names the table version that decided the spelling and the parser that
+    read the argv, and neither the sentence nor the engine's message (the choices argparse lists)
+    says the spelling is accepted."""
+    from kubectl_kvdtype._engines import parsers as _parsers
+
+    oldest = _parsers.recorded_versions(engine)[0]
+    listed = set(_parsers.recorded_choices(engine, oldest) or ())
+    cases = [(_before(window.since.text), spelling) for spelling, windows in _records.record(engine).accepted.items()
+             for window in windows if window.since and _before(window.since.text)
+             and spelling in listed and window.since < _records.known_version(oldest)]
+    assert cases, "some spelling the oldest recorded parser lists came later than the table's first release"
+    for version, spelling in cases:  # the release before the spelling came, older than the recordings
+        judged = _verdicts.judge(engine, version, spelling)
+        rendered = _verdicts.renders(engine, version, spelling)
+        assert judged.verdict == REJECTED and rendered.state == _verdicts.FAILED, (version, spelling)
+        assert judged.reason.startswith(f"{engine} {version} does not accept {spelling} (accepted from ")
+        assert judged.note == (f"{engine} {version} is older than the oldest recorded release: the spelling judged "
+                               f"by this tool's spelling table at {version}, the argv read by {engine} {oldest}'s "
+                               "parser, the oldest recorded")
+        assert f"judged as {oldest}" not in judged.note
+        choices = rendered.error.partition("(choose from ")[2]
+        assert choices and repr(spelling) not in choices, rendered.error
 
 
 def test_vllm_033_fails_at_engine_start_not_parsing():

@@ -102,7 +102,8 @@ def test_upgrade_engine_when_a_later_version_accepts_the_spelling(fake, kube_env
     assert item["action"] == "upgrade-engine" and item["command"] is None
     # 0.5.15 is older than the oldest recorded SGLang release: the parser that stood in is named
     assert look["action"] == "look" and look["codes"] == ["engine-version-unrecorded"]
-    assert "SGLang 0.5.15 is older than the oldest recorded release, 0.5.18: judged as 0.5.18" in look["what"]
+    assert ("SGLang 0.5.15 is older than the oldest recorded release: the spelling judged by this tool's spelling "
+            "table at 0.5.15, the argv read by SGLang 0.5.18's parser, the oldest recorded") in look["what"]
     assert "upgrade SGLang to >= 0.5.16" in item["what"] and "ModelDeployment qwen-old" in item["what"]
 
 

@@ -368,7 +368,9 @@ class _Exit(_Switch):
 class _Choices:
     """The flag's choices between recorded versions: the spelling table's at the version, as data
     (``_engines.records.spellings``); a value it does not know passes, since it may be new, and
-    the caller calls it unknown. argparse's message lists the recorded choices."""
+    the caller calls it unknown. argparse's message lists the recorded choices the spelling table
+    does not refuse at the version and those it accepts there that the recording lacks: never the
+    value it refuses (vLLM 0.10.0, judged with 0.18.0's parser, does not list bfloat16)."""
 
     def __init__(self, recorded: Sequence[str], spellings: _records.Spellings) -> None:
         self._recorded = list(recorded)
@@ -380,7 +382,8 @@ class _Choices:
         return value in self._spellings.accepted or (value not in self._spellings.refused and value != "")
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._recorded)
+        listed = [value for value in self._recorded if value not in self._spellings.refused]
+        return iter(listed + sorted(self._spellings.accepted.difference(listed)))
 
 
 def _build(table: dict, spellings: Optional[_records.Spellings], required: bool = True) -> _Parser:

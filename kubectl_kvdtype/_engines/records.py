@@ -250,7 +250,8 @@ class Judgement:
     #: parser lists no choices and the engine checks the value at start (``_engines.verdicts.judge`` says).
     failure: str = ""
     #: Which recorded parser the verdict used, when the version is not a recorded one (or is
-    #: unreadable): "vLLM 0.34.0 is newer than the newest recorded release, 0.33.0: judged as 0.33.0".
+    #: unreadable): "vLLM 0.34.0 is newer than the newest recorded release: the spelling judged by this
+    #: tool's spelling table at 0.34.0, the argv read by vLLM 0.33.0's parser, the newest recorded".
     note: str = ""
 
 

@@ -81,17 +81,20 @@ def _basis(engine: str, version: object) -> Basis:
         return Basis(at_text, table, decides, note, at_start is not None, added)
     recorded = _parsers.recorded_versions(engine)
     if at > _records.known_version(recorded[-1]):
-        where = f"is newer than the newest recorded release, {table}"
+        where, which = "is newer than the newest recorded release", ", the newest recorded"
     elif at < _records.known_version(recorded[0]):
-        where = f"is older than the oldest recorded release, {table}"
+        where, which = "is older than the oldest recorded release", ", the oldest recorded"
     else:
         after = next(v for v in recorded if _records.known_version(v) > at)
-        where = f"is between the recorded releases {table} and {after}"
+        where, which = f"is between the recorded releases {table} and {after}", ""
     # A release newer than the data can be recorded by the admin and added for a run: say how.
     extend = (f" (record it with scripts/engine-tables --only {engine}=={at_text} --out FILE and add it with "
               f"KUBECTL_KVDTYPE_ENGINE_TABLES=FILE)") if at > _records.known_version(recorded[-1]) else ""
+    # Two parts, each said with what decided it: the spelling by the hand-kept table at the version
+    # itself (it knows releases no recording covers), the argv by the recorded parser that stood in.
     return Basis(at_text, table, None,
-                 f"{engine} {at_text} {where}: judged as {table}, the value by this tool's spelling table{extend}",
+                 f"{engine} {at_text} {where}: the spelling judged by this tool's spelling table at {at_text}, "
+                 f"the argv read by {engine} {table}'s parser{which}{extend}",
                  at_start is not None, added)
 
 

@@ -254,7 +254,8 @@ def consumer_verdict(engine: str, version: Optional[str], dtype: str) -> _record
 
 
 def _noted(judged: _records.Judgement) -> str:
-    """`` (vLLM 0.34.0 is newer than ...: judged as 0.33.0)``: the parser that stood in, when one did."""
+    """`` (vLLM 0.34.0 is newer than ...: ..., the argv read by vLLM 0.33.0's parser, ...)``: the parser
+    that stood in, when one did."""
     return f" ({judged.note})" if judged.note else ""
 
 
