@@ -144,6 +144,17 @@ def _build_all(table: dict, where: str) -> None:
             _build(_entry_table(table, point), None)
 
 
+def ships(engine: str, table: str) -> bool:
+    """Whether this tool ships a recorded table for the release ``table``: an added file's table
+    for it then replaces the shipped one (a verdict resting on it says so)."""
+    return table in _shipped_index()["versions"].get(_records.record(engine).table, ())
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_index() -> dict:
+    return json.loads(_shipped_lines()[0])
+
+
 def added_by(engine: str, table: str) -> Optional[str]:
     """The extra table file (``add_tables``) a recorded version's table comes from; None: shipped."""
     key = _records.record(engine).table

@@ -49,11 +49,17 @@ class Basis:
     at_start: bool = False  # the table's parser lets any value through; the engine checks it at start
     #: The extra table file (KUBECTL_KVDTYPE_ENGINE_TABLES) ``table`` comes from; "" for a shipped one.
     added: str = ""
+    #: The added table is for a release this tool ships a table for, and replaces that one.
+    replaces: bool = False
 
     @property
     def added_clause(self) -> str:
         """What a verdict resting on an added table says of it ("" when the table is shipped)."""
-        return f"by the {self.table} table added from {self.added}, not shipped with this tool" if self.added else ""
+        if not self.added:
+            return ""
+        if self.replaces:
+            return f"by the {self.table} table added from {self.added}, in place of the one shipped with this tool"
+        return f"by the {self.table} table added from {self.added}, not shipped with this tool"
 
 
 def basis(engine: str, version: object) -> Basis:
@@ -76,9 +82,10 @@ def _basis(engine: str, version: object) -> Basis:
     choices = _parsers.recorded_choices(engine, table)
     at_start = _parsers.start_check(engine, table) if choices is None else None
     added = _parsers.added_by(engine, table) or ""
+    replaces = bool(added) and _parsers.ships(engine, table)
     if _records.known_version(table) == at:
         decides = frozenset(choices) if choices is not None else at_start
-        return Basis(at_text, table, decides, note, at_start is not None, added)
+        return Basis(at_text, table, decides, note, at_start is not None, added, replaces)
     recorded = _parsers.recorded_versions(engine)
     if at > _records.known_version(recorded[-1]):
         where, which = "is newer than the newest recorded release", ", the newest recorded"
@@ -95,7 +102,7 @@ def _basis(engine: str, version: object) -> Basis:
     return Basis(at_text, table, None,
                  f"{engine} {at_text} {where}: the spelling judged by this tool's spelling table at {at_text}, "
                  f"the argv read by {engine} {table}'s parser{which}{extend}",
-                 at_start is not None, added)
+                 at_start is not None, added, replaces)
 
 
 _basis_cached = functools.lru_cache(maxsize=256)(_basis)

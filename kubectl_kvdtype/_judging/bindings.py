@@ -350,7 +350,7 @@ def add_table_added(report: Report, ref: ObjectRef, engine: str, version: object
     report.add(TABLE_ADDED, ref, f"{ref}: {engine} {basis.at} is judged {basis.added_clause} "
                                  "(KUBECTL_KVDTYPE_ENGINE_TABLES).",
                engine=engine, engineVersion=version, judgedAs=basis.table, engineTables=basis.added,
-               field_path=field_path)
+               replacesShipped=basis.replaces, field_path=field_path)
 
 
 def _summary(inventory: BindingInventory, system_namespace: str, report: Report) -> dict:

@@ -30,7 +30,9 @@ from kubectl_kvdtype._kits.report import (
     ObjectRef,
     Report,
     Section,
+    added_tables,
     fails,
+    resting_on,
 )
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.managers import ManagerReader
@@ -90,10 +92,14 @@ def build_report(check_inventory: _bindings.BindingInventory, flags_inventory: F
     no_go = any(fails(f.severity, fail_on) for f in counted)
     setting = _setting_state(check_inventory, system_namespace, offline)
     report.unread = checked.unread + flagged.unread  # what could change the verdict, not read: never GO
+    # Verdicts resting on a table added for the run (one an --ignore leaves out too): the line says so.
+    added = added_tables(checked.findings + flagged.findings)
+    resting = f" This verdict rests on {resting_on(added)}." if added else ""
     report.summary = {
         "verdict": INCOMPLETE if report.unread else NO_GO if no_go else GO,
         "incomplete": list(report.unread),
-        "reason": _reason(errors, warnings, fail_on, report.unread),
+        "reason": _reason(errors, warnings, fail_on, report.unread) + resting,
+        "addedTables": added,
         "failOn": fail_on,
         "setting": setting,
         "dryRun": {"roles": sum(1 for p in predictions if p.kind == _upgrade.MODEL_DEPLOYMENT),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence, Union
 
-from kubectl_kvdtype._kits.codes import ERROR, INFO, KIND_NOT_EXAMINED, WARNING, lookup, severity_of
+from kubectl_kvdtype._kits.codes import ERROR, INFO, KIND_NOT_EXAMINED, TABLE_ADDED, WARNING, lookup, severity_of
 from kubectl_kvdtype._kits.records import field, record_type, replace
 from kubectl_kvdtype._kits.status import ExitStatus
 
@@ -241,6 +241,38 @@ class Report:
         return ", ".join(parts)
 
 
+def added_tables(findings: Sequence[Finding]) -> list[dict]:
+    """The engine tables added for the run (KUBECTL_KVDTYPE_ENGINE_TABLES) that verdicts rest on, once
+    each, from the ``engine-table-added`` findings: file, engine, release, whether it replaced the
+    table this tool ships for that release."""
+    tables: dict[tuple, dict] = {}
+    for finding in findings:
+        if finding.code == TABLE_ADDED:
+            fields = finding.fields
+            key = (fields.get("engineTables"), fields.get("engine"), fields.get("judgedAs"))
+            tables.setdefault(key, {"file": key[0], "engine": key[1], "version": key[2],
+                                    "replacesShipped": bool(fields.get("replacesShipped"))})
+    return list(tables.values())
+
+
+def table_key(table: dict) -> tuple:
+    """One added table's identity, whichever report named it."""
+    return (table["file"], table["engine"], table["version"])
+
+
+def resting_on(tables: Sequence[dict]) -> str:
+    """What a verdict line says verdicts rest on when tables added for the run decided them ("" when
+    none did): a GO or NO-GO that a file made, not the tables this release ships, is never silent
+    about it."""
+    if not tables:
+        return ""
+    parts = [f"{t['engine']} {t['version']} from {t['file']}" + (
+        ", in place of the table this tool ships for that release" if t["replacesShipped"] else "")
+        for t in tables]
+    what = "an engine table" if len(tables) == 1 else f"{len(tables)} engine tables"
+    return f"{what} added for this run (KUBECTL_KVDTYPE_ENGINE_TABLES): {'; '.join(parts)}"
+
+
 def _plural(count: int, word: str, plural: Optional[str] = None) -> str:
     return f"{count} {word if count == 1 else (plural or word + 's')}"
 
@@ -258,6 +290,7 @@ class FleetMember:
     encoded: Optional[str] = None
     _failing: bool = False
     _counts: dict = field(default_factory=dict)
+    _added: list = field(default_factory=list)
 
     @property
     def checked(self) -> bool:
@@ -278,6 +311,13 @@ class FleetMember:
     def counts(self) -> dict:
         return self._counts if self.encoded is not None else self.report.counts() if self.report else {}
 
+    @property
+    def added_tables(self) -> list[dict]:
+        """The added engine tables its verdicts rest on (preflight's ``summary.addedTables``)."""
+        if self.encoded is not None or self.report is None:
+            return self._added
+        return list(self.report.summary.get("addedTables") or [])
+
     def encode(self, to_text: Callable[[dict], str]) -> None:
         """Keep the report only as its JSON text (``-o json``, where nothing else is printed): the
         fleet is printed once every context is done, and a finished 10,000-deployment report holds
@@ -285,7 +325,7 @@ class FleetMember:
         report = self.report
         if report is None:
             return
-        self._failing, self._counts = bool(report.failing()), report.counts()
+        self._failing, self._counts, self._added = bool(report.failing()), report.counts(), self.added_tables
         self.encoded = to_text(report.to_dict())
         self.report = Report(kind=report.kind, warnings=report.warnings, headline=report.summary_lines(),
                              empty_message=report.empty_message, fail_on=report.fail_on, unread=report.unread)
@@ -367,6 +407,10 @@ class FleetReport:
             parts.append(f"failing findings in {', '.join(failing)}")
         if missing:
             parts.append(f"not checked: {', '.join(missing)}")
+        resting = [m for m in self.members if m.added_tables]
+        if resting:
+            tables = list({table_key(t): t for m in resting for t in m.added_tables}.values())
+            parts.append(f"the verdicts of {', '.join(m.context for m in resting)} rest on {resting_on(tables)}")
         lead = f"Fleet verdict: {self.verdict()}" if self.command == "preflight" else "Fleet"
         return f"{lead}: {'; '.join(parts)}; exit {int(self.exit_status())}."
 
