@@ -79,3 +79,22 @@ def test_broken_json_is_one_clear_sentence(tmp_path):
     assert result.returncode != 0 and not result.stdout
     assert_one_clean_line(result.stderr)
     assert str(broken) in result.stderr
+
+
+def test_standard_input_given_twice_is_refused_as_kubectl_refuses_it(dumps: dict[str, Path]) -> None:
+    """``-f - -f -``: kubectl, the oracle, refuses standard input for two arguments; so does the
+    plugin, as a usage error (exit 2) naming the repeated ``-``, before reading anything."""
+    from conftest import run_kubectl
+
+    text = dumps["json"].read_text()
+    refused = run_kubectl(["create", "--dry-run=client", "-o", "name", "-f", "-", "-f", "-"], dict(os.environ),
+                          input=text)
+    assert refused.returncode != 0 and "standard input cannot be used for multiple arguments" in refused.stderr
+    for subcommand in SUBCOMMANDS:
+        result = direct(dict(os.environ), subcommand, "-f", "-", "--filename=-", input=text)
+        assert result.returncode == 2 and result.stdout == "", result.stderr
+        assert_one_clean_line(result.stderr)
+        assert result.stderr.startswith("error: -f - is given 2 times: standard input cannot be used for multiple "
+                                        "arguments (it is read once; give -f - once)")
+        once = direct(dict(os.environ), subcommand, "-f", "-", "-o", "json", input=text)
+        assert once.returncode in (0, 1) and json.loads(once.stdout)["items"]

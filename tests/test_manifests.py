@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from kubectl_kvdtype._kits.codes import DUPLICATE_OBJECT
-from kubectl_kvdtype._kits.status import ManifestError
+from kubectl_kvdtype._kits.status import ManifestError, UsageError
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD, POOL
 from kubectl_kvdtype._sources.manifests import ManifestSource, read_path
 
@@ -122,3 +122,12 @@ def test_directories_are_walked_in_order_reading_yaml_and_json_only(tmp_path):
 def test_a_missing_file_is_named():
     with pytest.raises(ManifestError, match="the manifest /nonexistent/x.yaml does not exist"):
         list(read_path("/nonexistent/x.yaml", io.StringIO()))
+
+
+@pytest.mark.parametrize("paths", [["-", "-"], ["-", "dump.yaml", "-", "-"]])
+def test_standard_input_given_twice_is_a_usage_error_before_anything_is_read(paths):
+    stdin = io.StringIO(json.dumps(_binding("a")))
+    with pytest.raises(UsageError, match=rf"^-f - is given {paths.count('-')} times: standard input cannot be used "
+                                         "for multiple arguments"):
+        ManifestSource.from_paths(paths, stdin)
+    assert stdin.tell() == 0  # not read: no file either (dump.yaml does not exist, and is not named)

@@ -20,7 +20,7 @@ from kubectl_kvdtype._kits import progress as _progress
 from kubectl_kvdtype._kits import settings as _settings
 from kubectl_kvdtype._kits.codes import DUPLICATE_OBJECT
 from kubectl_kvdtype._kits.report import Finding, ObjectRef
-from kubectl_kvdtype._kits.status import ManifestError
+from kubectl_kvdtype._kits.status import ManifestError, UsageError
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources import yamlread as _yamlread
@@ -123,6 +123,8 @@ class ManifestSource:
     @classmethod
     def from_paths(cls, paths: Iterable[str], stdin: TextIO, environ: Optional[Mapping[str, str]] = None
                    ) -> "ManifestSource":
+        paths = list(paths)
+        _stdin_once(paths)
         empty_lists: list[str] = []
         objects: list[tuple[str, dict]] = []
         limit = max_file_bytes(environ or {})
@@ -155,6 +157,16 @@ class ManifestSource:
 
     def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
         return next((o for o in self.list(kind, namespace) if _model.name_of(o) == name), None)
+
+
+def _stdin_once(paths: list[str]) -> None:
+    """Standard input can be read once: ``-f -`` given again is a usage error before anything is
+    read, as kubectl refuses it ("standard input cannot be used for multiple arguments"), never a
+    second read that finds it empty and blames the input."""
+    count = paths.count("-")
+    if count > 1:
+        raise UsageError(f"-f - is given {count} times: standard input cannot be used for multiple arguments "
+                         "(it is read once; give -f - once)")
 
 
 def _key(kind: Kind, namespace: str, name: str) -> ObjectKey:
