@@ -152,3 +152,13 @@ def test_preflight_predicts_the_failure_and_deletes_the_form_as_written(forms_ma
             assert outcomes[name]["outcome"] == "fails", outcomes[name]
             deleted = " and ".join(f"extraArgs[{i}] {a!r}" for i, a in enumerate(args))
             assert deleted in todo[name]["what"], todo[name]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_entry_a_dotted_option_takes_as_its_value_is_no_copy(version: str) -> None:
+    """vLLM's rewriting takes the entry after a dotted option as its value, whatever it is: the flag
+    there is no copy, as its recorded parser reads no value for it."""
+    argv = ["Qwen/Qwen3-8B", "--max-model-len.x", "--kv-cache-dtype", "fp8"]
+    reading = _argv.read_engine_args("vLLM", version, argv)
+    assert reading.value is None and "--kv-cache-dtype:" not in reading.error, reading
+    assert _verdicts.find_dtype_flags([*_ENTRY["vLLM"], *argv], "vLLM", version) == []

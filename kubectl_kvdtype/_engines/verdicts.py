@@ -300,7 +300,7 @@ def _occurrence(index: int, token: str, following: list[str], engine: Optional[s
 def _dotted(tokens: list[str], engine: Optional[str], version: object) -> dict:
     """The dotted options in ``tokens`` (``_engines.rewrites.dotted_options``), where the engine's
     recorded table names a rewriting step that reads them (an unknown engine: where some engine's does)."""
-    if not any(t.startswith("-") and "." in t and "kv" in t for t in tokens):
+    if not any(t.startswith("-") and "." in t for t in tokens):  # one without "kv" may take the flag as its value
         return {}
     from kubectl_kvdtype._engines import parsers as _parsers  # the tables load on first use, never at start-up
     from kubectl_kvdtype._engines import rewrites as _rewrites
