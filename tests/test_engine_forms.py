@@ -17,7 +17,7 @@ from typing import Optional
 
 import pytest
 
-from _support import in_process
+from _support import in_process, kvdtype, report, seed
 from kubectl_kvdtype._engines import argv as _argv
 from kubectl_kvdtype._engines import parsers as _parsers
 from kubectl_kvdtype._engines import rewrites as _rewrites
@@ -162,3 +162,17 @@ def test_an_entry_a_dotted_option_takes_as_its_value_is_no_copy(version: str) ->
     reading = _argv.read_engine_args("vLLM", version, argv)
     assert reading.value is None and "--kv-cache-dtype:" not in reading.error, reading
     assert _verdicts.find_dtype_flags([*_ENTRY["vLLM"], *argv], "vLLM", version) == []
+
+
+@pytest.mark.e2e  # through the real kubectl, against the fake API server
+def test_a_live_cluster_holding_the_forms_is_judged_as_its_manifests_are(fake, kube_env, forms_manifest: Path) -> None:
+    """The same objects on a cluster: find-flags, verify and preflight find and judge each form as
+    they do offline (the same findings, word for word)."""
+    seed(fake, json.loads(forms_manifest.read_text())["items"])
+    for command in (["find-flags"], ["verify"], ["preflight"]):
+        live = kvdtype(kube_env, *command, "-n", "forms", "-o", "json")
+        offline = _run(*command, "-n", "forms", "-f", str(forms_manifest))
+        assert live.returncode == 1, live.stderr
+        assert [(f["code"], f["object"], f["message"]) for f in report(live)["findings"]] == \
+            [(f["code"], f["object"], f["message"]) for f in offline["findings"]], command
+        assert any(f["code"] in ("role-flag", "replica-dtype-rejected") for f in offline["findings"])

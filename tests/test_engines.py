@@ -3,15 +3,19 @@ spelling by spelling."""
 
 from __future__ import annotations
 
+import json
+
 import packaging.version
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _support import in_process
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import verdicts as _verdicts
 from kubectl_kvdtype._engines.records import ACCEPTED, REJECTED, SGLANG, UNKNOWN, VLLM, parse_version
 from kubectl_kvdtype._engines.verdicts import judge, suggest
+from test_verdicts import binding, deployment
 
 pytestmark = pytest.mark.version_sensitive  # argparse, the argv reader, completion or the man page (test_tiers.py)
 
@@ -157,6 +161,14 @@ def test_an_engine_older_than_the_recordings_is_told_without_contradiction(engin
         assert f"judged as {oldest}" not in judged.note
         choices = rendered.error.partition("(choose from ")[2]
         assert choices and repr(spelling) not in choices, rendered.error
+    version, spelling = cases[-1]  # as check says it, about a Binding of that spelling
+    manifest = tmp_path / "old.json"
+    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        binding("t", "b", spelling), deployment("t", "d", "b", engine, version)]}))
+    status, out, _ = in_process(["check", "-f", str(manifest), "-o", "json"])
+    rejected = [f["message"] for f in json.loads(out)["findings"] if f["code"] == "dtype-rejected"]
+    judged = _verdicts.judge(engine, version, spelling)
+    assert status == 1 and len(rejected) == 1 and rejected[0].startswith(f"{judged.reason} ({judged.note}), so ")
 
 
 def test_vllm_033_fails_at_engine_start_not_parsing():
