@@ -99,6 +99,9 @@ CONNECTION_FLAGS: tuple[ConnectionFlag, ...] = (
                    replaces=("user", "username")),
     ConnectionFlag(("--password",), "password", "password for basic authentication (never shown in any output)",
                    metavar="PASSWORD", secret=True, replaces=("user", "password")),
+    ConnectionFlag(("--proxy-url",), "proxy_url", "the proxy every request goes through (http, https or socks5; "
+                   "instead of the cluster's proxy-url and the environment's)", metavar="URL",
+                   replaces=("cluster", "proxy-url")),
     ConnectionFlag(("--cache-dir",), "cache_dir", "accepted for kubectl compatibility; unused: the plugin keeps no "
                    "cache", metavar="DIR", option=None, completes="files"),
 )
@@ -129,6 +132,7 @@ class ConnectionOptions:
     impersonate_uid: Optional[str] = None
     username: Optional[str] = None
     password: Optional[str] = field(default=None, repr=False)
+    proxy_url: Optional[str] = None
     #: The table the options were read by.
     table: tuple[ConnectionFlag, ...] = field(default=CONNECTION_FLAGS, repr=False, compare=False)
 

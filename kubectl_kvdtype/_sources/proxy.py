@@ -62,14 +62,25 @@ class Proxy(NamedTuple):
 
     @property
     def shown(self) -> str:
-        """The proxy as messages name it: its URL's password hidden, and where it was set."""
-        return f"{without_password(self.url)} ({self.source})"
+        """The proxy as messages name it: its URL's password hidden, where it was set, and host:port
+        when the URL does not say it."""
+        written = without_password(self.url)
+        return f"{written} ({self.source})" if self.where in written else f"{written} ({self.source}, {self.where})"
 
     @property
     def where(self) -> str:
         """host:port of the proxy (an IPv6 address in brackets), as kubectl's errors name it."""
         host, port = self.address
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    @property
+    def whole_url(self) -> str:
+        """The URL with its scheme and port spelled out (``proxy:3128`` is ``http://proxy:3128``)."""
+        from urllib.parse import quote
+
+        user = "" if self.username is None else quote(self.username, safe="") + (
+            "" if self.password is None else ":" + quote(self.password, safe="")) + "@"
+        return f"{self.scheme}://{user}{self.where}"
 
     def authorization(self) -> Optional[str]:
         """``Proxy-Authorization`` as Go sends it: Basic of the URL's user and password, when it has a user."""
@@ -118,6 +129,15 @@ def from_environment(environ: Mapping[str, str], url: str) -> Optional[Proxy]:
                            f"could set), as kubectl refuses it: unset REQUEST_METHOD, or reach {url} over https")
     no_proxy = environ.get(_first_set(environ, "NO_PROXY", "no_proxy") or "", "")
     return proxy if _use_proxy(target, no_proxy) else None
+
+
+def target_of(url: str) -> tuple[str, int]:
+    """The host and port a proxy is asked to connect to for ``url``, as Go's ``canonicalAddr`` names
+    them: the host as written (its case kept; punycode for a non-ASCII name), the scheme's port by default."""
+    parsed = _GoURL.parse(url)
+    if parsed is None or not parsed.hostname:
+        raise ValueError(f"no host in {url}")
+    return _idna(parsed.hostname), int(parsed.port or _REQUEST_PORTS.get(parsed.scheme, "443"))
 
 
 def _first_set(environ: Mapping[str, str], *names: str) -> Optional[str]:
