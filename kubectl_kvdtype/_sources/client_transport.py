@@ -75,7 +75,7 @@ class ClientTransport:
             lines.add(name, value)
         response = self._send(method, self.host + path, lines, body, clock)
         data = self._read(response, clock)
-        return Exchange(response.status, response.headers.get("Retry-After"), data)
+        return Exchange(response.status, response.headers.get("Retry-After"), data, response.headers.get("Warning"))
 
     def _send(self, method: str, url: str, headers: HTTPHeaderDict, body: Any, clock: Clock) -> Any:
         try:

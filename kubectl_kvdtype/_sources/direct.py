@@ -234,7 +234,7 @@ class DirectTransport:
                 self._idle.append(wire)
         else:
             wire.close()
-        return Exchange(answer.status, answer.retry_after, answer.data)
+        return Exchange(answer.status, answer.retry_after, answer.data, answer.warning)
 
     def _on(self, wire: Wire, clock: Clock, method: str, step: Callable[[], _Done], kept: bool) -> _Done:
         """``step`` (a request's sending or its answer's reading) on ``wire`` within ``clock``: a

@@ -39,6 +39,8 @@ class Exchange(NamedTuple):
     status: int
     retry_after: Optional[str]
     data: bytes
+    #: The Warning header, if any (``_sources.server_warnings`` reads it).
+    warning: Optional[str] = None
 
 
 class Transport(Protocol):
