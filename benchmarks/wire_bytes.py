@@ -18,12 +18,15 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from _controlplane import ControlPlane, binaries  # noqa: E402  (test infrastructure)
+from _forwardproxy import relay  # noqa: E402
 from conftest import kubectl_path  # noqa: E402
 
 
@@ -46,26 +49,15 @@ class CountingRelay:
         while True:
             client, _ = self.listener.accept()
             server = socket.create_connection(self.upstream)
-            threading.Thread(target=self._pump, args=(client, server, "up"), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, "down"), daemon=True).start()
+            threading.Thread(target=relay, args=(client, server, self._count("up")), daemon=True).start()
+            threading.Thread(target=relay, args=(server, client, self._count("down")), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, way: str) -> None:
-        try:
-            while True:
-                data = source.recv(1 << 16)
-                if not data:
-                    break
-                with self._lock:
-                    setattr(self, way, getattr(self, way) + len(data))
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for end in (source, sink):
-                try:
-                    end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+    def _count(self, way: str) -> Callable[[int], None]:
+        def counted(size: int) -> None:
+            with self._lock:
+                setattr(self, way, getattr(self, way) + size)
+
+        return counted
 
 
 def _binding(i: int) -> dict:
@@ -85,8 +77,8 @@ def main() -> int:
     try:
         host, port = plane.url.rsplit("//", 1)[1].rsplit(":", 1)
         relay = CountingRelay((host, int(port)))
-        print("| objects | command | gzip asked | bytes from the server | bytes to it |")
-        print("|---:|---|---|---:|---:|")
+        print("| objects | command | gzip asked | bytes from the server | bytes to it | wall time (s) |")
+        print("|---:|---|---|---:|---:|---:|")
         made = 0
         namespace = plane.namespace("bench")
         for count in counts:
@@ -99,14 +91,16 @@ def main() -> int:
                 for compressed in (True, False):
                     relay.reset()
                     flags = [] if compressed else ["--disable-compression"]
+                    started = time.monotonic()
                     done = subprocess.run([kubectl_path(), *argv, *flags], env=env, capture_output=True, text=True,
                                           timeout=600)
+                    took = time.monotonic() - started
                     if done.returncode not in (0, 1):
                         raise SystemExit(f"{name}: {done.stderr}")
                     if argv[0] == "get":
                         assert len(json.loads(done.stdout)["items"]) == count
-                    print(f"| {count:,} | {name} | {'yes' if compressed else 'no'} | {relay.down:,} | {relay.up:,} |",
-                          flush=True)
+                    asked = "yes" if compressed else "no"
+                    print(f"| {count:,} | {name} | {asked} | {relay.down:,} | {relay.up:,} | {took:.2f} |", flush=True)
     finally:
         plane.stop()
     return 0

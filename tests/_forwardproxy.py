@@ -9,6 +9,8 @@ recording listener for a proxy that answers as a test says (refuses, or closes).
         socks.url                      # "socks5://127.0.0.1:<port>"
     with Listener(b"HTTP/1.1 403 Forbidden\\r\\n\\r\\n") as listener:
         listener.url; listener.heard   # what each connection sent before the answer (bytes)
+    with TlsTunnel() as proxy:         # an https:// proxy: TLS with the tests' certificate, then CONNECT
+        proxy.url; proxy.connects      # "https://127.0.0.1:<port>"; ["host:port", ...]
 
 ``.ci/run`` installs tinyproxy and microsocks like its other tools.
 """
@@ -17,13 +19,15 @@ from __future__ import annotations
 
 import re
 import socket
+import ssl
 import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from _controlplane import free_port
+from fakekube.tls import _server_ssl_context
 
 
 def _wait_listening(port: int, process: subprocess.Popen, what: str) -> None:
@@ -93,20 +97,18 @@ class Microsocks(_Process):
         return self
 
 
-class Listener:
-    """A server on loopback that answers every connection with ``answer`` once it has heard a blank
-    line, then closes it (at once when ``answer`` is None), recording what it heard: a proxy that
-    refuses, or a server whose answer is not HTTP."""
+class _Server:
+    """A TCP server on loopback that hands each connection to ``_handle`` (in a thread of its own when
+    ``threaded``) until closed."""
 
-    def __init__(self, answer: Optional[bytes]) -> None:
-        self._answer = answer
+    threaded = False
+
+    def __init__(self) -> None:
         self._socket = socket.create_server(("127.0.0.1", 0))
         self.port = self._socket.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.heard: list[bytes] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
-    def __enter__(self) -> "Listener":
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -121,16 +123,90 @@ class Listener:
                 conn, _ = self._socket.accept()
             except OSError:
                 return
-            with conn:
-                heard = b""
-                while self._answer is not None and b"\r\n\r\n" not in heard:
-                    piece = conn.recv(65536)
-                    if not piece:
-                        break
-                    heard += piece
-                self.heard.append(heard)
-                if self._answer is not None:
-                    conn.sendall(self._answer)
+            if self.threaded:
+                threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+            else:
+                self._handle(conn)
+
+    def _handle(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+
+class Listener(_Server):
+    """A server on loopback that answers every connection with ``answer`` once it has heard a blank
+    line, then closes it (at once when ``answer`` is None), recording what it heard: a proxy that
+    refuses, or a server whose answer is not HTTP."""
+
+    def __init__(self, answer: Optional[bytes]) -> None:
+        self._answer = answer
+        self.heard: list[bytes] = []
+        super().__init__()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            heard = b""
+            while self._answer is not None and b"\r\n\r\n" not in heard:
+                piece = conn.recv(65536)
+                if not piece:
+                    break
+                heard += piece
+            self.heard.append(heard)
+            if self._answer is not None:
+                conn.sendall(self._answer)
+
+
+class TlsTunnel(_Server):
+    """An https:// forward proxy (TLS with the test certificate, 127.0.0.1 and localhost, of the
+    tests' CA), which tinyproxy is not: it answers CONNECT with 200 and relays both ways."""
+
+    threaded = True
+
+    def __init__(self) -> None:
+        self.connects: list[str] = []
+        self._context = _server_ssl_context()
+        super().__init__()
+        self.url = f"https://127.0.0.1:{self.port}"
+
+    def _handle(self, conn: socket.socket) -> None:
+        try:
+            client = self._context.wrap_socket(conn, server_side=True)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                piece = client.recv(1)
+                if not piece:
+                    return
+                head += piece
+            target = head.split(b" ")[1].decode()
+            self.connects.append(target)
+            host, port = target.rsplit(":", 1)
+            upstream = socket.create_connection((host.strip("[]"), int(port)))
+            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        except (OSError, ssl.SSLError, IndexError, ValueError):
+            conn.close()
+            return
+        threading.Thread(target=relay, args=(upstream, client), daemon=True).start()
+        relay(client, upstream)
+
+
+def relay(source: socket.socket, sink: socket.socket, counted: Optional[Callable[[int], None]] = None) -> None:
+    """What ``source`` sends, to ``sink`` (each piece's size to ``counted``), until either closes."""
+    try:
+        while True:
+            data = source.recv(1 << 16)
+            if not data:
+                break
+            if counted is not None:
+                counted(len(data))
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for end in (source, sink):
+            try:
+                end.close()
+            except OSError:
+                pass
 
 
 def dead_port() -> int:

@@ -26,6 +26,15 @@ def _upper(fake, tmp_path, name="kc", **cluster):
     return kubeconfig(fake, tmp_path / name, edit)
 
 
+def kubeconfig_of(directory, server: str):
+    path = directory / "server-kc"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": server}}], "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    return path
+
+
 def _run(env: dict, *args: str):
     result, modules = imported_by(["check", "-A", "-o", "json", *args], env)
     assert "urllib3" not in modules, "the direct transport serves a proxied kubeconfig"
@@ -103,6 +112,19 @@ def test_what_a_proxy_is_sent_and_what_it_answers_is_read_bounded(fake, kube_env
                              "CONNECT", f"error: the proxy {closing.url} (HTTPS_PROXY) broke off the connection to "
                              f"LOCALHOST:{port}: Connection reset by peer")
     assert "not HTTP/1.x" in other.stderr and other.stderr.count("\n") == 0
+
+
+def test_an_http_server_s_requests_go_to_the_proxy_whole(kube_env, tmp_path):
+    """An http:// server behind an http proxy: each request sent to the proxy in absolute form with
+    the proxy's credentials, as Go sends it (no tunnel); the proxy's answer is the server's."""
+    with Listener(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n") as proxy:
+        config = kubeconfig_of(tmp_path, "http://api.example:8080")
+        result = _run({**with_kubeconfig(kube_env, config), "HTTP_PROXY": proxy.url.replace("//", "//u:p@")},
+                      "--request-timeout", "2s")
+    assert result.returncode == 3
+    first = proxy.heard[0].decode()
+    assert first.startswith("GET http://api.example:8080/apis/") and "\r\nHost: api.example:8080\r\n" in first
+    assert f"\r\nProxy-Authorization: Basic {base64.b64encode(b'u:p').decode()}\r\n" in first
 
 
 def test_socks5_with_and_without_a_user(fake, kube_env, tmp_path):

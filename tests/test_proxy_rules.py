@@ -61,8 +61,10 @@ def test_the_cluster_s_proxy_url_serves_every_request_and_must_be_a_proxy_url():
     chosen = proxy.for_server("https://127.0.0.1:6443", {}, "socks5://proxy")
     assert chosen is not None and (chosen.scheme, chosen.address, chosen.source) == ("socks5", ("proxy", 1080),
                                                                                      "proxy-url")
-    with pytest.raises(KvdtypeError, match="scheme must be http, https or socks5"):
+    with pytest.raises(KvdtypeError) as refused:  # kubectl: invalid 'proxy-url' "..." for cluster "c": unsupported...
         proxy.for_server("https://api.example", {}, "ftp://proxy")
+    assert str(refused.value) == ('invalid \'proxy-url\' "ftp://proxy": unsupported scheme "ftp", must be http, '
+                                  'https, or socks5')
 
 
 # --- Go as the oracle, on a generated corpus --------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Optional
 
 import pytest
 
-from _forwardproxy import Microsocks, Tinyproxy, dead_port
+from _forwardproxy import Microsocks, Tinyproxy, TlsTunnel, dead_port
 from _proxy import ApiProxy
 
 pytestmark = pytest.mark.real
@@ -106,11 +106,12 @@ def test_the_environment_s_proxies_are_kubectl_s(real, tmp_path):
 
 
 def test_a_cluster_s_proxy_url_and_the_flag_are_kubectl_s(real, tmp_path):
-    """proxy-url (for every request, loopback too) live and dead, --proxy-url over it, SOCKS5 with a user."""
+    """proxy-url (for every request, loopback too) live and dead, --proxy-url over it, SOCKS5 with a
+    user, an https:// proxy (verified with the cluster's CA, which signed its certificate)."""
     port = real.plane.url.rsplit(":", 1)[1]
     dead = dead_port()
     differing = []
-    with Tinyproxy(tmp_path) as proxy, Microsocks(auth=("bob", "pw")) as socks:
+    with Tinyproxy(tmp_path) as proxy, Microsocks(auth=("bob", "pw")) as socks, TlsTunnel() as tls:
         live = _kubeconfig(real, "live", **{"proxy-url": proxy.url})
         cases = [
             ("proxy-url live", live, (), None),
@@ -119,10 +120,13 @@ def test_a_cluster_s_proxy_url_and_the_flag_are_kubectl_s(real, tmp_path):
             ("--proxy-url dead over a live proxy-url", live, ("--proxy-url", f"http://127.0.0.1:{dead}"),
              f"127.0.0.1:{dead}"),
             ("proxy-url socks5 with a user", _kubeconfig(real, "socks", **{"proxy-url": socks.url}), (), None),
+            ("proxy-url https", _kubeconfig(real, "tls", **{"proxy-url": tls.url}), (), None),
+            ("proxy-url ftp", _kubeconfig(real, "ftp", **{"proxy-url": "ftp://127.0.0.1:21"}), (),
+             'unsupported scheme "ftp", must be http, https, or socks5'),
         ]
         for case, kubeconfig, flags, refused_by in cases:
             differing.append(_alike(case, *_both(real, kubeconfig, {}, *flags), refused_by))
-        assert set(proxy.connects()) == {f"127.0.0.1:{port}"}
+        assert set(proxy.connects()) == set(tls.connects) == {f"127.0.0.1:{port}"}
     assert [d for d in differing if d] == []
 
 
@@ -179,6 +183,10 @@ def test_the_server_s_warnings_of_a_deprecated_version_are_shown_as_kubectl_show
     finally:
         real.plane.patch("customresourcedefinitions", None, "kvcachepoolbindings.worker.gpustack.ai",
                          {"spec": {"versions": versions}})
+        for _ in range(100):  # served again as before (its storage reinitialized) for the tests after this one
+            again = real.kubectl(*GUIDE)
+            if again.returncode == 0 and not again.stderr:
+                break
     assert kubectl.returncode == 0 and kubectl.stderr == f"Warning: {text}\n", kubectl.stderr
     assert plugin.returncode in (0, 1) and plugin.stderr.count("Warning: ") == 1, plugin.stderr
     assert f"Warning: {text}\n" in plugin.stderr

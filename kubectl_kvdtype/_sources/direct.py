@@ -292,7 +292,6 @@ class DirectTransport:
         try:
             host, port = target_of(settings.host)  # as Go names it to the proxy: the case kept
             sock = tunnel.open_through(proxy, host, port, self._context, clock.remaining, connect=not self._forwarded)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._context is not None:
                 name = _ascii(settings.server_name or settings.hostname)
                 sock = self._context.wrap_socket(sock, server_hostname=name)

@@ -102,11 +102,10 @@ def for_server(server: str, environ: Mapping[str, str], proxy_url: Optional[str]
 def configured(value: str, source: str) -> Proxy:
     """A ``proxy-url`` setting as client-go reads it: a URL of ``SCHEMES`` (no scheme is no proxy URL)."""
     parsed = _GoURL.parse(value)
-    if parsed is None or parsed.scheme not in SCHEMES or not parsed.hostname:
-        scheme = parsed.scheme if parsed is not None else ""
-        raise KvdtypeError(f"the {source} {without_password(value)} is not a proxy URL the plugin can use: "
-                           f"its scheme must be {', '.join(SCHEMES[:-1])} or {SCHEMES[-1]}"
-                           + (f" (not {scheme!r})" if scheme else ""))
+    if parsed is None or parsed.scheme not in SCHEMES:  # kubectl's words
+        why = "it does not parse" if parsed is None else f'unsupported scheme "{parsed.scheme}"'
+        raise KvdtypeError(f"invalid '{source}' \"{without_password(value)}\": {why}, must be "
+                           f"{', '.join(SCHEMES[:-1])}, or {SCHEMES[-1]}")
     return parsed.proxy(source, value)
 
 

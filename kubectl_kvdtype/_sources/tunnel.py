@@ -17,8 +17,10 @@ from __future__ import annotations
 import ipaddress
 import socket
 import ssl
+import threading
 from typing import Callable, Optional
 
+from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.status import ClusterError
 from kubectl_kvdtype._sources.proxy import Proxy
 
@@ -55,6 +57,7 @@ def open_through(proxy: Proxy, host: str, port: int, context: Optional[ssl.SSLCo
         raise ProxyFailure(f"cannot reach the proxy {proxy.shown}: "
                            f"{error.strerror or error}") from None
     try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is sent at once, whole
         sock.settimeout(timeout())
         if proxy.scheme == "https":
             sock = _tls_to_proxy(sock, proxy, context)
@@ -62,10 +65,46 @@ def open_through(proxy: Proxy, host: str, port: int, context: Optional[ssl.SSLCo
             _socks5(sock, proxy, host, port)
         elif connect:
             _connect(sock, proxy, host, port)
+        if proxy.scheme == "https" and connect:
+            return _bridged(sock)  # the server's TLS goes inside the proxy's
         return sock
     except BaseException:
         sock.close()
         raise
+
+
+def _bridged(outer: socket.socket) -> socket.socket:
+    """A plain socket whose bytes travel through ``outer`` (the TLS connection to an https proxy):
+    ``ssl`` cannot run the server's TLS over a TLS socket, so it runs over one end of a socket
+    pair, and a thread relays the other end to and from the proxy until either side closes. The
+    server's connection is then a real socket, which the pool tests and a request's clock cuts."""
+    near, far = socket.socketpair()
+    outer.settimeout(None)  # the request's clock bounds the near end; the relay waits on both
+    threads.start(threading.Thread(target=_relay, args=(outer, far), name="kvdtype-proxy-tls", daemon=True))
+    return near
+
+
+def _relay(outer: socket.socket, far: socket.socket) -> None:
+    import selectors
+
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(outer, selectors.EVENT_READ)
+            selector.register(far, selectors.EVENT_READ)
+            while True:
+                for key, _ in selector.select():
+                    source = key.fileobj
+                    data = source.recv(1 << 16)  # type: ignore[union-attr]
+                    if not data:
+                        return
+                    (far if source is outer else outer).sendall(data)
+                    while source is outer and isinstance(outer, ssl.SSLSocket) and outer.pending():
+                        far.sendall(outer.recv(outer.pending()))  # decrypted already: select would not see it
+    except (OSError, ValueError):
+        return
+    finally:
+        outer.close()
+        far.close()
 
 
 def _target(host: str, port: int) -> str:
