@@ -116,6 +116,9 @@ class _Server:
 
     def close(self) -> None:
         self._socket.close()
+        held = getattr(self, "_held", None)
+        if held is not None:
+            held.set()
 
     def _serve(self) -> None:
         while True:
@@ -137,9 +140,12 @@ class Listener(_Server):
     line, then closes it (at once when ``answer`` is None), recording what it heard: a proxy that
     refuses, or a server whose answer is not HTTP."""
 
-    def __init__(self, answer: Optional[bytes]) -> None:
+    def __init__(self, answer: Optional[bytes], hold: bool = False) -> None:
         self._answer = answer
         self.heard: list[bytes] = []
+        #: hold: no answer, the connection kept open until the listener closes (a silent proxy).
+        self._held = threading.Event() if hold else None
+        self.threaded = hold
         super().__init__()
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -152,7 +158,9 @@ class Listener(_Server):
                     break
                 heard += piece
             self.heard.append(heard)
-            if self._answer is not None:
+            if self._held is not None:
+                self._held.wait(60)
+            elif self._answer is not None:
                 conn.sendall(self._answer)
 
 

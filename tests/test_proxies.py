@@ -114,6 +114,16 @@ def test_what_a_proxy_is_sent_and_what_it_answers_is_read_bounded(fake, kube_env
     assert "not HTTP/1.x" in other.stderr and other.stderr.count("\n") == 0
 
 
+def test_a_silent_proxy_is_bounded_by_the_request_timeout(fake, kube_env, tmp_path):
+    """A proxy that takes the CONNECT and never answers: the request timeout ends the run, as a
+    silent server's does (the time is the whole request's, the tunnel's included)."""
+    with Listener(b"", hold=True) as silent:
+        result = _run({**with_kubeconfig(kube_env, _upper(fake, tmp_path)), "HTTPS_PROXY": silent.url},
+                      "--request-timeout", "1s")
+    assert result.returncode == 3 and "did not answer within 1s (--request-timeout" in result.stderr, result.stderr
+    assert silent.heard and silent.heard[0].startswith(b"CONNECT LOCALHOST:")
+
+
 def test_an_http_server_s_requests_go_to_the_proxy_whole(kube_env, tmp_path):
     """An http:// server behind an http proxy: each request sent to the proxy in absolute form with
     the proxy's credentials, as Go sends it (no tunnel); the proxy's answer is the server's."""

@@ -1,5 +1,5 @@
 """The client's transport: requests through the kubernetes client's REST client over urllib3, for
-the kubeconfigs the direct transport does not serve (auth providers, proxies, the in-cluster
+the kubeconfigs the direct transport does not serve (auth providers, the in-cluster
 service account, an exec plugin beside another credential: ``_sources.transport`` says which)."""
 
 from __future__ import annotations

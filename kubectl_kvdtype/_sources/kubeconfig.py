@@ -102,7 +102,7 @@ def context_namespace(resolved: Resolved) -> str:
 # --- What the standard library can connect with ----------------------------------------------
 #
 # A kubeconfig whose credentials are a token, basic auth, a client certificate or an exec plugin
-# alone, with a CA (or none, or verification off) and no proxy, needs nothing of the kubernetes
+# alone, with a CA (or none, or verification off), through a proxy or not, needs nothing of the kubernetes
 # client's transport: the direct transport (``_sources.direct``) sends its requests over a socket
 # and ``ssl`` (an exec plugin runs through the client's exec protocol alone, ``_sources.credentials``). Anything
 # else, or a setting of a type or form the direct transport would have to guess about, goes to the

@@ -37,8 +37,12 @@ class ProxyFailure(ClusterError):
     """The proxy could not be reached, or would not or could not connect to the server (exit 3)."""
 
 
+#: The time left for the request (``Clock.remaining``), asked before each read: it raises once spent.
+_Timeout = Callable[[], Optional[float]]
+
+
 def open_through(proxy: Proxy, host: str, port: int, context: Optional[ssl.SSLContext],
-                 timeout: Callable[[], Optional[float]], connect: bool = True) -> socket.socket:
+                 timeout: _Timeout, connect: bool = True) -> socket.socket:
     """A socket to ``host:port`` through ``proxy``, ready for the server's TLS (or HTTP).
     ``context``: how an https proxy is verified (the server's, as Go's transport uses one for
     both); ``timeout``: the time left, asked before each step; ``connect``: False for an http
@@ -62,9 +66,9 @@ def open_through(proxy: Proxy, host: str, port: int, context: Optional[ssl.SSLCo
         if proxy.scheme == "https":
             sock = _tls_to_proxy(sock, proxy, context)
         if proxy.scheme.startswith("socks5"):
-            _socks5(sock, proxy, host, port)
+            _socks5(sock, proxy, host, port, timeout)
         elif connect:
-            _connect(sock, proxy, host, port)
+            _connect(sock, proxy, host, port, timeout)
         if proxy.scheme == "https" and connect:
             return _bridged(sock)  # the server's TLS goes inside the proxy's
         return sock
@@ -119,7 +123,7 @@ def _tls_to_proxy(sock: socket.socket, proxy: Proxy, context: Optional[ssl.SSLCo
         raise ProxyFailure(f"TLS failure talking to the proxy {proxy.shown}: {error}") from None
 
 
-def _connect(sock: socket.socket, proxy: Proxy, host: str, port: int) -> None:
+def _connect(sock: socket.socket, proxy: Proxy, host: str, port: int, timeout: _Timeout) -> None:
     """HTTP CONNECT, as Go asks for it; the tunnel is up on a 200, anything else names the proxy's answer."""
     target = _target(host, port)
     lines = [f"CONNECT {target} HTTP/1.1", f"Host: {target}"]
@@ -128,7 +132,7 @@ def _connect(sock: socket.socket, proxy: Proxy, host: str, port: int) -> None:
         lines.append(f"Proxy-Authorization: {authorization}")
     try:
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8"))
-        status = _answer_head(sock, proxy)
+        status = _answer_head(sock, proxy, timeout)
     except TimeoutError:
         raise
     except OSError as error:
@@ -142,19 +146,20 @@ def _connect(sock: socket.socket, proxy: Proxy, host: str, port: int) -> None:
         raise ProxyFailure(f"the proxy {proxy.shown} refused to connect to {target}: {_shown(status)}")
 
 
-def _answer_head(sock: socket.socket, proxy: Proxy) -> str:
+def _answer_head(sock: socket.socket, proxy: Proxy, timeout: _Timeout) -> str:
     """The status line of the proxy's answer, its header lines read and dropped, no byte past them
     (the server's TLS follows on the same socket)."""
-    status = _line(sock, proxy)
+    status = _line(sock, proxy, timeout)
     for _ in range(MAX_HEADERS + 1):
-        if _line(sock, proxy) in ("", "\r\n", "\n"):
+        if _line(sock, proxy, timeout) in ("", "\r\n", "\n"):
             return status.strip()
     raise ProxyFailure(f"the proxy {proxy.shown}'s answer to CONNECT has more than {MAX_HEADERS} header lines")
 
 
-def _line(sock: socket.socket, proxy: Proxy) -> str:
+def _line(sock: socket.socket, proxy: Proxy, timeout: _Timeout) -> str:
     line = bytearray()
     while not line.endswith(b"\n"):
+        sock.settimeout(timeout())  # what is left of the request's time: a proxy that dribbles cannot stretch it
         byte = sock.recv(1)
         if not byte:
             if not line:
@@ -175,28 +180,28 @@ def _shown(text: str) -> str:
 
 # --- SOCKS5 (RFC 1928), with a user and password (RFC 1929) ---------------------------------------
 
-def _socks5(sock: socket.socket, proxy: Proxy, host: str, port: int) -> None:
+def _socks5(sock: socket.socket, proxy: Proxy, host: str, port: int, timeout: _Timeout) -> None:
     """The tunnel through a SOCKS5 proxy: the methods Go offers (none, and a user and password when
     the URL has a user), then CONNECT to the server by name (the proxy resolves it) or address."""
     target = _target(host, port)
     try:
         methods = b"\x00\x02" if proxy.username is not None else b"\x00"
         sock.sendall(b"\x05" + bytes([len(methods)]) + methods)
-        version, method = _exactly(sock, 2, proxy)
+        version, method = _exactly(sock, 2, proxy, timeout)
         if version != 5:
             raise ProxyFailure(f"the proxy {proxy.shown} does not speak SOCKS5")
         if method == 2 and proxy.username is not None:
-            _socks5_login(sock, proxy)
+            _socks5_login(sock, proxy, timeout)
         elif method != 0:
             raise ProxyFailure(f"the SOCKS5 proxy {proxy.shown} accepts none of the authentication "
                                "methods offered" + ("" if proxy.username is not None else " (the URL has no user)"))
         sock.sendall(b"\x05\x01\x00" + _socks5_address(host) + port.to_bytes(2, "big"))
-        _, reply, _, kind = _exactly(sock, 4, proxy)
+        _, reply, _, kind = _exactly(sock, 4, proxy, timeout)
         if reply != 0:
             said = _SOCKS_REPLIES.get(reply, f"unknown reply {reply}")
             raise ProxyFailure(f"the SOCKS5 proxy {proxy.shown} refused to connect to {target}: {said}")
-        length = {1: 4, 4: 16}.get(kind) or _exactly(sock, 1, proxy)[0]
-        _exactly(sock, length + 2, proxy)  # the address it connected from, and its port
+        length = {1: 4, 4: 16}.get(kind) or _exactly(sock, 1, proxy, timeout)[0]
+        _exactly(sock, length + 2, proxy, timeout)  # the address it connected from, and its port
     except TimeoutError:
         raise
     except OSError as error:
@@ -204,13 +209,13 @@ def _socks5(sock: socket.socket, proxy: Proxy, host: str, port: int) -> None:
                            f"{error.strerror or error}") from None
 
 
-def _socks5_login(sock: socket.socket, proxy: Proxy) -> None:
+def _socks5_login(sock: socket.socket, proxy: Proxy, timeout: _Timeout) -> None:
     user = (proxy.username or "").encode("utf-8", "surrogateescape")
     password = (proxy.password or "").encode("utf-8", "surrogateescape")
     if not (0 < len(user) < 256 and len(password) < 256):
         raise ProxyFailure(f"the SOCKS5 proxy {proxy.shown}'s user and password must each be 1 to 255 bytes")
     sock.sendall(b"\x01" + bytes([len(user)]) + user + bytes([len(password)]) + password)
-    if _exactly(sock, 2, proxy)[1] != 0:
+    if _exactly(sock, 2, proxy, timeout)[1] != 0:
         raise ProxyFailure(f"the SOCKS5 proxy {proxy.shown} refused the user and password")
 
 
@@ -225,9 +230,10 @@ def _socks5_address(host: str) -> bytes:
     return (b"\x01" if address.version == 4 else b"\x04") + address.packed
 
 
-def _exactly(sock: socket.socket, size: int, proxy: Proxy) -> bytes:
+def _exactly(sock: socket.socket, size: int, proxy: Proxy, timeout: _Timeout) -> bytes:
     data = b""
     while len(data) < size:
+        sock.settimeout(timeout())
         piece = sock.recv(size - len(data))
         if not piece:
             raise ProxyFailure(f"the SOCKS5 proxy {proxy.shown} closed the connection mid-answer")
