@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import zlib
 
 import pytest
 
+from _support import EXAMPLES, documents, in_process, kvdtype, seed
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._sources import server_warnings, wire
 
@@ -58,3 +60,36 @@ def test_a_gzip_coded_body_is_decoded_and_bounded():
         wire.gunzipped(b"not gzip at all")
     with pytest.raises(wire.Broken, match="ends before its data does"):
         wire.gunzipped(gzip.compress(body)[:-20])
+
+
+# --- On the wire, against the fake: once per run, --warnings-as-errors, a write finished first --------
+
+def test_the_server_s_warnings_are_shown_once_and_end_a_strict_run(fake, kube_env):
+    seed(fake, documents(EXAMPLES))
+    fake.warn('policy "x" says: mind the "dtype"', times=None)  # on every answer
+    shown = kvdtype(kube_env, "check", "-A")
+    assert shown.returncode == 1 and shown.stderr == 'Warning: policy "x" says: mind the "dtype"\n', shown.stderr
+    strict = kvdtype(kube_env, "check", "-A", "--warnings-as-errors", "-o", "json")
+    assert strict.returncode == 3 and json.loads(strict.stdout)["items"]  # its reads all sent: written, as kubectl
+    assert strict.stderr.splitlines() == ['Warning: policy "x" says: mind the "dtype"',
+                                          "error: 1 warning received (--warnings-as-errors)"]
+    fake.clear_faults()
+    assert kvdtype(kube_env, "check", "-A", "--warnings-as-errors").returncode == 1  # no warning: as ever
+
+
+def test_a_warned_write_is_finished_and_journaled_before_a_strict_run_ends(fake, kube_env, tmp_path, monkeypatch):
+    """escape rebind with --warnings-as-errors: the write the server warned about (step 4, the
+    recreated deployment) is done and journaled; the run ends before step 5, saying how to resume."""
+    seed(fake, documents(EXAMPLES / "team-a.yaml") + [d for d in documents(EXAMPLES / "team-b.yaml")
+                                                      if d["kind"] in ("Setting", "KVCachePool")])
+    fake.warn("spec.kvCache.connector is deprecated", method="POST", path=r"/modeldeployments$")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = in_process(["escape", "rebind", "legacy", "-n", "team-a", "--dtype", "bfloat16", "--apply",
+                               "--warnings-as-errors"], kube_env)
+    assert code == 3, err
+    assert "Warning: spec.kvCache.connector is deprecated\n" in err
+    last = err.splitlines()[-1]
+    assert last.startswith("error: step 5 of ") and "1 warning received (--warnings-as-errors)" in last
+    assert "to resume from step 5" in last
+    (journal,) = tmp_path.glob("kvdtype-backup-*/journal.json")
+    assert len(json.loads(journal.read_text())["done"]) == 4
