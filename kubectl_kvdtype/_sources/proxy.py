@@ -23,12 +23,10 @@ a Go program of the tests (``tests/proxyoracle``) on a generated corpus.
 
 from __future__ import annotations
 
-import base64
-import ipaddress
 import re
-import string
-from typing import Mapping, NamedTuple, Optional
+from typing import Mapping, Optional
 
+from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.secrets import without_password
 from kubectl_kvdtype._kits.status import KvdtypeError
 
@@ -40,7 +38,8 @@ DEFAULT_PORTS = {"http": 80, "https": 443, "socks5": 1080, "socks5h": 1080}
 _REQUEST_PORTS = {"http": "80", "https": "443", "socks5": "1080"}
 
 
-class Proxy(NamedTuple):
+@record_type(frozen=True)
+class Proxy:
     """A proxy chosen for a server: its URL read as Go reads it, and where it was set."""
 
     scheme: str
@@ -86,6 +85,8 @@ class Proxy(NamedTuple):
         """``Proxy-Authorization`` as Go sends it: Basic of the URL's user and password, when it has a user."""
         if self.username is None:
             return None
+        import base64
+
         pair = f"{self.username}:{self.password or ''}".encode("utf-8", "surrogateescape")
         return "Basic " + base64.b64encode(pair).decode("ascii")
 
@@ -195,10 +196,13 @@ def _matches(entry: str, host: str, port: str, address: Optional[_Address]) -> b
     return (host.endswith(suffix) or (whole and host == suffix[1:])) and entry_port in ("", port)
 
 
-class _Address(NamedTuple):
+class _Address:
     """An IP address as Go's ``net.IP`` holds one: 4 bytes, or 16 (an IPv4-mapped one among them)."""
 
-    packed: bytes
+    __slots__ = ("packed",)
+
+    def __init__(self, packed: bytes) -> None:
+        self.packed = packed
 
     @property
     def v4(self) -> Optional[bytes]:
@@ -220,11 +224,13 @@ class _Address(NamedTuple):
 _V4_IN_V6 = bytes(10) + b"\xff\xff"
 
 
-class _Network(NamedTuple):
+class _Network:
     """A CIDR as ``net.ParseCIDR`` makes it, matched as ``net.IPNet.Contains`` matches."""
 
-    network: bytes
-    mask: bytes
+    __slots__ = ("network", "mask")
+
+    def __init__(self, network: bytes, mask: bytes) -> None:
+        self.network, self.mask = network, mask
 
     def holds(self, address: _Address) -> bool:
         network, mask = self.network, self.mask
@@ -263,6 +269,8 @@ def _address(text: str, zone: bool = True) -> Optional[_Address]:
             return None
     if not text or not set(text) <= _IP_CHARACTERS:
         return None
+    import ipaddress  # only for an address: a name never pays for it
+
     try:
         parsed = ipaddress.ip_address(text)
     except ValueError:
@@ -270,7 +278,9 @@ def _address(text: str, zone: bool = True) -> Optional[_Address]:
     return _Address(parsed.packed)
 
 
-_IP_CHARACTERS = frozenset(string.hexdigits + ".:")
+_DIGITS = "0123456789"
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_IP_CHARACTERS = frozenset(_DIGITS + "abcdefABCDEF.:")
 
 
 def _split_host_port(text: str) -> Optional[tuple[str, str]]:
@@ -308,12 +318,14 @@ def _idna(host: str) -> str:
 
 # --- URLs as Go's net/url reads them ---------------------------------------------------------------
 
-class _GoURL(NamedTuple):
-    scheme: str
-    #: The authority's host and port, unescaped (an IPv6 address in brackets).
-    host: str
-    username: Optional[str]
-    password: Optional[str]
+class _GoURL:
+    """What the proxy rules read of a URL: its scheme, host (with its port, unescaped, an IPv6
+    address in brackets), user and password."""
+
+    __slots__ = ("scheme", "host", "username", "password")
+
+    def __init__(self, scheme: str, host: str, username: Optional[str], password: Optional[str]) -> None:
+        self.scheme, self.host, self.username, self.password = scheme, host, username, password
 
     @classmethod
     def parse(cls, raw: str) -> Optional[_GoURL]:
@@ -363,11 +375,11 @@ class _GoURL(NamedTuple):
         return Proxy(self.scheme, self.hostname, self.port, self.username, self.password, source, written)
 
 
-_SCHEME_START = frozenset(string.ascii_letters)
-_SCHEME_REST = frozenset(string.ascii_letters + string.digits + "+-.")
-_USERINFO = frozenset(string.ascii_letters + string.digits + "-._:~!$&'()*+,;=%@")
+_SCHEME_START = frozenset(_LETTERS)
+_SCHEME_REST = frozenset(_LETTERS + _DIGITS + "+-.")
+_USERINFO = frozenset(_LETTERS + _DIGITS + "-._:~!$&'()*+,;=%@")
 #: What a host may hold besides non-ASCII and percent escapes (``shouldEscape`` for a host).
-_HOST = frozenset(string.ascii_letters + string.digits + "!$&'()*+,;=:[]<>\"-_.~")
+_HOST = frozenset(_LETTERS + _DIGITS + "!$&'()*+,;=:[]<>\"-_.~")
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 
 
@@ -410,7 +422,7 @@ def _host(scheme: str, host: str) -> Optional[str]:
 
 
 def _optional_port(text: str) -> bool:
-    return text == "" or (text[0] == ":" and all(c in string.digits for c in text[1:]))
+    return text == "" or (text[0] == ":" and all(c in _DIGITS for c in text[1:]))
 
 
 def _host_port(host: str) -> tuple[str, str]:
