@@ -82,7 +82,7 @@ class Wire:
             data = self._exactly(_number(headers["content-length"], 10))
         else:  # framed by the connection's end
             data, keep = self._exactly(MAX_BODY + 1, to_the_end=True), False
-        if headers.get("content-encoding", "").lower() == "gzip":
+        if data and headers.get("content-encoding", "").lower() == "gzip":  # (a 204 says gzip of nothing)
             data = gunzipped(data)
         return Answer(status, headers.get("retry-after"), data, keep, headers.get("warning"))
 
