@@ -12,6 +12,7 @@ import pytest
 
 from _forwardproxy import Listener, Microsocks, Tinyproxy, dead_port
 from _support import EXAMPLES, cluster_of, documents, imported_by, kubeconfig, seed, with_kubeconfig
+from kubectl_kvdtype import __version__
 
 pytestmark = pytest.mark.e2e
 
@@ -91,8 +92,9 @@ def test_a_proxy_s_user_and_password_and_its_refusal(fake, kube_env, tmp_path):
 
 
 def test_what_a_proxy_is_sent_and_what_it_answers_is_read_bounded(fake, kube_env, tmp_path):
-    """The CONNECT line, its Host and Proxy-Authorization as Go writes them; a refusal's status line
-    shown escaped; a proxy that closes without an answer; a password never shown."""
+    """The CONNECT line, its Host, User-Agent (the plugin's) and Proxy-Authorization as Go writes
+    them; a refusal's status line shown escaped; a proxy that closes without an answer; a password
+    never shown."""
     upper = _upper(fake, tmp_path)
     port = fake.url.rsplit(":", 1)[1]
     with Listener(b"HTTP/1.1 403 Forbidden\x1b[2J\r\nContent-Length: 0\r\n\r\n") as refusing, \
@@ -102,6 +104,7 @@ def test_what_a_proxy_is_sent_and_what_it_answers_is_read_bounded(fake, kube_env
         closed = _run({**with_kubeconfig(kube_env, upper), "HTTPS_PROXY": closing.url})
         other = _run({**with_kubeconfig(kube_env, upper), "HTTPS_PROXY": not_http.url})
     assert set(refusing.heard) == {(f"CONNECT LOCALHOST:{port} HTTP/1.1\r\nHost: LOCALHOST:{port}\r\n"
+                                    f"User-Agent: kubectl-kvdtype/{__version__}\r\n"
                                f"Proxy-Authorization: Basic {base64.b64encode(b'al@ice:p:ss').decode()}\r\n\r\n"
                                ).encode()}
     assert said.returncode == closed.returncode == other.returncode == 3

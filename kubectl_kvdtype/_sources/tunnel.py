@@ -124,9 +124,12 @@ def _tls_to_proxy(sock: socket.socket, proxy: Proxy, context: Optional[ssl.SSLCo
 
 
 def _connect(sock: socket.socket, proxy: Proxy, host: str, port: int, timeout: _Timeout) -> None:
-    """HTTP CONNECT, as Go asks for it; the tunnel is up on a 200, anything else names the proxy's answer."""
+    """HTTP CONNECT, as Go asks for it (its own User-Agent, where Go's is ``Go-http-client/1.1``); the
+    tunnel is up on a 200, anything else names the proxy's answer."""
+    from kubectl_kvdtype import __version__
+
     target = _target(host, port)
-    lines = [f"CONNECT {target} HTTP/1.1", f"Host: {target}"]
+    lines = [f"CONNECT {target} HTTP/1.1", f"Host: {target}", f"User-Agent: kubectl-kvdtype/{__version__}"]
     authorization = proxy.authorization()
     if authorization:
         lines.append(f"Proxy-Authorization: {authorization}")
