@@ -111,7 +111,8 @@ def test_a_cluster_s_proxy_url_and_the_flag_are_kubectl_s(real, tmp_path):
     port = real.plane.url.rsplit(":", 1)[1]
     dead = dead_port()
     differing = []
-    with Tinyproxy(tmp_path) as proxy, Microsocks(auth=("bob", "pw")) as socks, TlsTunnel() as tls:
+    with Tinyproxy(tmp_path) as proxy, Microsocks(auth=("bob", "pw")) as socks, Microsocks() as open_socks, \
+            TlsTunnel() as tls:
         live = _kubeconfig(real, "live", **{"proxy-url": proxy.url})
         cases = [
             ("proxy-url live", live, (), None),
@@ -120,6 +121,10 @@ def test_a_cluster_s_proxy_url_and_the_flag_are_kubectl_s(real, tmp_path):
             ("--proxy-url dead over a live proxy-url", live, ("--proxy-url", f"http://127.0.0.1:{dead}"),
              f"127.0.0.1:{dead}"),
             ("proxy-url socks5 with a user", _kubeconfig(real, "socks", **{"proxy-url": socks.url}), (), None),
+            ("proxy-url socks5 without one", _kubeconfig(real, "socks-open", **{"proxy-url": open_socks.url}), (),
+             None),
+            ("proxy-url socks5 dead", _kubeconfig(real, "socks-dead", **{"proxy-url": f"socks5://127.0.0.1:{dead}"}),
+             (), f"127.0.0.1:{dead}"),
             ("proxy-url https", _kubeconfig(real, "tls", **{"proxy-url": tls.url}), (), None),
             ("proxy-url ftp", _kubeconfig(real, "ftp", **{"proxy-url": "ftp://127.0.0.1:21"}), (),
              'unsupported scheme "ftp", must be http, https, or socks5'),
