@@ -124,6 +124,7 @@ def test_a_silent_proxy_is_bounded_by_the_request_timeout(fake, kube_env, tmp_pa
         result = _run({**with_kubeconfig(kube_env, _upper(fake, tmp_path)), "HTTPS_PROXY": silent.url},
                       "--request-timeout", "1s")
     assert result.returncode == 3 and "did not answer within 1s (--request-timeout" in result.stderr, result.stderr
+    assert result.stderr.endswith(f": the proxy {silent.url} (HTTPS_PROXY) had not opened the way to it")
     assert silent.heard and silent.heard[0].startswith(b"CONNECT LOCALHOST:")
 
 

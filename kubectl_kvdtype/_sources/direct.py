@@ -17,7 +17,7 @@ from typing import Any, Callable, ContextManager, Iterator, Optional, Protocol, 
 from urllib.parse import urlsplit
 
 from kubectl_kvdtype._kits.records import replace
-from kubectl_kvdtype._kits.status import ClusterError
+from kubectl_kvdtype._kits.status import ClusterError, RequestTimeout
 from kubectl_kvdtype._sources import tunnel
 from kubectl_kvdtype._sources.kubeconfig import DirectSettings
 from kubectl_kvdtype._sources.proxy import Proxy, target_of
@@ -295,10 +295,16 @@ class DirectTransport:
             if self._context is not None:
                 name = _ascii(settings.server_name or settings.hostname)
                 sock = self._context.wrap_socket(sock, server_hostname=name)
-        except (ssl.SSLError, OSError) as error:
+        except (ssl.SSLError, OSError, RequestTimeout) as error:
             if sock is not None:
                 sock.close()
-            clock.check_timeout(isinstance(error, TimeoutError))
+            try:
+                clock.check_timeout(isinstance(error, (TimeoutError, RequestTimeout)))
+            except RequestTimeout as timed_out:
+                if sock is not None:  # the tunnel was up: the server took the time
+                    raise
+                raise RequestTimeout(f"{timed_out.message}: the proxy {proxy.shown} had not opened the way to it") \
+                    from None
             if isinstance(error, ssl.SSLError):
                 raise ClusterError(tls_failure(self.host, str(error))) from None
             raise ClusterError(unreachable(self.host, f"through the proxy {proxy.shown}: {_detail(error)}")) from None
