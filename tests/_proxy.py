@@ -11,6 +11,7 @@ server itself: compacts etcd, edits the object. Both answers are then the server
     with proxy:                                  # or proxy.start() ... proxy.stop()
         proxy.url                                # "https://127.0.0.1:<port>" (the test certificate)
         proxy.log                                # [Exchange], in the order the answers came
+                                                 # (.request_headers, .headers: as sent; .body decoded)
         proxy.exchanges(method=None, path=None)  # those matching (path: a regex searched in it)
         proxy.hold(method=None, path=None, when=None, times=1) -> Hold
                                                  # matching requests wait, unsent, until release()
@@ -28,6 +29,7 @@ kept alive, so the upstream sees the client's own pace.
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import re
@@ -57,7 +59,11 @@ class Exchange:
     query: dict[str, str]
     request_body: bytes = b""
     status: Optional[int] = None
+    #: The answer's body, decoded when the server gzip-coded it (the client is sent it as it came).
     body: bytes = b""
+    #: The request's header lines as the client sent them, and the answer's as the server sent them.
+    request_headers: list[tuple[str, str]] = field(default_factory=list)
+    headers: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def json(self) -> Any:
@@ -228,7 +234,7 @@ class ApiProxy:
     def _serve(self, handler: "_Handler") -> None:
         target = urlsplit(handler.path)
         exchange = Exchange(handler.command, target.path, dict(parse_qsl(target.query, keep_blank_values=True)),
-                            handler.read_body())
+                            handler.read_body(), request_headers=list(handler.headers.items()))
         with self._lock:
             hold = next((h for h in self._state.holds if h.rule.take(exchange)), None)
             failure = next((f for f in self._state.failures if f.rule.take(exchange)), None)
@@ -245,7 +251,9 @@ class ApiProxy:
                 with self._lock:
                     self._state.errors.append(f"{exchange.method} {exchange.path}: {error!r}")
                 status, headers, body = 502, [("Content-Type", "text/plain")], f"proxy: {error!r}".encode()
-        exchange.status, exchange.body = status, body
+        exchange.status, exchange.headers = status, headers
+        gzipped = any(k.lower() == "content-encoding" and v.lower() == "gzip" for k, v in headers)
+        exchange.body = gzip.decompress(body) if gzipped else body
         with self._lock:
             hooks = [h for h in self._state.hooks if h.rule.take(exchange)]
         for hook in hooks:

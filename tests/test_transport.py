@@ -15,13 +15,13 @@ import socket
 import ssl
 import subprocess
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _forwardproxy import Listener
 from _support import (
     EXAMPLES,
     SETTING,
@@ -86,22 +86,32 @@ def test_a_kubeconfig_the_standard_library_can_serve_goes_direct(tmp_path, clust
     ({}, {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "cred", "env": [{"name": "N"}]}}, {}),
     ({}, {"tokenFile": "/run/token"}, {}),
     ({}, {"auth-provider": {"name": "oidc", "config": {}}}, {}),
-    ({"proxy-url": "http://proxy:3128"}, {"token": "t"}, {}),
-    ({}, {"token": "t"}, {"HTTPS_PROXY": "http://proxy:3128"}),
-    ({}, {"token": "t"}, {"all_proxy": "socks5://proxy:1080"}),
     ({"certificate-authority-data": "not base64!"}, {"token": "t"}, {}),
     ({"server": "https://admin:secret@api.example:6443"}, {"token": "t"}, {}),
     ({"server": "unix:///run/k8s.sock"}, {"token": "t"}, {}),
     ({}, {"token": ["not", "a", "string"]}, {}),
 ], ids=["exec-beside-a-token", "exec-without-apiVersion", "exec-args-not-a-list", "exec-env-without-value",
-        "token-file", "auth-provider", "proxy-url", "HTTPS_PROXY", "all_proxy", "bad-ca-data", "password-in-url",
+        "token-file", "auth-provider", "bad-ca-data", "password-in-url",
         "not-http", "token-not-a-string"])
 def test_what_only_the_client_does_goes_to_the_client(tmp_path, cluster, user, environ):
     """An exec plugin beside another credential or not plainly set, a token file, an auth provider,
-    a proxy (the kubeconfig's, or the environment's, which the client reads), or a setting the
-    direct transport would have to guess about: the client's loader reads it and words any refusal,
-    as it always has."""
+    or a setting the direct transport would have to guess about: the client's loader reads it and
+    words any refusal, as it always has."""
     assert _settings(tmp_path, cluster, user, environ) is None
+
+
+@pytest.mark.parametrize("cluster, environ, proxy", [
+    ({"proxy-url": "socks5://proxy:1080"}, {}, ("socks5", "proxy", 1080, "proxy-url")),
+    ({}, {"HTTPS_PROXY": "http://proxy:3128"}, ("http", "proxy", 3128, "HTTPS_PROXY")),
+    ({}, {"all_proxy": "socks5://proxy:1080", "HTTP_PROXY": "http://proxy:3128"}, None),
+], ids=["proxy-url", "HTTPS_PROXY", "all_proxy-and-HTTP_PROXY"])
+def test_a_proxy_is_the_direct_transport_s_as_kubectl_chooses_it(tmp_path, cluster, environ, proxy):
+    """The cluster's proxy-url, else the environment's by Go's rules (``_sources.proxy``): the direct
+    transport reaches the server through it; ALL_PROXY is read by no one."""
+    settings = _settings(tmp_path, cluster, {"token": "t"}, environ)
+    assert settings is not None
+    chosen = settings.proxy
+    assert (chosen and (chosen.scheme, chosen.hostname, chosen.address[1], chosen.source)) == proxy
 
 
 def test_the_direct_settings_are_read_as_the_clients_loader_reads_them(tmp_path):
@@ -373,32 +383,8 @@ def test_a_write_whose_kept_connection_is_closed_is_not_sent_again(fake, kube_en
 
 # --- What the direct transport reads: HTTP/1.1, bounded -------------------------------------------
 
-class _Canned:
-    """A plain-HTTP server on loopback that answers every request with the same bytes, then closes."""
-
-    def __init__(self, answer: bytes) -> None:
-        self._answer = answer
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            with conn:
-                request = b""
-                while b"\r\n\r\n" not in request:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    request += chunk
-                conn.sendall(self._answer)
-
-    def close(self) -> None:
-        self._listener.close()
+#: A plain-HTTP server on loopback that answers every request with the same bytes, then closes.
+_Canned = Listener
 
 
 _LIST_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"

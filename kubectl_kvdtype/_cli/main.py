@@ -119,9 +119,13 @@ def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequenc
         from kubectl_kvdtype._commands.command import CommonOptions, Context
 
         _settings.check(env.environ)  # a bad value of the plugin's own settings: one sentence, exit 2
+        if getattr(options, "warnings_as_errors", None) is not None:  # a run that may reach a server
+            from kubectl_kvdtype._sources import server_warnings
+
+            server_warnings.forget()  # each warning shown once per run (a test's runs share a process)
         _extra_engine_tables(env)
         if fleet_requested(options):
-            return _run_fleet(options, env, ticker, formats)
+            return _warned_end(env, options, _run_fleet(options, env, ticker, formats), argv)
         context = Context(options=options, common=CommonOptions.of(options), env=env)
         report = judge(context)
         if ticker:
@@ -138,7 +142,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequenc
         _write(env, render(report, options.output, no_headers=options.no_headers,
                            all_namespaces=context.namespace is None, color=env.color, command=options.command,
                            locate=locate, formats=formats))
-        return int(report.exit_status(options.exit_zero))
+        return _warned_end(env, options, int(report.exit_status(options.exit_zero)), argv)
     except SystemExit as exit_:  # argparse after --help and --version
         return int(exit_.code or 0) if isinstance(exit_.code, int) else int(ExitStatus.USAGE)
     except KvdtypeError as error:
@@ -276,6 +280,18 @@ def _write(env: Environment, text: str) -> None:
         raise
     except OSError as error:
         raise _OutputError(error.strerror or str(error)) from None
+
+
+def _warned_end(env: Environment, options: argparse.Namespace, status: int, argv: Sequence[str]) -> int:
+    """With --warnings-as-errors, a run the server warned ends with exit 3 in kubectl's sentence,
+    once its result is written (a warning met before another request ended it there already)."""
+    if not getattr(options, "warnings_as_errors", False):
+        return status
+    from kubectl_kvdtype._sources import server_warnings
+
+    if not server_warnings.count():
+        return status
+    return max(status, _fail(env, server_warnings.received(), ExitStatus.INCOMPLETE, None, argv))
 
 
 def _fail(env: Environment, message: str, status: ExitStatus, ticker: Optional[_progress.Ticker],

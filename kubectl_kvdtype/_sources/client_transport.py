@@ -1,5 +1,5 @@
 """The client's transport: requests through the kubernetes client's REST client over urllib3, for
-the kubeconfigs the direct transport does not serve (auth providers, proxies, the in-cluster
+the kubeconfigs the direct transport does not serve (auth providers, the in-cluster
 service account, an exec plugin beside another credential: ``_sources.transport`` says which)."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class ClientTransport:
             lines.add(name, value)
         response = self._send(method, self.host + path, lines, body, clock)
         data = self._read(response, clock)
-        return Exchange(response.status, response.headers.get("Retry-After"), data)
+        return Exchange(response.status, response.headers.get("Retry-After"), data, response.headers.get("Warning"))
 
     def _send(self, method: str, url: str, headers: HTTPHeaderDict, body: Any, clock: Clock) -> Any:
         try:

@@ -3,7 +3,7 @@
 Responses are read as plain JSON, never as generated model classes, because lists can hold
 10,000+ objects. The requests go out through a transport (``_sources.transport``): the standard
 library's for most kubeconfigs (exec credential plugins included), the official ``kubernetes``
-client's for auth providers, proxies and in-cluster configuration; only a live run imports either.
+client's for auth providers and in-cluster configuration; only a live run imports either.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from kubectl_kvdtype._kits.status import (
     NotServed,
 )
 from kubectl_kvdtype._sources import names as _names
+from kubectl_kvdtype._sources import server_warnings as _server_warnings
 from kubectl_kvdtype._sources.kinds import FIELD_MANAGER, OPERATOR_GROUPS, Kind, Projection
 from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions, Resolved, resolve
 from kubectl_kvdtype._sources.transport import Ahead, Clock, HeaderLines, connect, first_line
@@ -66,11 +67,13 @@ class ClusterSource:
     parallel = True
 
     def __init__(self, options: ConnectionOptions, environ: Optional[dict] = None,
-                 resolved: Optional[Resolved] = None) -> None:
+                 resolved: Optional[Resolved] = None, warned: Optional[Callable[[str], None]] = None) -> None:
         """``resolved``: the kubeconfig already resolved for ``options`` (``kubeconfig.resolve``,
-        which a caller runs before importing this module); else it is resolved here."""
+        which a caller runs before importing this module); else it is resolved here. ``warned``:
+        shows a warning of the server's (``Environment.warn``: ``Warning: TEXT`` on stderr)."""
         environ = dict(os.environ if environ is None else environ)
-        connected = connect(resolved or resolve(options, environ))  # the transport (_sources.transport)
+        resolved = resolved or resolve(options, environ)
+        connected = connect(resolved)  # the transport (_sources.transport)
         self._transport = connected.transport
         self._namespace, self.description = connected.namespace, connected.description
         #: The server as messages name it: a password in its URL shown as ``user:***``.
@@ -81,6 +84,11 @@ class ClusterSource:
         #: Every request's header lines; a repeated name (Impersonate-Group) is a line each.
         self._headers: HeaderLines = [("Accept", "application/json"),
                                       ("User-Agent", f"kubectl-kvdtype/{__version__}"), *connected.impersonation]
+        if resolved.cluster.get("disable-compression") is not True:  # --disable-compression sets it too
+            self._headers.append(("Accept-Encoding", "gzip"))  # as kubectl asks: the server compresses big answers
+        self._warned = warned or _shown_on_stderr
+        #: --warnings-as-errors: a warning ends the run before its next request (and at its end).
+        self._warnings_end = options.warnings_as_errors
         self._versions: dict[str, Optional[str]] = {}
         self._discovery = threading.Lock()  # one discovery per group, even from parallel LISTs
         self._discovery_errors: dict[str, KvdtypeError] = {}  # met once, not again per waiting LIST
@@ -355,6 +363,8 @@ class ClusterSource:
         headers = self._headers + ([("Content-Type", content_type)] if body is not None else [])
         clock = ahead.clock if ahead else self._clock(verb or method.lower(), kind, namespace, path)
         for attempt in range(1, ATTEMPTS + 1):
+            if self._warnings_end and _server_warnings.count():  # the answer that warned was used: no more
+                raise ClusterError(_server_warnings.received())
             if attempt == 1 and ahead is not None:
                 with clock.watching():
                     answer = ahead.answer()
@@ -362,6 +372,7 @@ class ClusterSource:
                 self.request_count += 1
                 with clock.watching():  # connect, headers and body: all of it within what is left
                     answer = self._transport.exchange(method, target, self._signed(headers), body, clock)
+            _server_warnings.heard(answer.warning, self._warned)
             if answer.status < 300:
                 return answer.data
             retryable = answer.status == 429 or (method == "GET" and answer.status in _RETRY_READ)
@@ -381,6 +392,13 @@ class ClusterSource:
         plugin's token may expire between two."""
         authorization = self._transport.authorization()
         return headers + ([("Authorization", authorization)] if authorization else [])
+
+
+def _shown_on_stderr(text: str) -> None:
+    """A server's warning where no environment was handed in: on this process's stderr, as kubectl's."""
+    from kubectl_kvdtype._kits.env import Environment
+
+    Environment().warn(text)
 
 
 class _AskedAhead(NamedTuple):

@@ -99,6 +99,14 @@ CONNECTION_FLAGS: tuple[ConnectionFlag, ...] = (
                    replaces=("user", "username")),
     ConnectionFlag(("--password",), "password", "password for basic authentication (never shown in any output)",
                    metavar="PASSWORD", secret=True, replaces=("user", "password")),
+    ConnectionFlag(("--proxy-url",), "proxy_url", "the proxy every request goes through (http, https or socks5; "
+                   "instead of the cluster's proxy-url and the environment's)", metavar="URL",
+                   replaces=("cluster", "proxy-url")),
+    ConnectionFlag(("--disable-compression",), "disable_compression", "do not ask the server for gzip-compressed "
+                   "answers (instead of the cluster's disable-compression)", value=SWITCH,
+                   replaces=("cluster", "disable-compression")),
+    ConnectionFlag(("--warnings-as-errors",), "warnings_as_errors", "treat the server's warnings as errors: the run "
+                   "ends with exit 3 once one came (a write it answered finished and journaled first)", value=SWITCH),
     ConnectionFlag(("--cache-dir",), "cache_dir", "accepted for kubectl compatibility; unused: the plugin keeps no "
                    "cache", metavar="DIR", option=None, completes="files"),
 )
@@ -129,6 +137,9 @@ class ConnectionOptions:
     impersonate_uid: Optional[str] = None
     username: Optional[str] = None
     password: Optional[str] = field(default=None, repr=False)
+    proxy_url: Optional[str] = None
+    disable_compression: bool = False
+    warnings_as_errors: bool = False
     #: The table the options were read by.
     table: tuple[ConnectionFlag, ...] = field(default=CONNECTION_FLAGS, repr=False, compare=False)
 

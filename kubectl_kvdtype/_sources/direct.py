@@ -17,8 +17,10 @@ from typing import Any, Callable, ContextManager, Iterator, Optional, Protocol, 
 from urllib.parse import urlsplit
 
 from kubectl_kvdtype._kits.records import replace
-from kubectl_kvdtype._kits.status import ClusterError
+from kubectl_kvdtype._kits.status import ClusterError, RequestTimeout
+from kubectl_kvdtype._sources import tunnel
 from kubectl_kvdtype._sources.kubeconfig import DirectSettings
+from kubectl_kvdtype._sources.proxy import Proxy, target_of
 from kubectl_kvdtype._sources.transport import Clock, Cut, Exchange, HeaderLines, tls_failure, unreachable
 from kubectl_kvdtype._sources.wire import Broken, Closed, Wire
 
@@ -171,6 +173,14 @@ class DirectTransport:
         self._context = context
         self._credential = credential
         self._base = urlsplit(settings.host).path  # a server URL's own path (a proxying gateway's) leads every request
+        #: An http server behind an http(s) proxy: each request sent to the proxy, its URL whole
+        #: (absolute form) and the proxy's credentials beside it, as Go sends it; no tunnel.
+        self._forwarded = bool(settings.proxy and not settings.tls and settings.proxy.scheme in ("http", "https"))
+        self._via: HeaderLines = []
+        if self._forwarded and settings.proxy is not None:
+            self._base = settings.host
+            authorization = settings.proxy.authorization()
+            self._via = [("Proxy-Authorization", authorization)] if authorization else []
         host = f"[{settings.hostname}]" if ":" in settings.hostname else settings.hostname  # an IPv6 address
         default = 443 if settings.tls else 80
         self._host_header = host if settings.port == default else f"{host}:{settings.port}"
@@ -184,6 +194,7 @@ class DirectTransport:
 
     def exchange(self, method: str, path: str, headers: HeaderLines, body: Any, clock: Clock) -> Exchange:
         encoded = None if body is None else json.dumps(body).encode("utf-8")  # as the client encodes a JSON body
+        headers = headers + self._via
         kept = self._take()
         if kept is not None:
             try:
@@ -197,6 +208,7 @@ class DirectTransport:
         the next page of a LIST, asked for while this one is decoded. None when it could not be
         sent (the request is then made as any other, and meets what went wrong there)."""
         target = self._base + path
+        headers = headers + self._via
         kept = self._take()
         try:
             wire = kept or self._connect(clock)
@@ -222,7 +234,7 @@ class DirectTransport:
                 self._idle.append(wire)
         else:
             wire.close()
-        return Exchange(answer.status, answer.retry_after, answer.data)
+        return Exchange(answer.status, answer.retry_after, answer.data, answer.warning)
 
     def _on(self, wire: Wire, clock: Clock, method: str, step: Callable[[], _Done], kept: bool) -> _Done:
         """``step`` (a request's sending or its answer's reading) on ``wire`` within ``clock``: a
@@ -245,6 +257,8 @@ class DirectTransport:
     def _connect(self, clock: Clock) -> Wire:
         """A new connection, TLS set up; tried twice, as urllib3 tries a connection that failed to open."""
         settings = self._settings
+        if settings.proxy is not None:
+            return self._tunnelled(settings.proxy, clock)
         for attempt in (1, 2):
             try:
                 address = (_ascii(settings.hostname), settings.port)  # getaddrinfo takes bytes, typeshed says str
@@ -269,6 +283,32 @@ class DirectTransport:
                 raise ClusterError(unreachable(self.host, _detail(error))) from None
             return Wire(sock, self._host_header)
         raise AssertionError("unreachable")
+
+    def _tunnelled(self, proxy: Proxy, clock: Clock) -> Wire:
+        """A new connection through ``proxy`` (``_sources.tunnel``; tried once, as Go tries it), TLS
+        to the server set up through it; the proxy's failure is said as the proxy's."""
+        settings = self._settings
+        sock = None
+        try:
+            host, port = target_of(settings.host)  # as Go names it to the proxy: the case kept
+            sock = tunnel.open_through(proxy, host, port, self._context, clock.remaining, connect=not self._forwarded)
+            if self._context is not None:
+                name = _ascii(settings.server_name or settings.hostname)
+                sock = self._context.wrap_socket(sock, server_hostname=name)
+        except (ssl.SSLError, OSError, RequestTimeout) as error:
+            if sock is not None:
+                sock.close()
+            try:
+                clock.check_timeout(isinstance(error, (TimeoutError, RequestTimeout)))
+            except RequestTimeout as timed_out:
+                if sock is not None:  # the tunnel was up: the server took the time
+                    raise
+                raise RequestTimeout(f"{timed_out.message}: the proxy {proxy.shown} had not opened the way to it") \
+                    from None
+            if isinstance(error, ssl.SSLError):
+                raise ClusterError(tls_failure(self.host, str(error))) from None
+            raise ClusterError(unreachable(self.host, f"through the proxy {proxy.shown}: {_detail(error)}")) from None
+        return Wire(sock, self._host_header)
 
     def _take(self) -> Optional[Wire]:
         """A kept connection the server has not closed, if there is one."""

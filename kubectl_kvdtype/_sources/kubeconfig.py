@@ -22,7 +22,9 @@ from kubectl_kvdtype._kits.status import (
     UsageError,
 )
 from kubectl_kvdtype._sources import names as _names
+from kubectl_kvdtype._sources import proxy as _proxy
 from kubectl_kvdtype._sources.connection import ConnectionOptions, kubeconfig_names, kubeconfig_paths, read_kubeconfig
+from kubectl_kvdtype._sources.proxy import Proxy
 
 if TYPE_CHECKING:
     from kubectl_kvdtype._sources.client import Configuration
@@ -83,6 +85,9 @@ def configure(resolved: Resolved) -> tuple[Configuration, str, str, Headers]:
         with _exec_bounded(options.request_timeout):
             KubeConfigLoader(config_dict=resolved.config, active_context="kvdtype",
                              config_base_path=resolved.user_dir).load_and_set(configuration)
+        # kubectl's proxy, not the one the client reads from the environment itself (ALL_PROXY too).
+        chosen = _proxy.for_server(configuration.host, resolved.environ, resolved.cluster.get("proxy-url"))
+        configuration.proxy, configuration.no_proxy = (chosen.whole_url if chosen else None), None
     except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
         raise KvdtypeError(f"cannot use the {resolved.what} of the kubeconfig: {first_line(error)}") from None
     return configuration, context_namespace(resolved), resolved.what, resolved.impersonation
@@ -97,7 +102,7 @@ def context_namespace(resolved: Resolved) -> str:
 # --- What the standard library can connect with ----------------------------------------------
 #
 # A kubeconfig whose credentials are a token, basic auth, a client certificate or an exec plugin
-# alone, with a CA (or none, or verification off) and no proxy, needs nothing of the kubernetes
+# alone, with a CA (or none, or verification off), through a proxy or not, needs nothing of the kubernetes
 # client's transport: the direct transport (``_sources.direct``) sends its requests over a socket
 # and ``ssl`` (an exec plugin runs through the client's exec protocol alone, ``_sources.credentials``). Anything
 # else, or a setting of a type or form the direct transport would have to guess about, goes to the
@@ -107,15 +112,14 @@ def context_namespace(resolved: Resolved) -> str:
 
 #: The settings the direct transport carries out; a cluster or user with any other goes to the client.
 _DIRECT_CLUSTER = frozenset({"server", "certificate-authority", "certificate-authority-data",
-                             "insecure-skip-tls-verify", "tls-server-name", "extensions", "disable-compression"})
+                             "insecure-skip-tls-verify", "tls-server-name", "extensions", "disable-compression",
+                             "proxy-url"})
 #: What a user may set besides its credentials (who to act as, extensions) and stay direct.
 _DIRECT_IDENTITY = frozenset({"as", "as-uid", "as-groups", "as-user-extra", "extensions"})
 _DIRECT_USER = frozenset({"token", "username", "password", "client-certificate", "client-certificate-data",
                           "client-key", "client-key-data"}) | _DIRECT_IDENTITY
 #: An exec plugin's user stays direct when the plugin is its only credential.
 _DIRECT_EXEC_USER = frozenset({"exec"}) | _DIRECT_IDENTITY
-#: The variables the client reads a proxy from (``urllib.request.getproxies``), in either case.
-_PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
 
 
 @record_type(frozen=True)
@@ -142,11 +146,14 @@ class DirectSettings:
     exec_plugin: Optional[dict] = field(default=None, repr=False)
     exec_cluster: Optional[dict] = field(default=None, repr=False)
     exec_dir: str = ""
+    #: The proxy requests go through (``_sources.proxy``: the cluster's proxy-url, else the
+    #: environment's, as kubectl's), or None.
+    proxy: Optional[Proxy] = None
 
 
 def direct_settings(resolved: Resolved) -> Optional[DirectSettings]:
     """The direct transport's settings of ``resolved``, or None where the client must connect."""
-    if resolved.in_cluster or _proxied(resolved.environ) or _proxied(os.environ):
+    if resolved.in_cluster:
         return None
     exec_user = "exec" in resolved.user
     if not (set(resolved.cluster) <= _DIRECT_CLUSTER and set(resolved.user) <= (
@@ -158,7 +165,11 @@ def direct_settings(resolved: Resolved) -> Optional[DirectSettings]:
         settings = _direct(resolved.cluster, resolved.user)
     except (ValueError, TypeError, AttributeError, KeyError):  # bad base64, a non-string setting: the client words it
         return None
-    if settings is None or not exec_user:
+    if settings is None:
+        return None
+    chosen = _proxy.for_server(settings.host, resolved.environ, resolved.cluster.get("proxy-url"))
+    settings = replace(settings, proxy=chosen)
+    if not exec_user:
         return settings
     return replace(settings, exec_plugin=resolved.user["exec"], exec_cluster=resolved.cluster,
                    exec_dir=resolved.user_dir)
@@ -217,10 +228,6 @@ def _text(value: Any) -> Optional[str]:
 def _decoded(value: Any) -> bytes:
     """A ``*-data`` setting decoded as the client decodes it (``base64.standard_b64decode``)."""
     return base64.standard_b64decode(_text(value) or "")
-
-
-def _proxied(environ: Any) -> bool:
-    return any(name.lower() in _PROXY_VARIABLES and value for name, value in environ.items())
 
 
 def resolve(options: ConnectionOptions, environ: dict) -> Resolved:

@@ -5,11 +5,11 @@ by :func:`connect`:
 
 - ``_sources.direct``: a socket and ``ssl`` of the standard library, speaking the HTTP/1.1 of
   ``_sources.wire``, for a kubeconfig that needs nothing more (a token or basic auth, client
-  certificates, an exec credential plugin alone, a CA, no proxy): most kubeconfigs, and the
+  certificates, an exec credential plugin alone, a CA, a proxy: ``_sources.tunnel``): most kubeconfigs, and the
   cheapest start a small run can have, since importing urllib3 and the kubernetes client costs
   about as much as two kubectl listings of a small cluster;
 - ``_sources.client_transport``: the kubernetes client over urllib3, for what only it does (auth
-  providers, proxies, the in-cluster service account, an exec plugin beside another credential).
+  providers, the in-cluster service account, an exec plugin beside another credential).
 
 Both answer an :class:`Exchange` and fail in the same sentences; the request timeout bounds a
 whole request on both, through the :class:`Clock` here.
@@ -39,6 +39,8 @@ class Exchange(NamedTuple):
     status: int
     retry_after: Optional[str]
     data: bytes
+    #: The Warning header, if any (``_sources.server_warnings`` reads it).
+    warning: Optional[str] = None
 
 
 class Transport(Protocol):

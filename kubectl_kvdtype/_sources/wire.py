@@ -42,6 +42,8 @@ class Answer(NamedTuple):
     data: bytes
     #: Whether the connection may carry another request (HTTP/1.1 without ``Connection: close``).
     keep: bool
+    #: The Warning header's value (its repeated lines joined by commas), if any.
+    warning: Optional[str] = None
 
 
 class Wire:
@@ -80,7 +82,9 @@ class Wire:
             data = self._exactly(_number(headers["content-length"], 10))
         else:  # framed by the connection's end
             data, keep = self._exactly(MAX_BODY + 1, to_the_end=True), False
-        return Answer(status, headers.get("retry-after"), data, keep)
+        if data and headers.get("content-encoding", "").lower() == "gzip":  # (a 204 says gzip of nothing)
+            data = gunzipped(data)
+        return Answer(status, headers.get("retry-after"), data, keep, headers.get("warning"))
 
     def _head(self) -> tuple[str, int, dict[str, str]]:
         line = self._line()
@@ -96,7 +100,10 @@ class Wire:
             if line in (b"\r\n", b"\n", b""):
                 return version, int(code), headers
             name, _, value = line.decode("latin-1").partition(":")
-            headers[name.strip().lower()] = value.strip()  # the last of a repeated name: none the plugin reads repeats
+            name, value = name.strip().lower(), value.strip()
+            if name == "warning" and name in headers:  # repeated lines, one list (RFC 9110 5.3)
+                value = f"{headers[name]}, {value}"
+            headers[name] = value  # else the last of a repeated name: none the plugin reads repeats
         raise Broken(f"the server's answer has more than {MAX_HEADERS} header lines")
 
     def _chunked(self) -> bytes:
@@ -136,6 +143,32 @@ class Wire:
         if len(line) > MAX_LINE:
             raise Broken(f"the server's answer has a line longer than {MAX_LINE} bytes")
         return line
+
+
+def gunzipped(data: bytes, limit: int = MAX_BODY) -> bytes:
+    """A gzip-coded body decoded (as kubectl asks for it: ``Accept-Encoding: gzip``), no more of it
+    than ``limit`` (``MAX_BODY``): a small body that decodes to more (a hostile server's gzip bomb)
+    is refused once the bound is passed, decoded a piece at a time until then, so that it costs no
+    more memory than the largest answer read."""
+    import zlib
+
+    decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip's header and trailer
+    parts, size, rest = [], 0, data
+    try:
+        while not decoder.eof:
+            part = decoder.decompress(rest, _PIECE)
+            rest = decoder.unconsumed_tail
+            if not part and not rest:
+                break
+            size += len(part)
+            if size > limit:
+                raise Broken(too_large())
+            parts.append(part)
+    except zlib.error as error:
+        raise Broken(f"the server's gzip-coded answer does not decode ({error})") from None
+    if not decoder.eof:
+        raise Broken("the server's gzip-coded answer ends before its data does")
+    return b"".join(parts)
 
 
 _DIGITS = {10: frozenset("0123456789"), 16: frozenset("0123456789abcdefABCDEF")}

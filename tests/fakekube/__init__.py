@@ -29,6 +29,7 @@ Public API::
         fake.expire_continue(times=1)           # next N continue-requests answer 410 Expired
         fake.answer(body, method=None, path=None, times=1)   # 200 with body ({}, None, []...) instead
         fake.dribble(seconds_per_byte, method=None, path=None, times=1)   # the body a byte at a time
+        fake.warn(text, method=None, path=None, times=1)   # answered as usual, with Warning: 299 - "text"
         fake.loop_continue(fresh=False, resource=None)   # LIST pages' continue leads back to page 1
         fake.admission(fn)                      # fn(op, new, old) -> None | denial text (403)
         fake.setting_lag = 0.0                  # seconds until Setting status.value follows spec

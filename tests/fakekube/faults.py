@@ -41,6 +41,7 @@ class _Rule:
     answer: Optional[bytes] = None  # a 200 body served instead of the real answer
     pace: float = 0.0  # seconds between the bytes of the body
     body: Optional[bytes] = None  # the error's body as it is, instead of a Status (``fail(body=...)``)
+    warning: Optional[str] = None  # a Warning header's text on the answer (``warn``)
 
     def matches(self, method: str, path: str) -> bool:
         if self.times is not None and self.times <= 0:
@@ -184,6 +185,13 @@ class FaultsMixin:
         with self._lock:
             self._rules.append(_Rule(None, method, re.compile(path) if path else None, times, answer=raw))
 
+    def warn(self, text: str, method: Optional[str] = None, path: Optional[str] = None,
+             times: Optional[int] = 1) -> None:
+        """Answer the next ``times`` (None = all) matches as usual, with a ``Warning: 299 - "TEXT"``
+        header, as kube-apiserver warns (a deprecated version, an admission policy's warning)."""
+        with self._lock:
+            self._rules.append(_Rule(None, method, re.compile(path) if path else None, times, warning=text))
+
     def dribble(self, seconds_per_byte: float, method: Optional[str] = None, path: Optional[str] = None,
                 times: Optional[int] = 1) -> None:
         """Send the body of the next ``times`` (None = all) matching answers one byte at a time,
@@ -296,11 +304,13 @@ class FaultsMixin:
         hold.arrived.set()
         hold.released.wait(60)  # never a thread held past the test
 
-    def _apply_rules(self, method: str, path: str) -> tuple[Optional[bytes], float]:
-        """Wait while held, sleep the delays, raise the failure; (an answer to serve instead, seconds per byte)."""
+    def _apply_rules(self, method: str, path: str) -> tuple[Optional[bytes], float, list[str]]:
+        """Wait while held, sleep the delays, raise the failure; (an answer to serve instead, seconds
+        per byte, warnings to send)."""
         self._wait_if_held(method, path)
         failing: Optional[_Rule] = None
         pause, pace = 0.0, 0.0
+        warnings: list[str] = []
         with self._lock:
             for rule in self._rules:
                 if not rule.matches(method, path):
@@ -311,6 +321,7 @@ class FaultsMixin:
                 if rule.status is None and rule.answer is None:
                     pause += rule.delay
                     pace = max(pace, rule.pace)
+                    warnings += [rule.warning] if rule.warning is not None else []
                 elif failing is None:
                     failing = rule
                     pause += rule.delay
@@ -322,7 +333,7 @@ class FaultsMixin:
             time.sleep(pause)
         if failing is not None and failing.answer is None:
             raise failing.error()
-        return (failing.answer if failing else None), pace
+        return (failing.answer if failing else None), pace, warnings
 
     def _looping_token(self, resource: str, token: Optional[str]) -> tuple[Optional[str], bool]:
         """(the continue token ``loop_continue`` puts on this LIST page, whether ``token`` is one of its)."""

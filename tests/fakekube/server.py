@@ -289,10 +289,13 @@ class ServerMixin:
     def _respond(self, method: str, path: str, query: dict[str, str], handler: _Handler,
                  raw: bytes) -> _Response:
         self._hold_if_silent(method, path)
-        answer, pace = self._apply_rules(method, path)
+        answer, pace, warnings = self._apply_rules(method, path)
         response = _Response(200, answer) if answer is not None else \
             self._answer(method, path, query, handler, raw)
         response.pace = pace
+        if warnings:
+            quoted = (text.replace("\\", "\\\\").replace('"', '\\"') for text in warnings)
+            response.headers["Warning"] = ", ".join(f'299 - "{text}"' for text in quoted)
         return response
 
     def _answer(self, method: str, path: str, query: dict[str, str], handler: _Handler,
