@@ -338,7 +338,7 @@ def test_completion_offers_the_flags_and_their_values(fake, kube_env, tmp_path):
     env = with_kubeconfig(kube_env, _two_of_each(fake, tmp_path / "kc"))
     assert _complete(env, "check", "--tok") == (["--token"], ":4")
     assert _complete(env, "--insecure-s") == (["--insecure-skip-tls-verify"], ":4")
-    assert set(_complete(env, "check", "--as")[0]) == {"--as", "--as-group", "--as-uid"}
+    assert set(_complete(env, "check", "--as")[0]) == {"--as", "--as-group", "--as-uid", "--as-user-extra"}
     assert _complete(env, "check", "--cluster", "") == (["dead", "live"], ":4")
     assert _complete(env, "--user", "c") == (["ci-bot"], ":4")
     for flag in ("--certificate-authority", "--client-certificate", "--client-key", "--cache-dir"):

@@ -17,6 +17,7 @@ from kubectl_kvdtype._cli.registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSIO
 from kubectl_kvdtype._commands.flags import (
     DEFAULT_PARALLEL,
     check_header_flags,
+    check_refused,
     fleet_requested,
     normalize_booleans,
     secrets_in,
@@ -73,6 +74,7 @@ def _validate(options: argparse.Namespace, formats: Sequence[Format] = FORMATS,
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
     _validate_names(options)
     check_header_flags(options, connection)
+    check_refused(options, connection)
     if fleet_requested(options):
         from kubectl_kvdtype._cli import fleet as _fleet  # a fleet run's alone
 

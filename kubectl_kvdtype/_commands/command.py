@@ -114,7 +114,8 @@ class Context:
         resolved = resolve(self.common.connection, environ)  # a refused kubeconfig ends the run here...
         from kubectl_kvdtype._sources.cluster import ClusterSource  # ...before the client stack is imported
 
-        self._writable = ClusterSource(self.common.connection, environ=environ, resolved=resolved)
+        self._writable = ClusterSource(self.common.connection, environ=environ, resolved=resolved,
+                                       log=self.env.stderr)
         return self._writable
 
     @property
