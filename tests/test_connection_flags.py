@@ -165,7 +165,28 @@ def test_as_group_repeated_and_as_uid_send_kubectls_impersonation_headers(fake, 
             assert record.header_values("Impersonate-Uid") == ["1001"]
 
 
-@pytest.mark.parametrize("flags", [["--as-group", "ops"], ["--as-uid", "1001"]])
+def test_as_user_extra_sends_kubectls_extra_headers_byte_for_byte(fake, kube_env, tmp_path):
+    """Keys that need encoding (a slash, a space, a per cent sign, capitals, none at all), a value
+    holding ``=``, a key given twice, and the kubeconfig user's own extras merged key by key: the
+    same ``Impersonate-Extra-*`` header lines as kubectl's, name and value."""
+    env = with_kubeconfig(kube_env, kubeconfig(fake, tmp_path / "kc", lambda c: user_of(c).update(
+        {"as": "alice", "as-user-extra": {"Site": ["x"], "team": ["k"]}})))
+    flags = ("--as-user-extra", "team=a", "--as-user-extra", "team=b", "--as-user-extra", "a/b=c",
+             "--as-user-extra", "x y=1", "--as-user-extra", "=z", "--as-user-extra", "k=v=w", "--as-user-extra", "%=p")
+    mine, requests, theirs, their_requests = both(fake, env, *flags)
+    assert mine.returncode == 0 and theirs.returncode == 0, (mine.stderr, theirs.stderr)
+
+    def extras(records) -> set:
+        return {frozenset((k, v) for k, v in record.header_lines if k.lower().startswith("impersonate-"))
+                for record in served(records)}
+
+    assert extras(requests) == extras(their_requests) == {frozenset({
+        ("Impersonate-User", "alice"), ("Impersonate-Extra-Site", "x"), ("Impersonate-Extra-Team", "a"),
+        ("Impersonate-Extra-Team", "b"), ("Impersonate-Extra-A%2fb", "c"), ("Impersonate-Extra-X%20y", "1"),
+        ("Impersonate-Extra-", "z"), ("Impersonate-Extra-K", "v=w"), ("Impersonate-Extra-%25", "p")})}
+
+
+@pytest.mark.parametrize("flags", [["--as-group", "ops"], ["--as-uid", "1001"], ["--as-user-extra", "team=a"]])
 def test_groups_or_uid_without_as_are_refused_like_kubectl(fake, kube_env, flags):
     mine, requests, theirs, _ = both(fake, kube_env, *flags)
     refused_alike(mine, theirs, "requesting uid, groups or user-extra for fake-user without impersonating a user")

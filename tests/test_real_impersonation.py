@@ -1,0 +1,110 @@
+"""Impersonation extras on the real kube-apiserver (issue 50): ``--as-user-extra`` and the kubeconfig
+user's ``as-user-extra`` reach the server as kubectl sends them (``Impersonate-Extra-KEY``, the key
+percent-encoded as client-go encodes it), so that the server sees the same user, and RBAC on an
+extra decides for the plugin what it decides for kubectl."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from _support import imported_by
+
+#: Extras with a key that needs encoding (a slash, a space, a per cent sign, capitals) and a key given twice.
+_EXTRAS = ("team=a", "team=b", "acme.com/project=p", "Upper Key=x", "100%=y=z")
+_REVIEW = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+
+
+def _flags(*extras: str) -> list[str]:
+    return ["--as", "someone", *[word for extra in extras for word in ("--as-user-extra", extra)]]
+
+
+def _kubectl_user(real, *extras: str) -> dict:
+    said = real.kubectl("auth", "whoami", "-o", "json", *_flags(*extras))
+    assert said.returncode == 0, said.stderr
+    return json.loads(said.stdout)["status"]["userInfo"]
+
+
+def _plugin_user(kubeconfig: str, *flags: str) -> tuple[dict, bool]:
+    """The SelfSubjectReview the plugin's own cluster source gets with these flags, and whether it
+    went through the kubernetes client's transport."""
+    from kubectl_kvdtype._cli.main import parse
+    from kubectl_kvdtype._commands.command import connection_of
+    from kubectl_kvdtype._sources.cluster import ClusterSource
+
+    options = connection_of(parse(["--kubeconfig", kubeconfig, "check", *flags]))
+    source = ClusterSource(options, environ={})
+    answer = source.post(_REVIEW, {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+    return answer["status"]["userInfo"], type(source._transport).__module__.endswith("client_transport")
+
+
+def test_the_server_sees_the_same_extras_from_kubectl_and_from_the_plugin_on_both_transports(real, tmp_path):
+    expected = _kubectl_user(real, *_EXTRAS)
+    assert expected["username"] == "someone"
+    assert expected["extra"] == {"team": ["a", "b"], "acme.com/project": ["p"], "upper key": ["x"], "100%": ["y=z"]}
+    direct_kc = real.kubeconfig(user="admin")
+    config = json.loads(json.dumps(_loaded(direct_kc)))
+    config["users"][0]["user"]["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": "false"}
+    client_kc = tmp_path / "client-kc"
+    client_kc.write_text(json.dumps(config))  # an exec plugin beside the token: the client's transport
+    for path, client in ((str(direct_kc), False), (str(client_kc), True)):
+        seen, through_client = _plugin_user(path, *_flags(*_EXTRAS))
+        assert through_client == client
+        assert seen == expected, path
+
+
+def test_the_kubeconfig_users_extras_are_merged_with_the_flags_as_kubectl_merges_them(real, tmp_path):
+    config = _loaded(real.kubeconfig(user="admin"))
+    config["users"][0]["user"].update({"as": "someone", "as-user-extra": {"team": ["k"], "site/zone": ["x"]}})
+    path = tmp_path / "extra-kc"
+    path.write_text(json.dumps(config))
+    env = {**real.env(user="admin"), "KUBECONFIG": str(path)}
+    for flags in ((), ("--as-user-extra", "team=f")):
+        expected = json.loads(_kubectl_in(env, "auth", "whoami", "-o", "json", *flags))["status"]["userInfo"]
+        seen, _ = _plugin_user(str(path), *flags)
+        assert seen == expected
+    assert expected["extra"] == {"team": ["f"], "site/zone": ["x"]}
+
+
+def _kubectl_in(env: dict, *args: str) -> str:
+    import subprocess
+
+    from conftest import kubectl_path
+
+    said = subprocess.run([kubectl_path(), *args], env=env, capture_output=True, text=True, timeout=60)
+    assert said.returncode == 0, said.stderr
+    return said.stdout
+
+
+def _loaded(path) -> dict:
+    from kubectl_kvdtype._sources.connection import read_kubeconfig
+
+    return read_kubeconfig(str(path))
+
+
+@pytest.mark.parametrize("team", ["a", "b"])
+def test_rbac_on_an_extra_decides_alike_for_kubectl_and_the_plugin(real, team):
+    """``limited`` may impersonate ``viewer`` only with the extra ``team=a``; ``viewer`` may list
+    Bindings. kubectl and the plugin are let through with ``team=a`` and refused alike with ``team=b``."""
+    plane = real.plane
+    impersonate = [{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"], "resourceNames": ["viewer"]},
+                   {"apiGroups": ["authentication.k8s.io"], "resources": ["userextras/team"], "verbs": ["impersonate"],
+                    "resourceNames": ["a"]}]
+    reads = [{"apiGroups": ["worker.gpustack.ai"], "resources": ["kvcachepoolbindings", "modeldeployments"],
+              "verbs": ["get", "list"]},
+             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+             {"apiGroups": ["gpustack.ai"], "resources": ["settings"], "verbs": ["get"]}]
+    with plane.grant("limited", impersonate), plane.grant("viewer", reads):
+        flags = ("--as", "viewer", "--as-user-extra", f"team={team}")
+        kubectl = real.kubectl("get", "kvcachepoolbindings", "-n", real.namespace, *flags, user="limited")
+        plugin, modules = imported_by(["check", "-n", real.namespace, *flags], real.env(user="limited"))
+    assert "urllib3" not in modules
+    if team == "a":
+        assert kubectl.returncode == 0 and plugin.returncode == 0, (kubectl.stderr, plugin.stderr)
+    else:
+        assert kubectl.returncode == 1 and plugin.returncode == 3, (kubectl.stderr, plugin.stderr)
+        # kubectl's discovery meets the refusal first, and says only "Forbidden"; the plugin gives the server's reason.
+        assert "Error from server (Forbidden)" in kubectl.stderr, kubectl.stderr
+        refusal = 'cannot impersonate resource "userextras/team" in API group "authentication.k8s.io"'
+        assert refusal in plugin.stderr, plugin.stderr
