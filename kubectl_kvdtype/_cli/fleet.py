@@ -141,12 +141,10 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
                 members[index] = member
                 finished.notify_all()
 
-    workers = [threading.Thread(target=work, name=f"kvdtype-context-{n}", daemon=True)
-               for n in range(min(options.parallel, len(names)))]
     with _signals.in_progress("a fleet run"):
         try:
-            for worker in workers:
-                threads.start(worker)
+            if not _workers(work, min(options.parallel, len(names))):
+                work()  # no thread to be had: this one judges the contexts, one after another
             with finished:
                 while any(m is None for m in members):
                     finished.wait(0.2)  # a short wait, so Ctrl-C and SIGTERM are seen promptly
@@ -154,6 +152,18 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
             stop.set()
             raise _interrupted(names, members, interrupt) from None
     return FleetReport(options.command, [m for m in members if m is not None], exit_zero=options.exit_zero)
+
+
+def _workers(work: Callable[[], None], wanted: int) -> int:
+    """Up to ``wanted`` threads running ``work``, as many as the system starts: how many started.
+    Fewer than asked is no failure: the contexts wait for a thread that has finished one."""
+    for count in range(wanted):
+        try:
+            threads.start(threading.Thread(target=work, name=f"kvdtype-context-{count}", daemon=True),
+                          "a fleet's context")
+        except threads.NoThread:
+            return count
+    return wanted
 
 
 def _one(name: str, options: argparse.Namespace, env: Environment, judge: Judge,
@@ -171,6 +181,8 @@ def _one(name: str, options: argparse.Namespace, env: Environment, judge: Judge,
     except KvdtypeError as error:
         return FleetMember(name, error.status, error=error.message)
     except BaseException as error:  # noqa: BLE001 - a bug in one context: its row says it, the others go on
+        if isinstance(error, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+            raise  # Ctrl-C or a signal, met while the main thread judges a context itself (``_workers``)
         # (BaseException too: a worker that ended without its row would leave the fleet waiting.)
         bug = error if isinstance(error, Exception) else RuntimeError(repr(error))
         return FleetMember(name, ExitStatus.INCOMPLETE, error=internal_error(bug, env))

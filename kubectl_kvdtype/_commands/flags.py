@@ -132,6 +132,7 @@ _INT32 = 1 << 31
 PROFILES = ("none", "cpu", "heap", "goroutine", "threadcreate", "block", "mutex", "trace")
 #: The proxy schemes client-go takes in ``proxy-url`` and ``--proxy-url``.
 PROXY_SCHEMES = ("http", "https", "socks5")
+_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 
 
 def _level(text: str) -> int:
@@ -156,16 +157,12 @@ def _extra(text: str) -> str:
 def _proxy_url(text: str) -> str:
     """``--proxy-url`` as client-go's kubeconfig validation takes it (an empty one overrides
     nothing, as in kubectl); a password in it is never echoed."""
-    from urllib.parse import urlsplit
-
     from kubectl_kvdtype._kits.secrets import without_password
 
     if not text:
         return text
-    try:
-        scheme = urlsplit(text).scheme
-    except ValueError:
-        scheme = ""
+    found = _URL_SCHEME.match(text)  # RFC 3986's, as Go reads it (urlsplit's differs between Pythons)
+    scheme = found.group(1).lower() if found else ""
     if not scheme:
         raise argparse.ArgumentTypeError(f"invalid proxy URL {cut(without_password(text))!r}: could not parse it "
                                          f"(a URL such as http://proxy:3128)")
