@@ -1,14 +1,17 @@
-"""Impersonation extras on the real kube-apiserver (issue 50): ``--as-user-extra`` and the kubeconfig
-user's ``as-user-extra`` reach the server as kubectl sends them (``Impersonate-Extra-KEY``, the key
-percent-encoded as client-go encodes it), so that the server sees the same user, and RBAC on an
-extra decides for the plugin what it decides for kubectl."""
+"""kubectl 1.37's flags on the real kube-apiserver (issue 50). Impersonation extras: ``--as-user-extra``
+and the kubeconfig user's ``as-user-extra`` reach the server as kubectl sends them
+(``Impersonate-Extra-KEY``, the key percent-encoded as client-go encodes it), so that the server sees
+the same user, and RBAC on an extra decides for the plugin what it decides for kubectl. ``-v=6``:
+the plugin's line for a request is the pinned kubectl's for the same request."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from _controlplane import USERS
 from _support import imported_by
 
 #: Extras with a key that needs encoding (a slash, a space, a per cent sign, capitals) and a key given twice.
@@ -108,3 +111,30 @@ def test_rbac_on_an_extra_decides_alike_for_kubectl_and_the_plugin(real, team):
         assert "Error from server (Forbidden)" in kubectl.stderr, kubectl.stderr
         refusal = 'cannot impersonate resource "userextras/team" in API group "authentication.k8s.io"'
         assert refusal in plugin.stderr, plugin.stderr
+
+
+#: kubectl's line at -v=6: klog's header, then the request; what may differ between two runs aside.
+_LINE = re.compile(r'^I\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ (?:round_trippers\.go:\d+|requestlog\.py:1)\] '
+                   r'("Response" verb="GET" url="[^"]+" status="[^"]*") milliseconds=\d+$')
+
+
+def _requests_logged(stderr: str) -> list[str]:
+    lines = [line for line in stderr.splitlines() if '"Response"' in line]
+    matched = [_LINE.match(line) for line in lines]
+    assert lines and all(matched), stderr
+    return [m.group(1) for m in matched if m]
+
+
+@pytest.mark.parametrize("user", ["reader", "limited"])
+def test_v6_writes_kubectls_line_for_the_same_request(real, user):
+    """The plugin's LIST of Bindings and kubectl's GET of the same URL, at -v=6 as the reader
+    (200) and as a user bound to nothing (403): the same line but for the time, the process and
+    the source; no credential in either."""
+    url = f"/apis/worker.gpustack.ai/v1/namespaces/{real.namespace}/kvcachepoolbindings?limit=500"
+    kubectl = real.kubectl("get", "--raw", url, "-v=6", user=user)
+    plugin = real.kvdtype("check", "-v=6", user=user)
+    theirs, mine = _requests_logged(kubectl.stderr), _requests_logged(plugin.stderr)
+    assert theirs[-1] in mine, (theirs, mine)
+    assert ("200 OK" if user == "reader" else "403 Forbidden") in theirs[-1]
+    token = USERS[user].token
+    assert token not in plugin.stderr and token not in kubectl.stderr
