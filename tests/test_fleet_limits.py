@@ -107,7 +107,7 @@ def test_under_a_limit_of_threads_the_fleet_finishes_or_says_so_per_context(flee
     else:
         said = {row for row in rows.values() if row != "judged"}
         assert said <= {"cannot start a thread for the request timeout's watch: the system's limit on threads or "
-                        "memory is reached (a smaller --parallel needs fewer)"}, said
+                        "memory is reached"}, said
         assert result.returncode == (3 if said else 1)
 
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Callable, Optional, TextIO, cast
 from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.env import Environment
-from kubectl_kvdtype._kits.status import ExitStatus, KvdtypeError, UsageError, interrupted_status
+from kubectl_kvdtype._kits.status import OUT_OF_MEMORY, ExitStatus, KvdtypeError, UsageError, interrupted_status
 from kubectl_kvdtype._output.render import format_named
 
 # Only a fleet run imports this module (``_commands.flags.fleet_requested`` says which run is one);
@@ -180,6 +180,8 @@ def _one(name: str, options: argparse.Namespace, env: Environment, judge: Judge,
         report = judge(context)
     except KvdtypeError as error:
         return FleetMember(name, error.status, error=error.message)
+    except MemoryError:  # the process's memory (ulimit -v) spent while this context was judged
+        return FleetMember(name, ExitStatus.INCOMPLETE, error=OUT_OF_MEMORY)
     except BaseException as error:  # noqa: BLE001 - a bug in one context: its row says it, the others go on
         if isinstance(error, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
             raise  # Ctrl-C or a signal, met while the main thread judges a context itself (``_workers``)

@@ -47,8 +47,7 @@ class NoThread(KvdtypeError):
     the work cannot be done in a thread it has already."""
 
     def __init__(self, what: str) -> None:
-        super().__init__(f"cannot start a thread for {what}: the system's limit on threads or memory is reached "
-                         "(a smaller --parallel needs fewer)")
+        super().__init__(f"cannot start a thread for {what}: the system's limit on threads or memory is reached")
 
 
 def start(thread: threading.Thread, what: str = "the run") -> threading.Thread:
