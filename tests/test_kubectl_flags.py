@@ -135,6 +135,17 @@ def test_a_harmless_kubectl_flag_is_taken(given):
     parse(["check", "-f", str(EXAMPLES), *given])
 
 
+def test_each_rows_form_and_refusal_is_one_the_command_line_knows():
+    from kubectl_kvdtype._commands.flags import VALUE_FORMS
+    from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS
+
+    assert {row.form for row in CONNECTION_FLAGS if row.form} == set(VALUE_FORMS)  # each form used, each known
+    for row in CONNECTION_FLAGS:
+        if row.refused:
+            assert row.field is None and row.refused.startswith("cannot be honoured: "), row.flag  # read by no run
+        assert not row.idle or row.refused, row.flag
+
+
 def test_the_new_rows_fill_their_shared_fields():
     from kubectl_kvdtype._cli.main import parse
     from kubectl_kvdtype._commands.command import connection_of
@@ -148,6 +159,26 @@ def test_the_new_rows_fill_their_shared_fields():
     assert options.replaced("cluster") == {"proxy-url": "http://p:3128", "disable-compression": True}
     quiet = connection_of(parse(["check", "-f", str(EXAMPLES), "-v", "9", "--warnings-as-errors", "--kuberc=k"]))
     assert not quiet.overrides  # how a run goes is no override of the kubeconfig
+
+
+@pytest.mark.parametrize(("flags", "accepted"), [
+    (["--names=default"], False), (["--namespac", "default"], False), (["--insecure-skip-tls-verif"], False),
+    (["--v=4"], True), (["-v=4"], True), (["-v", "4"], True), (["-n=default"], True), (["-ndefault"], True),
+])
+def test_the_same_words_are_taken_or_refused_by_kubectl_and_the_plugin(fake, kube_env, flags, accepted):
+    """The grammar side by side with the pinned kubectl's, over the same server: an abbreviation
+    is an unknown flag to both; kubectl's verbosity and short flags' forms are taken by both."""
+    seed(fake, documents(EXAMPLES))
+    theirs = subprocess.run([kubectl_path(), "get", "kvcachepoolbindings.worker.gpustack.ai", "-o", "name", *flags],
+                            env=kube_env, capture_output=True, text=True, timeout=60)
+    mine = subprocess.run([kubectl_path(), "kvdtype", "check", *flags], env=kube_env, capture_output=True, text=True,
+                          timeout=60)
+    if accepted:
+        assert theirs.returncode == 0 and mine.returncode in (0, 1), (theirs.stderr, mine.stderr)
+    else:
+        word = flags[0].split("=")[0]
+        assert theirs.returncode == 1 and f"unknown flag: {word}" in theirs.stderr, theirs.stderr
+        assert mine.returncode == 2 and f"unrecognized arguments: {flags[0]}" in mine.stderr, mine.stderr
 
 
 # --- kubectl options, the pinned kubectl's own list -----------------------------------------------------
