@@ -266,3 +266,38 @@ def test_v6_logs_a_request_that_got_no_answer_with_an_empty_status(kube_env, tmp
     logged = _logged(err)
     assert logged and all(s == "" and u.startswith(f"https://u:***@127.0.0.1:{port}/") for _, u, s in logged), err
     assert "secret" not in err
+
+
+def test_a_request_line_is_one_line_with_the_status_kubectl_gives_and_no_password():
+    """Through ``logged``'s wrapper: a password in the server's URL shown as ``user:***``, a
+    request that got no answer with kubectl's empty status, a line break in a path escaped."""
+    import io
+
+    from kubectl_kvdtype._kits.status import ClusterError
+    from kubectl_kvdtype._sources.requestlog import logged
+    from kubectl_kvdtype._sources.transport import Exchange
+
+    class Answering:  # a transport of the protocol, answering what each path asks
+        host = "https://alice:s3cret@h:6443"
+
+        def authorization(self):
+            return "Bearer t0ken"
+
+        def exchange(self, method, url, headers, body, clock):
+            if url.startswith("/down"):
+                raise ClusterError("cannot reach the cluster")
+            return Exchange(int(url.strip("/").split("?")[0]), None, b"{}")
+
+    out = io.StringIO()
+    transport = logged(Answering(), 6, out)  # type: ignore[arg-type]
+    for target in ("/200?limit=500", "/404", "/down\nforged"):
+        try:
+            transport.exchange("GET", target, [], None, None)  # type: ignore[arg-type]
+        except ClusterError:
+            pass
+    written = out.getvalue().splitlines()
+    assert [m.group(5, 6) for m in map(_LOG_LINE.match, written) if m] == [
+        ("https://alice:***@h:6443/200?limit=500", "200 OK"), ("https://alice:***@h:6443/404", "404 Not Found"),
+        ("https://alice:***@h:6443/down\\nforged", "")], written
+    assert "s3cret" not in out.getvalue() and "t0ken" not in out.getvalue()
+    assert logged(Answering(), 5, out).__class__ is Answering  # below 6: the transport itself

@@ -30,13 +30,17 @@ def _kubectl_user(real, *extras: str) -> dict:
 
 
 def _plugin_user(kubeconfig: str, *flags: str) -> tuple[dict, bool]:
-    """The SelfSubjectReview the plugin's own cluster source gets with these flags, and whether it
-    went through the kubernetes client's transport."""
-    from kubectl_kvdtype._cli.main import parse
-    from kubectl_kvdtype._commands.command import connection_of
+    """The SelfSubjectReview the plugin's own cluster source gets with these flags (``--as`` and
+    ``--as-user-extra`` only, as the options their rows fill), and whether it went through the
+    kubernetes client's transport."""
     from kubectl_kvdtype._sources.cluster import ClusterSource
+    from kubectl_kvdtype._sources.connection import ConnectionOptions
 
-    options = connection_of(parse(["--kubeconfig", kubeconfig, "check", *flags]))
+    pairs = list(zip(flags[::2], flags[1::2], strict=True))
+    assert all(flag in ("--as", "--as-user-extra") for flag, _ in pairs), flags
+    options = ConnectionOptions(kubeconfig=kubeconfig, request_timeout=30.0,
+                                impersonate=next((v for f, v in pairs if f == "--as"), None),
+                                impersonate_extra=tuple(v for f, v in pairs if f == "--as-user-extra"))
     source = ClusterSource(options, environ={})
     answer = source.post(_REVIEW, {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
     return answer["status"]["userInfo"], type(source._transport).__module__.endswith("client_transport")

@@ -64,6 +64,9 @@ class Logged:
         finally:
             self._log.write(method, url, status, started)
 
+    def __getattr__(self, name: str) -> Any:
+        """Whatever else the transport offers, as it offers it (``send_ahead`` aside: ``LoggedAhead``)."""
+        return getattr(self._inner, name)
 
 
 class LoggedAhead(Logged):
