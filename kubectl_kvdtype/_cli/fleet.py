@@ -141,6 +141,9 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
                 members[index] = member
                 finished.notify_all()
 
+    from kubectl_kvdtype._sources.transport import start_watchdog
+
+    start_watchdog()  # every context's requests need it: its thread first, before theirs take them all
     with _signals.in_progress("a fleet run"):
         try:
             if not _workers(work, min(options.parallel, len(names))):

@@ -238,6 +238,13 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
+def start_watchdog() -> None:
+    """The watchdog's thread started now, before a fleet's contexts take every thread the system
+    allows (``_kits.threads.NoThread`` if it cannot be had); a request starts it otherwise."""
+    entry = _WATCHDOG.watch(time.monotonic(), lambda: None)
+    _WATCHDOG.forget(entry)
+
+
 def seconds(value: float) -> str:
     return f"{value:g}s"
 
