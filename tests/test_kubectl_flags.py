@@ -301,3 +301,9 @@ def test_a_request_line_is_one_line_with_the_status_kubectl_gives_and_no_passwor
         ("https://alice:***@h:6443/down\\nforged", "")], written
     assert "s3cret" not in out.getvalue() and "t0ken" not in out.getvalue()
     assert logged(Answering(), 5, out).__class__ is Answering  # below 6: the transport itself
+
+
+def test_an_abbreviated_secret_flag_is_refused_without_its_value():
+    status, _, err = in_process(["check", "-f", str(EXAMPLES), "--tok=s3cret", "--passw", "hunter2"])
+    assert status == 2 and "unrecognized arguments: --tok=<redacted> --passw <redacted>" in err, err
+    assert "s3cret" not in err and "hunter2" not in err

@@ -235,7 +235,8 @@ def normalize_booleans(argv: Sequence[str], connection: Sequence[ConnectionFlag]
 
 def secrets_in(argv: Sequence[str], connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> list[str]:
     """The values given to the secret flags, ``--token``/``--password`` (``--token=T``, ``--token T``,
-    and the abbreviations argparse accepts or calls ambiguous), to keep out of messages."""
+    and their abbreviations, which the parser refuses as unrecognized words it would echo), to keep
+    out of messages."""
     secrets = secret_flags(connection)
     found = []
     for index, word in enumerate(argv):
