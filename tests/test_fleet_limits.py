@@ -29,7 +29,7 @@ def fleet_env(tmp_path: Path) -> Iterator[tuple[FakeKube, dict]]:
     and a kubeconfig of ``CONTEXTS`` contexts on it."""
     with FakeKube() as fake:
         seed(fake, documents(EXAMPLES))
-        fake.delay(0.1, times=None)
+        fake.delay(0.05, times=None)
         one = json.loads(Path(fake.write_kubeconfig(tmp_path / "one.json")).read_text())
         config = {"apiVersion": "v1", "kind": "Config", "clusters": one["clusters"], "users": one["users"],
                   "contexts": [{"name": f"c{i:03d}", "context": one["contexts"][0]["context"]}
