@@ -142,3 +142,17 @@ def test_v6_writes_kubectls_line_for_the_same_request(real, user):
     assert ("200 OK" if user == "reader" else "403 Forbidden") in theirs[-1]
     token = USERS[user].token
     assert token not in plugin.stderr and token not in kubectl.stderr
+
+
+@pytest.mark.parametrize("spelling", ["--names={ns}", "--namespace={ns}"])
+def test_an_abbreviation_is_refused_by_both_and_the_whole_flag_taken_by_both(real, spelling):
+    """On the real server, as the reader: kubectl's grammar takes ``--namespace`` only as spelled,
+    and so does the plugin; the abbreviation reaches no server from either."""
+    flag = spelling.format(ns=real.namespace)
+    kubectl = real.kubectl("get", "kvcachepoolbindings", flag, user="reader")
+    plugin = real.kvdtype("check", flag, user="reader")
+    if spelling.startswith("--names="):
+        assert kubectl.returncode == 1 and "unknown flag: --names" in kubectl.stderr, kubectl.stderr
+        assert plugin.returncode == 2 and f"unrecognized arguments: {flag}" in plugin.stderr, plugin.stderr
+    else:
+        assert kubectl.returncode == 0 and plugin.returncode == 0, (kubectl.stderr, plugin.stderr)
