@@ -425,3 +425,12 @@ def test_oidc_auth_provider_refreshes_an_expired_id_token(kube_env, tmp_path):
         assert [(g.get("grant_type"), g.get("refresh_token")) for g in grants] == [(["refresh_token"], ["refresh-1"])]
         assert {r.headers.get("Authorization") for r in served(fake.requests)} == {f"Bearer {fresh}"}
         assert path.read_bytes() == before
+
+
+def test_an_extras_key_beyond_latin_1_is_encoded_as_kubectl_encodes_it_and_a_value_is_checked(fake, kube_env):
+    mine, requests, theirs, their_requests = both(fake, kube_env, "--as", "alice", "--as-user-extra", "ключ=v")
+    assert mine.returncode == 0 and theirs.returncode == 0, (mine.stderr, theirs.stderr)
+    for records in (requests, their_requests):
+        assert served(records)[0].header_values("Impersonate-Extra-%d0%ba%d0%bb%d1%8e%d1%87") == ["v"]
+    refused = plugin(kube_env, "check", "-A", "--as", "alice", "--as-user-extra", "k=a\nb")
+    assert refused.returncode == 2 and "--as-user-extra holds a line break" in refused.stderr, refused.stderr

@@ -250,12 +250,15 @@ def secrets_in(argv: Sequence[str], connection: Sequence[ConnectionFlag] = CONNE
 
 def check_header_flags(options: Any, connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> None:
     """A value of a flag that becomes an HTTP header value (``Authorization``, ``Impersonate-*``)
-    with a line break is a usage error that never echoes the value."""
-    for attribute, flag in ((row.dest, row.flag) for row in connection if row.header):
-        value = getattr(options, attribute, None)
+    with a line break is a usage error that never echoes the value. Of an impersonation extra's
+    ``KEY=VALUE``, the value: its key is percent-encoded into the header's name."""
+    for row in (row for row in connection if row.header):
+        value = getattr(options, row.dest, None)
         values = value if isinstance(value, list) else [value]
+        if row.form == "extra":
+            values = [str(v).partition("=")[2] for v in values if v is not None]
         if any(breaks_header(v) for v in values):
-            raise UsageError(f"{flag} holds {HEADER_REFUSAL} (the value is not shown)")
+            raise UsageError(f"{row.flag} holds {HEADER_REFUSAL} (the value is not shown)")
 
 
 EXAMPLES_HEADING = "examples:"

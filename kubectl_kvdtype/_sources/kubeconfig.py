@@ -296,7 +296,10 @@ def _refuse_unsendable_headers(user: dict, user_name: str) -> None:
     """A kubeconfig credential or impersonation value no header can carry: one sentence naming
     the setting, never the value (exit 3)."""
     for key in _HEADER_SETTINGS:
-        if any(breaks_header(text) for text in _strings(user.get(key))):
+        setting = user.get(key)
+        if key == "as-user-extra" and isinstance(setting, dict):
+            setting = list(setting.values())  # its keys are percent-encoded into the headers' names
+        if any(breaks_header(text) for text in _strings(setting)):
             raise KvdtypeError(f'the {key} of the kubeconfig user "{user_name}" holds {HEADER_REFUSAL} '
                                "(the value is not shown)")
 
