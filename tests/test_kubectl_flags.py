@@ -243,9 +243,15 @@ def test_v6_logs_each_request_as_kubectl_does_on_both_transports(fake, kube_env,
         asked = [(r.method, f"{fake.url}{r.target}", r.status) for r in fake.requests]
         assert sorted(logged) == sorted((m, u, f"{s} {_phrase(s)}") for m, u, s in asked), result.stderr
         assert sum("continue=" in url for _, url, _ in logged) == 2
+        assert _loaded(result.stderr) == [f"Config loaded from file:  {env['KUBECONFIG']}"]  # kubectl's first line
         assert token not in result.stderr and "Authorization" not in result.stderr and "Bearer" not in result.stderr
         quiet, _ = imported_by(["check", "-A", "-v=5"], env)
-        assert '"Response"' not in quiet.stderr
+        assert '"Response"' not in quiet.stderr and not _loaded(quiet.stderr)
+    assert _loaded(kubectl_run.stderr) == [f"Config loaded from file:  {kube_env['KUBECONFIG']}"]
+
+
+def _loaded(stderr: str) -> list[str]:
+    return [line.split("] ", 1)[1] for line in stderr.splitlines() if "] Config loaded from file:" in line]
 
 
 def _phrase(status: int) -> str:

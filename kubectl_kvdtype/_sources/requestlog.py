@@ -5,7 +5,7 @@ kubectl (client-go's ``round_trippers.go``, through klog) writes, for each reque
     I1207 12:11:40.297708   12854 round_trippers.go:632] "Response" verb="GET" url="https://..."
     status="200 OK" milliseconds=1
 
-(one line).
+(one line), after ``Config loaded from file:  PATH`` for each kubeconfig file read (``config_loaded``).
 
 klog's header (severity and date, time to the microsecond, the process id, the source), then the
 structured message: the method, the URL asked, the status line (``""`` when no answer came) and the
@@ -105,21 +105,32 @@ class Line:
     def __init__(self, stream: TextIO, host: str) -> None:
         self._stream, self._host = stream, host
         self._lock = threading.Lock()
-        self._pid = os.getpid()
 
     def write(self, method: str, target: str, status: Optional[int], started: float) -> None:
-        now = time.time()
         milliseconds = int((time.monotonic() - started) * 1000)
-        stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1_000_000):06d}"
         fields = (f'verb={_quoted(method)} url={_quoted(self._host + target)} '
                   f'status={_quoted(status_line(status))} milliseconds={milliseconds}')
-        line = shown(f'I{stamp} {self._pid:>7} {SOURCE}] "Response" {fields}')  # one line, whatever it holds
         with self._lock:
-            try:
-                self._stream.write(line + "\n")
-                self._stream.flush()
-            except (OSError, ValueError):
-                pass  # stderr itself is gone: the run goes on
+            klog(self._stream, f'"Response" {fields}')
+
+
+def klog(stream: TextIO, message: str) -> None:
+    """``message`` as one line of klog's at level info: severity, date and time to the
+    microsecond, the process id, the source, then the message, escaped into one line."""
+    now = time.time()
+    stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1_000_000):06d}"
+    try:
+        stream.write(shown(f"I{stamp} {os.getpid():>7} {SOURCE}] {message}") + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass  # stderr itself is gone: the run goes on
+
+
+def config_loaded(paths: list[str], verbosity: int, stream: TextIO) -> None:
+    """kubectl's first line at -v=6, for each kubeconfig file read (none in a cluster's pod)."""
+    if verbosity >= REQUESTS:
+        for path in paths:
+            klog(stream, f"Config loaded from file:  {path}")
 
 
 def status_line(status: Optional[int]) -> str:
