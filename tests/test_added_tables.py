@@ -21,7 +21,7 @@ from kubectl_kvdtype._engines.parsers import shipped_document
 from test_fleet import Fleet
 from test_verdicts import SETTING_ON, binding, deployment
 
-pytestmark = pytest.mark.e2e  # the installed plugin, with the variable set
+pytestmark = [pytest.mark.e2e, pytest.mark.version_sensitive]  # the installed plugin; the engine tables (test_tiers.py)
 
 SHIPPED = shipped_document()
 VARIABLE = "KUBECTL_KVDTYPE_ENGINE_TABLES"

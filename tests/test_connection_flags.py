@@ -165,7 +165,28 @@ def test_as_group_repeated_and_as_uid_send_kubectls_impersonation_headers(fake, 
             assert record.header_values("Impersonate-Uid") == ["1001"]
 
 
-@pytest.mark.parametrize("flags", [["--as-group", "ops"], ["--as-uid", "1001"]])
+def test_as_user_extra_sends_kubectls_extra_headers_byte_for_byte(fake, kube_env, tmp_path):
+    """Keys that need encoding (a slash, a space, a per cent sign, capitals, none at all), a value
+    holding ``=``, a key given twice, and the kubeconfig user's own extras merged key by key: the
+    same ``Impersonate-Extra-*`` header lines as kubectl's, name and value."""
+    env = with_kubeconfig(kube_env, kubeconfig(fake, tmp_path / "kc", lambda c: user_of(c).update(
+        {"as": "alice", "as-user-extra": {"Site": ["x"], "team": ["k"]}})))
+    flags = ("--as-user-extra", "team=a", "--as-user-extra", "team=b", "--as-user-extra", "a/b=c",
+             "--as-user-extra", "x y=1", "--as-user-extra", "=z", "--as-user-extra", "k=v=w", "--as-user-extra", "%=p")
+    mine, requests, theirs, their_requests = both(fake, env, *flags)
+    assert mine.returncode == 0 and theirs.returncode == 0, (mine.stderr, theirs.stderr)
+
+    def extras(records) -> set:
+        return {frozenset((k, v) for k, v in record.header_lines if k.lower().startswith("impersonate-"))
+                for record in served(records)}
+
+    assert extras(requests) == extras(their_requests) == {frozenset({
+        ("Impersonate-User", "alice"), ("Impersonate-Extra-Site", "x"), ("Impersonate-Extra-Team", "a"),
+        ("Impersonate-Extra-Team", "b"), ("Impersonate-Extra-A%2fb", "c"), ("Impersonate-Extra-X%20y", "1"),
+        ("Impersonate-Extra-", "z"), ("Impersonate-Extra-K", "v=w"), ("Impersonate-Extra-%25", "p")})}
+
+
+@pytest.mark.parametrize("flags", [["--as-group", "ops"], ["--as-uid", "1001"], ["--as-user-extra", "team=a"]])
 def test_groups_or_uid_without_as_are_refused_like_kubectl(fake, kube_env, flags):
     mine, requests, theirs, _ = both(fake, kube_env, *flags)
     refused_alike(mine, theirs, "requesting uid, groups or user-extra for fake-user without impersonating a user")
@@ -338,7 +359,7 @@ def test_completion_offers_the_flags_and_their_values(fake, kube_env, tmp_path):
     env = with_kubeconfig(kube_env, _two_of_each(fake, tmp_path / "kc"))
     assert _complete(env, "check", "--tok") == (["--token"], ":4")
     assert _complete(env, "--insecure-s") == (["--insecure-skip-tls-verify"], ":4")
-    assert set(_complete(env, "check", "--as")[0]) == {"--as", "--as-group", "--as-uid"}
+    assert set(_complete(env, "check", "--as")[0]) == {"--as", "--as-group", "--as-uid", "--as-user-extra"}
     assert _complete(env, "check", "--cluster", "") == (["dead", "live"], ":4")
     assert _complete(env, "--user", "c") == (["ci-bot"], ":4")
     for flag in ("--certificate-authority", "--client-certificate", "--client-key", "--cache-dir"):
@@ -404,3 +425,12 @@ def test_oidc_auth_provider_refreshes_an_expired_id_token(kube_env, tmp_path):
         assert [(g.get("grant_type"), g.get("refresh_token")) for g in grants] == [(["refresh_token"], ["refresh-1"])]
         assert {r.headers.get("Authorization") for r in served(fake.requests)} == {f"Bearer {fresh}"}
         assert path.read_bytes() == before
+
+
+def test_an_extras_key_beyond_latin_1_is_encoded_as_kubectl_encodes_it_and_a_value_is_checked(fake, kube_env):
+    mine, requests, theirs, their_requests = both(fake, kube_env, "--as", "alice", "--as-user-extra", "ключ=v")
+    assert mine.returncode == 0 and theirs.returncode == 0, (mine.stderr, theirs.stderr)
+    for records in (requests, their_requests):
+        assert served(records)[0].header_values("Impersonate-Extra-%d0%ba%d0%bb%d1%8e%d1%87") == ["v"]
+    refused = plugin(kube_env, "check", "-A", "--as", "alice", "--as-user-extra", "k=a\nb")
+    assert refused.returncode == 2 and "--as-user-extra holds a line break" in refused.stderr, refused.stderr

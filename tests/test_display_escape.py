@@ -22,6 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kubectl_kvdtype"
 ESCAPING = {  # each calls shown on what it writes
     ("_kits/env.py", "progress"), ("_kits/env.py", "live"), ("_kits/env.py", "ask"),
     ("_kits/progress.py", "_draw"), ("_cli/main.py", "internal_error"), ("_cli/main.py", "_fail"),
+    ("_sources/requestlog.py", "klog"),
 }
 CONSTANT = {  # writes only fixed text: a line end, an erase sequence
     ("_kits/env.py", "end_live"), ("_kits/progress.py", "_erase"),

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Callable, Optional, TextIO, cast
 from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.env import Environment
-from kubectl_kvdtype._kits.status import ExitStatus, KvdtypeError, UsageError, interrupted_status
+from kubectl_kvdtype._kits.status import OUT_OF_MEMORY, ExitStatus, KvdtypeError, UsageError, interrupted_status
 from kubectl_kvdtype._output.render import format_named
 
 # Only a fleet run imports this module (``_commands.flags.fleet_requested`` says which run is one);
@@ -141,12 +141,13 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
                 members[index] = member
                 finished.notify_all()
 
-    workers = [threading.Thread(target=work, name=f"kvdtype-context-{n}", daemon=True)
-               for n in range(min(options.parallel, len(names)))]
+    from kubectl_kvdtype._sources.transport import start_watchdog
+
+    start_watchdog()  # every context's requests need it: its thread first, before theirs take them all
     with _signals.in_progress("a fleet run"):
         try:
-            for worker in workers:
-                threads.start(worker)
+            if not _workers(work, min(options.parallel, len(names))):
+                work()  # no thread to be had: this one judges the contexts, one after another
             with finished:
                 while any(m is None for m in members):
                     finished.wait(0.2)  # a short wait, so Ctrl-C and SIGTERM are seen promptly
@@ -154,6 +155,18 @@ def run(options: argparse.Namespace, env: Environment, judge: Judge, internal_er
             stop.set()
             raise _interrupted(names, members, interrupt) from None
     return FleetReport(options.command, [m for m in members if m is not None], exit_zero=options.exit_zero)
+
+
+def _workers(work: Callable[[], None], wanted: int) -> int:
+    """Up to ``wanted`` threads running ``work``, as many as the system starts: how many started.
+    Fewer than asked is no failure: the contexts wait for a thread that has finished one."""
+    for count in range(wanted):
+        try:
+            threads.start(threading.Thread(target=work, name=f"kvdtype-context-{count}", daemon=True),
+                          "a fleet's context")
+        except threads.NoThread:
+            return count
+    return wanted
 
 
 def _one(name: str, options: argparse.Namespace, env: Environment, judge: Judge,
@@ -170,7 +183,11 @@ def _one(name: str, options: argparse.Namespace, env: Environment, judge: Judge,
         report = judge(context)
     except KvdtypeError as error:
         return FleetMember(name, error.status, error=error.message)
+    except MemoryError:  # the process's memory (ulimit -v) spent while this context was judged
+        return FleetMember(name, ExitStatus.INCOMPLETE, error=OUT_OF_MEMORY)
     except BaseException as error:  # noqa: BLE001 - a bug in one context: its row says it, the others go on
+        if isinstance(error, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+            raise  # Ctrl-C or a signal, met while the main thread judges a context itself (``_workers``)
         # (BaseException too: a worker that ended without its row would leave the fleet waiting.)
         bug = error if isinstance(error, Exception) else RuntimeError(repr(error))
         return FleetMember(name, ExitStatus.INCOMPLETE, error=internal_error(bug, env))

@@ -17,6 +17,7 @@ from kubectl_kvdtype._cli.registry import COMMANDS, DEBUG_VARIABLE, PROG, VERSIO
 from kubectl_kvdtype._commands.flags import (
     DEFAULT_PARALLEL,
     check_header_flags,
+    check_refused,
     fleet_requested,
     normalize_booleans,
     secrets_in,
@@ -27,7 +28,14 @@ from kubectl_kvdtype._kits import signals as _signals
 from kubectl_kvdtype._kits.display import cut_words, shown
 from kubectl_kvdtype._kits.env import Environment
 from kubectl_kvdtype._kits.secrets import redact
-from kubectl_kvdtype._kits.status import SIGNAL_STATUS, ExitStatus, KvdtypeError, Signalled, UsageError
+from kubectl_kvdtype._kits.status import (
+    OUT_OF_MEMORY,
+    SIGNAL_STATUS,
+    ExitStatus,
+    KvdtypeError,
+    Signalled,
+    UsageError,
+)
 from kubectl_kvdtype._output.render import FORMATS, format_named, render, render_fleet
 from kubectl_kvdtype._sources.connection import CONNECTION_FLAGS, ConnectionFlag
 
@@ -73,6 +81,7 @@ def _validate(options: argparse.Namespace, formats: Sequence[Format] = FORMATS,
         raise UsageError("-n/--namespace and -A/--all-namespaces cannot be used together")
     _validate_names(options)
     check_header_flags(options, connection)
+    check_refused(options, connection)
     if fleet_requested(options):
         from kubectl_kvdtype._cli import fleet as _fleet  # a fleet run's alone
 
@@ -162,8 +171,7 @@ def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequenc
         return _fail(env, f"cannot write the result to standard output: {error.reason}", ExitStatus.INCOMPLETE,
                      ticker, argv)
     except MemoryError:  # an input bigger than the memory this process may use (ulimit -v): not a bug
-        return _fail(env, "ran out of memory: an input (a manifest, an API answer) holds more than this process "
-                          "may use", ExitStatus.INCOMPLETE, ticker, argv)
+        return _fail(env, OUT_OF_MEMORY, ExitStatus.INCOMPLETE, ticker, argv)
     except Exception as error:  # noqa: BLE001 - a bug: say so in one line, exit "could not complete"
         return _fail(env, internal_error(error, env, argv), ExitStatus.INCOMPLETE, ticker, argv)
     finally:

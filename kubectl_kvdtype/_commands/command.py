@@ -113,8 +113,15 @@ class Context:
         environ = dict(self.env.environ)
         resolved = resolve(self.common.connection, environ)  # a refused kubeconfig ends the run here...
         from kubectl_kvdtype._sources.cluster import ClusterSource  # ...before the client stack is imported
+        from kubectl_kvdtype._sources.connection import kubeconfig_paths
+        from kubectl_kvdtype._sources.requestlog import config_loaded
 
-        self._writable = ClusterSource(self.common.connection, environ=environ, resolved=resolved, warned=self.env.warn)
+        if not resolved.in_cluster:  # kubectl -v=6's first line, for each file read
+            config_loaded(kubeconfig_paths(self.common.connection.kubeconfig, environ),
+                          self.common.connection.verbosity, self.env.stderr)
+
+        self._writable = ClusterSource(self.common.connection, environ=environ, resolved=resolved,
+                                       warned=self.env.warn, log=self.env.stderr)
         return self._writable
 
     @property

@@ -125,6 +125,99 @@ def _request_timeout(text: str) -> Optional[float]:
     return seconds if seconds > 0 else None  # kubectl: "0" (or less) means no timeout
 
 
+#: kubectl's klog levels are 32-bit (``strconv.ParseInt(value, 10, 32)``).
+_LEVEL = re.compile(r"[+-]?[0-9]+")
+_INT32 = 1 << 31
+#: The profiles kubectl's ``--profile`` names (``none``, its default, asks for none).
+PROFILES = ("none", "cpu", "heap", "goroutine", "threadcreate", "block", "mutex", "trace")
+#: The proxy schemes client-go takes in ``proxy-url`` and ``--proxy-url``.
+PROXY_SCHEMES = ("http", "https", "socks5")
+_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+
+
+def _level(text: str) -> int:
+    """kubectl's ``-v``: a whole number of 32 bits (``+6``, ``06`` and ``-1`` too, as Go parses them)."""
+    if not _LEVEL.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"invalid level {cut(text)!r}: a whole number, as kubectl's -v takes it")
+    level = int(text)
+    if not -_INT32 <= level < _INT32:
+        raise argparse.ArgumentTypeError(f"invalid level {cut(text)!r}: out of range (kubectl's levels are 32-bit)")
+    return level
+
+
+def _extra(text: str) -> str:
+    """``--as-user-extra KEY=VALUE`` (the first ``=`` divides; the key may be empty, as kubectl sends
+    it). One without ``=``, which kubectl drops without a word, is refused."""
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"invalid user extra {cut(text)!r}: expected KEY=VALUE (kubectl "
+                                         "would drop it unsaid)")
+    return text
+
+
+def _proxy_url(text: str) -> str:
+    """``--proxy-url`` as client-go's kubeconfig validation takes it (an empty one overrides
+    nothing, as in kubectl); a password in it is never echoed."""
+    from kubectl_kvdtype._kits.secrets import without_password
+
+    if not text:
+        return text
+    found = _URL_SCHEME.match(text)  # RFC 3986's, as Go reads it (urlsplit's differs between Pythons)
+    scheme = found.group(1).lower() if found else ""
+    if not scheme:
+        raise argparse.ArgumentTypeError(f"invalid proxy URL {cut(without_password(text))!r}: could not parse it "
+                                         f"(a URL such as http://proxy:3128)")
+    if scheme not in PROXY_SCHEMES:
+        raise argparse.ArgumentTypeError(f"invalid proxy URL {cut(without_password(text))!r}: unsupported scheme "
+                                         f"{scheme!r}, must be {', '.join(PROXY_SCHEMES[:-1])} or {PROXY_SCHEMES[-1]}")
+    return text
+
+
+def _profile(text: str) -> str:
+    if text not in PROFILES:
+        raise argparse.ArgumentTypeError(f"unknown profile {cut(text)!r} (kubectl's: {'|'.join(PROFILES)})")
+    return text
+
+
+def _vmodule(text: str) -> str:
+    """klog's ``--vmodule``: ``pattern=N`` items, comma-separated (an empty item skipped, N a
+    whole number from 0), refused in klog's words."""
+    for item in (part for part in text.split(",") if part):
+        pattern, equals, level = item.partition("=")
+        if not equals or not pattern or "=" in level or not _LEVEL.fullmatch(level) \
+                or not -_INT32 <= int(level) < _INT32:
+            raise argparse.ArgumentTypeError(f"invalid value {cut(text)!r}: syntax error: expect comma-separated "
+                                             "list of filename=N")
+        if int(level) < 0:
+            raise argparse.ArgumentTypeError(f"invalid value {cut(text)!r}: negative value for vmodule level")
+    return text
+
+
+def _flush_frequency(text: str) -> float:
+    """``--log-flush-frequency``: a Go duration above zero (kubectl ends in a Go panic at zero or less)."""
+    seconds = go_duration(text.strip())
+    if seconds is None:
+        raise argparse.ArgumentTypeError(f"invalid duration {cut(text)!r} ({DURATION_FORMS})")
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"invalid duration {cut(text)!r}: it must be above zero")
+    return seconds
+
+
+#: How a connection flag's value is checked (``ConnectionFlag.form``), each as kubectl checks it.
+VALUE_FORMS: dict[str, Callable[[str], Any]] = {
+    "level": _level, "extra": _extra, "proxy-url": _proxy_url, "profile": _profile, "vmodule": _vmodule,
+    "flush": _flush_frequency,
+}
+
+
+def check_refused(options: Any, connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> None:
+    """A kubectl flag with no meaning for the plugin, given with a value that asks for something
+    (``ConnectionFlag.refused``), is a usage error that says why."""
+    for flag in connection:
+        value = getattr(options, flag.dest, None)
+        if flag.refused and value and value not in flag.idle:
+            raise UsageError(f"{flag.flag} {flag.refused}")
+
+
 def normalize_booleans(argv: Sequence[str], connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> list[str]:
     """``--insecure-skip-tls-verify=true`` as kubectl (pflag) reads it: the bare flag, and ``=false``
     as not given (kubectl's override of a false value changes nothing in the kubeconfig either)."""
@@ -142,7 +235,8 @@ def normalize_booleans(argv: Sequence[str], connection: Sequence[ConnectionFlag]
 
 def secrets_in(argv: Sequence[str], connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> list[str]:
     """The values given to the secret flags, ``--token``/``--password`` (``--token=T``, ``--token T``,
-    and the abbreviations argparse accepts or calls ambiguous), to keep out of messages."""
+    and their abbreviations, which the parser refuses as unrecognized words it would echo), to keep
+    out of messages."""
     secrets = secret_flags(connection)
     found = []
     for index, word in enumerate(argv):
@@ -156,12 +250,15 @@ def secrets_in(argv: Sequence[str], connection: Sequence[ConnectionFlag] = CONNE
 
 def check_header_flags(options: Any, connection: Sequence[ConnectionFlag] = CONNECTION_FLAGS) -> None:
     """A value of a flag that becomes an HTTP header value (``Authorization``, ``Impersonate-*``)
-    with a line break is a usage error that never echoes the value."""
-    for attribute, flag in ((row.dest, row.flag) for row in connection if row.header):
-        value = getattr(options, attribute, None)
+    with a line break is a usage error that never echoes the value. Of an impersonation extra's
+    ``KEY=VALUE``, the value: its key is percent-encoded into the header's name."""
+    for row in (row for row in connection if row.header):
+        value = getattr(options, row.dest, None)
         values = value if isinstance(value, list) else [value]
+        if row.form == "extra":
+            values = [str(v).partition("=")[2] for v in values if v is not None]
         if any(breaks_header(v) for v in values):
-            raise UsageError(f"{flag} holds {HEADER_REFUSAL} (the value is not shown)")
+            raise UsageError(f"{row.flag} holds {HEADER_REFUSAL} (the value is not shown)")
 
 
 EXAMPLES_HEADING = "examples:"
@@ -191,6 +288,13 @@ class Parser(argparse.ArgumentParser):
     #: The formatter the command line's building gets (see ``_get_formatter``); made at its first use.
     _building_formatter: Optional[argparse.HelpFormatter] = None
     _building = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # kubectl's grammar (pflag): a long flag is taken only as spelled, never abbreviated
+        # (``--names=x`` is no ``--namespace``, ``--v=4`` no ``--version``). Every parser and
+        # subparser of the command line is one of these, so none abbreviates.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
@@ -369,6 +473,8 @@ def add_connection_flags(add: Callable[..., argparse.Action], connection: Sequen
         kind: dict[str, Any] = {"action": "store_true"} if flag.value == SWITCH else \
             {"action": "append", "dest": flag.dest, "metavar": flag.metavar} if flag.value == REPEATED \
             else {"dest": flag.dest, "metavar": flag.metavar}
+        if flag.form:
+            kind["type"] = VALUE_FORMS[flag.form]
         action = add(*flag.names, help=flag.help, **kind)
         if flag.completes:
             action.completer = flag.completes  # type: ignore[attr-defined]  # read by _cli.complete

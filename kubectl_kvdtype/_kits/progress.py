@@ -129,7 +129,10 @@ class Ticker:
         status("")
         _ticker = self
         self._thread = threading.Thread(target=self._run, name="kvdtype-progress", daemon=True)
-        threads.start(self._thread)
+        try:
+            threads.start(self._thread, "the progress line")
+        except threads.NoThread:
+            self._thread = None  # no progress line: the run itself goes on
         return self
 
     def _run(self) -> None:

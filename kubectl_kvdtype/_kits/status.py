@@ -73,6 +73,11 @@ def interrupted_status(error: BaseException) -> ExitStatus:
     return error.status if isinstance(error, Signalled) else ExitStatus.INTERRUPTED
 
 
+#: A run (or a fleet's context) that met ``MemoryError``: an input bigger than the memory the
+#: process may use (``ulimit -v``), not a bug.
+OUT_OF_MEMORY = "ran out of memory: an input (a manifest, an API answer) holds more than this process may use"
+
+
 class KvdtypeError(Exception):
     """A failure the user can act on: one sentence, one exit status, never a traceback."""
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from kubectl_kvdtype._kits.status import SIGNAL_STATUS
+from kubectl_kvdtype._kits.status import SIGNAL_STATUS, KvdtypeError
 
 #: The signals the plugin acts on: Ctrl-C, and those that end a run as it does.
 HANDLED_SIGNALS = ("SIGINT", *SIGNAL_STATUS)
@@ -41,8 +41,50 @@ def signals_left_to_main() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def start(thread: threading.Thread) -> threading.Thread:
-    """``thread.start()``, the thread blocking ``HANDLED_SIGNALS``."""
+class NoThread(KvdtypeError):
+    """The system would not start another thread (its limit on threads or processes, or on the
+    memory a thread's stack takes, as under ``ulimit -v``): said in one sentence, exit 3, where
+    the work cannot be done in a thread it has already."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"cannot start a thread for {what}: the system's limit on threads or memory is reached")
+
+
+def start(thread: threading.Thread, what: str = "the run") -> threading.Thread:
+    """``thread.start()``, the thread blocking ``HANDLED_SIGNALS``; ``NoThread`` (naming ``what``
+    it was for) when the system refuses one, instead of ``RuntimeError``."""
     with signals_left_to_main():
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError as error:  # "can't start new thread": threading's word for EAGAIN and ENOMEM
+            raise NoThread(what) from error
     return thread
+
+
+#: Helper threads a whole run may have at once for requests side by side (``_sources.kinds``'
+#: parallel LISTs), whatever the number of contexts: a fleet's contexts each run in their own
+#: thread already, and each one's LISTs take helpers from this one budget, or run in that thread
+#: when none is left. Enough for the default fleet's contexts to each have their reads side by side.
+MAX_HELPERS = 32
+_HELPERS = threading.BoundedSemaphore(MAX_HELPERS)
+
+
+def helper(target: Callable[[], None], name: str) -> bool:
+    """A daemon thread running ``target``, started if the run's budget of helpers
+    (``MAX_HELPERS``) and the system allow one; False, with nothing started, when either does not
+    (the caller does the work itself)."""
+    if not _HELPERS.acquire(blocking=False):
+        return False
+
+    def run() -> None:
+        try:
+            target()
+        finally:
+            _HELPERS.release()
+
+    try:
+        start(threading.Thread(target=run, name=name, daemon=True))
+    except NoThread:
+        _HELPERS.release()
+        return False
+    return True

@@ -14,7 +14,7 @@ import os
 import re
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, NamedTuple, Optional, TypeVar
+from typing import Any, Callable, Iterator, NamedTuple, Optional, TextIO, TypeVar
 from urllib.parse import quote, unquote, urlencode
 
 from kubectl_kvdtype import __version__
@@ -33,6 +33,7 @@ from kubectl_kvdtype._kits.status import (
     NotServed,
 )
 from kubectl_kvdtype._sources import names as _names
+from kubectl_kvdtype._sources import requestlog as _requestlog
 from kubectl_kvdtype._sources import server_warnings as _server_warnings
 from kubectl_kvdtype._sources.kinds import FIELD_MANAGER, OPERATOR_GROUPS, Kind, Projection
 from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions, Resolved, resolve
@@ -67,14 +68,16 @@ class ClusterSource:
     parallel = True
 
     def __init__(self, options: ConnectionOptions, environ: Optional[dict] = None,
-                 resolved: Optional[Resolved] = None, warned: Optional[Callable[[str], None]] = None) -> None:
+                 resolved: Optional[Resolved] = None, warned: Optional[Callable[[str], None]] = None,
+                 log: Optional[TextIO] = None) -> None:
         """``resolved``: the kubeconfig already resolved for ``options`` (``kubeconfig.resolve``,
         which a caller runs before importing this module); else it is resolved here. ``warned``:
-        shows a warning of the server's (``Environment.warn``: ``Warning: TEXT`` on stderr)."""
+        shows a warning of the server's (``Environment.warn``: ``Warning: TEXT`` on stderr). ``log``:
+        where ``-v`` 6 and above writes each request (``_sources.requestlog``)."""
         environ = dict(os.environ if environ is None else environ)
         resolved = resolved or resolve(options, environ)
         connected = connect(resolved)  # the transport (_sources.transport)
-        self._transport = connected.transport
+        self._transport = _requestlog.logged(connected.transport, options.verbosity, log)
         self._namespace, self.description = connected.namespace, connected.description
         #: The server as messages name it: a password in its URL shown as ``user:***``.
         self._shown_host = without_password(self._transport.host)

@@ -53,6 +53,12 @@ class ConnectionFlag:
     path: bool = False
     #: What completion offers (``_cli.complete``: ``clusters``, ``users``, ``contexts``, ``files``); None: nothing.
     completes: Optional[str] = None
+    #: How its value is checked, as kubectl checks it (a name of ``_commands.flags.VALUE_FORMS``); "": any string.
+    form: str = ""
+    #: Why it has no meaning here: given with any value but ``idle``, the run is refused in this sentence.
+    refused: Optional[str] = None
+    #: The values that ask nothing of kubectl either (its default), accepted where ``refused`` is set.
+    idle: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
@@ -99,19 +105,45 @@ CONNECTION_FLAGS: tuple[ConnectionFlag, ...] = (
                    replaces=("user", "username")),
     ConnectionFlag(("--password",), "password", "password for basic authentication (never shown in any output)",
                    metavar="PASSWORD", secret=True, replaces=("user", "password")),
-    ConnectionFlag(("--proxy-url",), "proxy_url", "the proxy every request goes through (http, https or socks5; "
-                   "instead of the cluster's proxy-url and the environment's)", metavar="URL",
-                   replaces=("cluster", "proxy-url")),
-    ConnectionFlag(("--disable-compression",), "disable_compression", "do not ask the server for gzip-compressed "
-                   "answers (instead of the cluster's disable-compression)", value=SWITCH,
+    ConnectionFlag(("--as-user-extra",), "as_user_extra", "impersonate with this user extra, KEY=VALUE (repeatable: "
+                   "a key given again adds a value; merged into the user's as-user-extra, key by key; needs --as)",
+                   metavar="KEY=VALUE", value=REPEATED, header=True, option="impersonate_extra", form="extra"),
+    ConnectionFlag(("--proxy-url",), "proxy_url", "the proxy to reach the API server through (http, https or socks5; "
+                   "replaces the cluster's proxy-url)", metavar="URL", replaces=("cluster", "proxy-url"),
+                   form="proxy-url"),
+    ConnectionFlag(("--disable-compression",), "disable_compression", "do not ask the API server to compress its "
+                   "answers (replaces the cluster's disable-compression)", value=SWITCH,
                    replaces=("cluster", "disable-compression")),
-    ConnectionFlag(("--warnings-as-errors",), "warnings_as_errors", "treat the server's warnings as errors: the run "
-                   "ends with exit 3 once one came (a write it answered finished and journaled first)", value=SWITCH),
+    ConnectionFlag(("--warnings-as-errors",), "warnings_as_errors", "a warning from the API server ends the run with "
+                   "exit 3", value=SWITCH),
+    ConnectionFlag(("--kuberc",), "kuberc", "kubectl's kuberc file, for its credential plugin policy (default: "
+                   "KUBERC, else ~/.kube/kuberc)", metavar="PATH", completes="files"),
+    ConnectionFlag(("-v", "--v"), "verbosity", "kubectl's log level: from 6, each request's method, URL, status and "
+                   "time on stderr (credentials never shown)", metavar="LEVEL", form="level"),
     ConnectionFlag(("--cache-dir",), "cache_dir", "accepted for kubectl compatibility; unused: the plugin keeps no "
                    "cache", metavar="DIR", option=None, completes="files"),
+    ConnectionFlag(("--match-server-version",), "match_server_version", "refused: kubectl compares the server's "
+                   "version with its own", value=SWITCH, option=None,
+                   refused="cannot be honoured: kubectl compares the server's version with its own, and the plugin "
+                           "is not built for one Kubernetes version (it reads the versions each kind is served at)"),
+    ConnectionFlag(("--profile",), "profile", "refused but for none: kubectl's profiles are of its own Go runtime",
+                   metavar="NAME", option=None, form="profile", idle=("none",),
+                   refused="cannot be honoured: its profiles (cpu, heap...) are of kubectl's own Go runtime, which "
+                           "does not run the plugin"),
+    ConnectionFlag(("--profile-output",), "profile_output", "accepted for kubectl compatibility; unused: it names "
+                   "--profile's file", metavar="PATH", option=None, completes="files"),
+    ConnectionFlag(("--vmodule",), "vmodule", "accepted for kubectl compatibility (checked as kubectl checks it); "
+                   "unused: it sets the log level of kubectl's own source files", metavar="PATTERN=N", option=None,
+                   form="vmodule"),
+    ConnectionFlag(("--log-flush-frequency",), "log_flush_frequency", "accepted for kubectl compatibility (checked "
+                   "as kubectl checks it); unused: the plugin writes each log line at once", metavar="DURATION",
+                   option=None, form="flush"),
 )
 #: The flags that only choose what to read (which file, which context), not what to override.
 SELECTING = ("kubeconfig", "context")
+#: The flags that say how a run goes (what it logs, what a warning does, kubectl's preferences), not
+#: which cluster or who: a kubeconfig refused with them given is not a usage error.
+HOW = ("kuberc", "verbosity", "warnings_as_errors")
 
 
 @record_type(frozen=True)
@@ -137,9 +169,14 @@ class ConnectionOptions:
     impersonate_uid: Optional[str] = None
     username: Optional[str] = None
     password: Optional[str] = field(default=None, repr=False)
+    #: ``--as-user-extra``'s ``KEY=VALUE`` words, in the order given (``_sources.kubeconfig`` merges them).
+    impersonate_extra: tuple[str, ...] = ()
     proxy_url: Optional[str] = None
     disable_compression: bool = False
     warnings_as_errors: bool = False
+    kuberc: Optional[str] = None
+    #: kubectl's ``-v``: 6 and above log each request (``_sources.requestlog``).
+    verbosity: int = 0
     #: The table the options were read by.
     table: tuple[ConnectionFlag, ...] = field(default=CONNECTION_FLAGS, repr=False, compare=False)
 
@@ -155,14 +192,15 @@ class ConnectionOptions:
                 continue
             raw = value(flag.dest)
             typed = tuple(raw or ()) if flag.value == REPEATED else bool(raw) if flag.value == SWITCH else raw
-            given[flag.field] = given.get(flag.field) or typed
+            if typed is not None:  # not given: the field's own default (``verbosity`` 0)
+                given[flag.field] = given.get(flag.field) or typed
         return cls(request_timeout=request_timeout, table=tuple(table), **given)
 
     @property
     def overrides(self) -> bool:
         """Whether any flag overrides the kubeconfig (then a refusal is a usage error)."""
         return any(getattr(self, flag.field, None) for flag in self.table
-                   if flag.field is not None and flag.dest not in SELECTING)
+                   if flag.field is not None and flag.dest not in SELECTING + HOW)
 
     def replaced(self, section: str) -> dict[str, Any]:
         """The kubeconfig ``section``'s settings (``cluster``, ``user``) that flags replace one for one."""

@@ -182,19 +182,22 @@ def list_many(source: Source, queries: Sequence[Union[Query, Get]]) -> list[Unio
 
 def _side_by_side(one: Callable[[Any], Union[list[dict], KvdtypeError]],
                   queries: Sequence[Union[Query, Get]]) -> list[Union[list[dict], KvdtypeError]]:
-    """``one(query)`` for each query, up to ``MAX_IN_FLIGHT`` at once, in plain daemon threads:
-    ``concurrent.futures`` would import ``logging`` too, and its exit joins its threads, which on
-    Ctrl-C is a silent server's answer. Anything ``one`` raises is raised here, in query order."""
+    """``one(query)`` for each query, up to ``MAX_IN_FLIGHT`` at once: in this thread and in
+    plain daemon helper threads (``concurrent.futures`` would import ``logging`` too, and its exit
+    joins its threads, which on Ctrl-C is a silent server's answer). The helpers come from the
+    run's one budget (``_kits.threads.helper``): when it is spent, or the system starts no more
+    threads, fewer run at once, this thread's share the rest. Anything ``one`` raises is raised
+    here, in query order."""
     results: list[Any] = [None] * len(queries)
     order = iter(range(len(queries)))
     taking = threading.Lock()
-    # No request leaves before every worker has started: each start blocks the main thread's
+    # No request leaves before every helper has started: each start blocks the main thread's
     # signals for a moment (threads.start), and a request answered, or held, meanwhile would be
     # one a Ctrl-C could not cut short.
     started = threading.Event()
+    left = threading.Semaphore(0)  # released by each helper as it ends
 
-    def work() -> None:
-        started.wait()
+    def work(helper: bool) -> None:
         while True:
             with taking:
                 index = next(order, None)
@@ -202,16 +205,27 @@ def _side_by_side(one: Callable[[Any], Union[list[dict], KvdtypeError]],
                 return
             try:
                 results[index] = one(queries[index])
-            except BaseException as error:  # noqa: BLE001 - carried to the main thread, raised there
+            except Exception as error:  # noqa: BLE001 - carried to the calling thread, raised there in order
+                results[index] = _Raised(error)
+            except BaseException as error:  # Ctrl-C or a signal met by the calling thread's own read: at once
+                if not helper:
+                    raise
                 results[index] = _Raised(error)
 
-    workers = [threading.Thread(target=work, daemon=True, name="kvdtype-list")
-               for _ in range(min(len(queries), MAX_IN_FLIGHT))]
-    for worker in workers:
-        threads.start(worker)
+    def helping() -> None:
+        try:
+            started.wait()
+            work(helper=True)
+        finally:
+            left.release()
+
+    helpers = 0
+    while helpers < min(len(queries), MAX_IN_FLIGHT) - 1 and threads.helper(helping, "kvdtype-list"):
+        helpers += 1
     started.set()
-    for worker in workers:
-        worker.join()
+    work(helper=False)
+    for _ in range(helpers):
+        left.acquire()
     for result in results:
         if isinstance(result, _Raised):
             raise result.error

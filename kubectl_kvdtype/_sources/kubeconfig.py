@@ -303,7 +303,10 @@ def _refuse_unsendable_headers(user: dict, user_name: str) -> None:
     """A kubeconfig credential or impersonation value no header can carry: one sentence naming
     the setting, never the value (exit 3)."""
     for key in _HEADER_SETTINGS:
-        if any(breaks_header(text) for text in _strings(user.get(key))):
+        setting = user.get(key)
+        if key == "as-user-extra" and isinstance(setting, dict):
+            setting = list(setting.values())  # its keys are percent-encoded into the headers' names
+        if any(breaks_header(text) for text in _strings(setting)):
             raise KvdtypeError(f'the {key} of the kubeconfig user "{user_name}" holds {HEADER_REFUSAL} '
                                "(the value is not shown)")
 
@@ -375,6 +378,8 @@ def _override_user(user: dict, options: ConnectionOptions) -> dict:
     user's exec plugin and auth provider: kubectl sends the flag's credentials, never theirs."""
     user = dict(user)
     user.update(options.replaced("user"))  # each flag with ``replaces`` in the table, one for one
+    if options.impersonate_extra:
+        user["as-user-extra"] = _extra_merged(user.get("as-user-extra"), options.impersonate_extra)
     if options.token:
         user.pop("tokenFile", None)
     if options.token or options.username or options.password:
@@ -475,8 +480,33 @@ def _impersonation(user: dict) -> Headers:
         headers.append(("Impersonate-Uid", str(user["as-uid"])))
     for key, values in _mapping(user.get("as-user-extra")).items():
         for value in values if isinstance(values, list) else [values]:
-            headers.append((f"Impersonate-Extra-{key}", str(value)))
+            headers.append(("Impersonate-Extra-" + extra_key(str(key)), str(value)))
     return headers
+
+
+def _extra_merged(extra: Any, words: tuple[str, ...]) -> dict:
+    """The user's ``as-user-extra`` with ``--as-user-extra``'s ``KEY=VALUE`` words merged in as
+    kubectl merges them: a key the flags name gets their values, in order, instead of the
+    kubeconfig's; the others are kept."""
+    merged = dict(_mapping(extra))
+    given: dict[str, list[str]] = {}
+    for word in words:
+        key, _, value = word.partition("=")
+        given.setdefault(key, []).append(value)
+    merged.update(given)
+    return merged
+
+
+#: The bytes a header name may hold as they are (RFC 7230's token), as client-go's ``legalHeaderKeyBytes``.
+_TOKEN = frozenset(b"!#$&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+def extra_key(key: str) -> str:
+    """An impersonation extra's key as client-go puts it in a header name: each byte that is no
+    token byte, and ``%``, percent-encoded (the server decodes it), then the name's words
+    capitalized as Go's ``CanonicalMIMEHeaderKey`` writes them (the server lowercases the key)."""
+    escaped = "".join(chr(byte) if byte in _TOKEN else f"%{byte:02X}" for byte in key.encode("utf-8"))
+    return "-".join(word[:1].upper() + word[1:].lower() for word in escaped.split("-"))
 
 
 def _listed(value: Any) -> list:
@@ -507,7 +537,7 @@ def _in_cluster(configuration: Configuration, options: ConnectionOptions,
     if options.certificate_authority:
         configuration.ssl_ca_cert = _absolute(options.certificate_authority)
     user = _override_user({}, options)
-    if user.get("as-uid") or user.get("as-groups"):
+    if user.get("as-uid") or user.get("as-groups") or user.get("as-user-extra"):
         if not user.get("as"):
             raise UsageError("requesting uid, groups or user-extra without impersonating a user")
     try:

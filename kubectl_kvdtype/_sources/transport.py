@@ -210,8 +210,13 @@ class _Watchdog:
         with self._changed:
             heapq.heappush(self._due, entry)
             if not self._running:
+                try:  # the system may refuse it (its limit on threads): the request is then refused in a sentence
+                    threads.start(threading.Thread(target=self._run, name="kvdtype-watchdog", daemon=True),
+                                  "the request timeout's watch")
+                except threads.NoThread:
+                    entry[2] = None  # forgotten: a later request starts the watch again
+                    raise
                 self._running = True
-                threads.start(threading.Thread(target=self._run, name="kvdtype-watchdog", daemon=True))
             self._changed.notify()
         return entry
 
@@ -233,6 +238,13 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+
+
+def start_watchdog() -> None:
+    """The watchdog's thread started now, before a fleet's contexts take every thread the system
+    allows (``_kits.threads.NoThread`` if it cannot be had); a request starts it otherwise."""
+    entry = _WATCHDOG.watch(time.monotonic(), lambda: None)
+    _WATCHDOG.forget(entry)
 
 
 def seconds(value: float) -> str:
