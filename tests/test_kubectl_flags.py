@@ -92,8 +92,8 @@ _VALUES = [
     ("--log-flush-frequency", "5s", [("abc", "invalid duration 'abc'"), ("0s", "above zero"),
                                      ("-1s", "above zero")]),
     ("--profile", "none", [("bogus", "unknown profile 'bogus'")]),
-    ("--proxy-url", "socks5://127.0.0.1:1080", [("ftp://u:pw@x", "unsupported scheme 'ftp'"),
-                                                ("127.0.0.1:3128", "could not parse")]),
+    ("--proxy-url", "socks5://127.0.0.1:1080", [("ftp://u:pw@x", 'unsupported scheme "ftp"'),
+                                                ("127.0.0.1:3128", "could not parse: 127.0.0.1:3128")]),
     ("--as-user-extra", "a/b=c=d", [("foo", "expected KEY=VALUE")]),
 ]
 

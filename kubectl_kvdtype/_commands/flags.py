@@ -131,8 +131,6 @@ _INT32 = 1 << 31
 #: The profiles kubectl's ``--profile`` names (``none``, its default, asks for none).
 PROFILES = ("none", "cpu", "heap", "goroutine", "threadcreate", "block", "mutex", "trace")
 #: The proxy schemes client-go takes in ``proxy-url`` and ``--proxy-url``.
-PROXY_SCHEMES = ("http", "https", "socks5")
-_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 
 
 def _level(text: str) -> int:
@@ -155,20 +153,17 @@ def _extra(text: str) -> str:
 
 
 def _proxy_url(text: str) -> str:
-    """``--proxy-url`` as client-go's kubeconfig validation takes it (an empty one overrides
-    nothing, as in kubectl); a password in it is never echoed."""
-    from kubectl_kvdtype._kits.secrets import without_password
+    """``--proxy-url`` as kubectl checks it: the kubeconfig's ``proxy-url`` rule
+    (``_sources.proxy.configured``: the same words, its password never echoed); an empty one
+    overrides nothing, as in kubectl."""
+    from kubectl_kvdtype._kits.status import KvdtypeError
+    from kubectl_kvdtype._sources.proxy import configured
 
-    if not text:
-        return text
-    found = _URL_SCHEME.match(text)  # RFC 3986's, as Go reads it (urlsplit's differs between Pythons)
-    scheme = found.group(1).lower() if found else ""
-    if not scheme:
-        raise argparse.ArgumentTypeError(f"invalid proxy URL {cut(without_password(text))!r}: could not parse it "
-                                         f"(a URL such as http://proxy:3128)")
-    if scheme not in PROXY_SCHEMES:
-        raise argparse.ArgumentTypeError(f"invalid proxy URL {cut(without_password(text))!r}: unsupported scheme "
-                                         f"{scheme!r}, must be {', '.join(PROXY_SCHEMES[:-1])} or {PROXY_SCHEMES[-1]}")
+    if text:
+        try:
+            configured(text, "proxy-url")
+        except KvdtypeError as refused:
+            raise argparse.ArgumentTypeError(refused.message) from None
     return text
 
 

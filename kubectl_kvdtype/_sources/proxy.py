@@ -104,9 +104,10 @@ def configured(value: str, source: str) -> Proxy:
     """A ``proxy-url`` setting as client-go reads it: a URL of ``SCHEMES`` (no scheme is no proxy URL)."""
     parsed = _GoURL.parse(value)
     if parsed is None or parsed.scheme not in SCHEMES:  # kubectl's words
-        why = "it does not parse" if parsed is None else f'unsupported scheme "{parsed.scheme}"'
-        raise KvdtypeError(f"invalid '{source}' \"{without_password(value)}\": {why}, must be "
-                           f"{', '.join(SCHEMES[:-1])}, or {SCHEMES[-1]}")
+        shown = without_password(value)
+        why = (f"could not parse: {shown}" if parsed is None else
+               f'unsupported scheme "{parsed.scheme}", must be {", ".join(SCHEMES[:-1])}, or {SCHEMES[-1]}')
+        raise KvdtypeError(f"invalid '{source}' \"{shown}\": {why}")
     return parsed.proxy(source, value)
 
 
