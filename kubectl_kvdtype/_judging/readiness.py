@@ -16,6 +16,7 @@ from kubectl_kvdtype._commands.command import Context
 from kubectl_kvdtype._judging import bindings as _bindings
 from kubectl_kvdtype._judging import upgrade as _upgrade
 from kubectl_kvdtype._judging.flags import FlagInventory, build_find_flags_report
+from kubectl_kvdtype._judging.guard import note_guard
 from kubectl_kvdtype._judging.managed import name_managers
 from kubectl_kvdtype._judging.todo import COLUMNS, in_context, todo
 from kubectl_kvdtype._kits.codes import PREDICTED_DEPENDS, PREDICTED_FAILURE
@@ -49,6 +50,8 @@ def preflight(context: Context) -> Report:
                           ignore=set(context.common.ignore), fail_on=context.common.fail_on or ERROR,
                           source_findings=getattr(context.source, "findings", []),
                           managers=flags_inventory.managers_reader(context.source, context.offline))
+    if not context.offline:
+        note_guard(report, context.source, context.common.ignore)
     named = context.common.connection.context
     if named:
         for item in report.items:
