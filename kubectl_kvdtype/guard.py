@@ -17,9 +17,15 @@ from kubectl_kvdtype._commands.command import APPLY_CONSENT, Command, Context
 from kubectl_kvdtype._judging import guard as _guard
 from kubectl_kvdtype._judging import guard_rules as _rules
 from kubectl_kvdtype._kits.codes import GUARD_FOREIGN, GUARD_NOT_COVERED, GUARD_STALE, GUARD_WOULD_DENY
-from kubectl_kvdtype._kits.report import Column, ObjectRef, Report
+from kubectl_kvdtype._kits.report import Column, ObjectRef, Report, Section
 from kubectl_kvdtype._kits.status import UsageError
 
+COVERAGE_COLUMNS = [
+    Column("KINDS", "kinds"),
+    Column("GROUP VERSION", "groupVersion"),
+    Column("COVERED", lambda row: {True: "yes", False: "no", None: "unknown"}[row["covered"]], status=True),
+    Column("WHY", "why"),
+]
 COLUMNS = [
     Column("KIND", "kind"),
     Column("NAME", "name"),
@@ -107,8 +113,10 @@ def _plan(report: Report, installed: _guard.Installed, manifests: list[dict], op
             action = "create"
         else:
             action = "unchanged" if _same(existing, manifest) else "update"
-        if foreign:
-            action += " (refused without --force-managed)" if not options.force_managed else " (taken over)"
+        if foreign and options.force_managed:
+            action += " (taken over)"
+        elif foreign:
+            action += " (refused without --force-managed)"
             report.add(GUARD_FOREIGN, ObjectRef(kind.name, None, name),
                        f"{kind.name} {name} is {foreign}: guard --apply leaves it unless {_writes.FORCE_MANAGED}.")
         report.items.append({"kind": kind.name, "name": name, "action": action,
@@ -132,6 +140,7 @@ def _covered(report: Report, context: Context) -> None:
         report.summary["coverage"] = None
         return
     report.summary["coverage"] = [row.to_dict() for row in rows]
+    report.sections.append(Section("coverage", COVERAGE_COLUMNS, [row.to_dict() for row in rows]))
     for row in rows:
         if row.covered is False:
             report.add(GUARD_NOT_COVERED, ObjectRef("APIService", None, row.group_version),

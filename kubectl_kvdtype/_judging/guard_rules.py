@@ -46,6 +46,9 @@ WARN, DENY = ("Warn", "Audit"), ("Deny",)
 #: A guard that fails to evaluate lets the write through: it holds the upgrade's rules early, and
 #: its own failure must never refuse a write its rules did not decide (check still sees the object).
 FAILURE_POLICY = "Ignore"
+#: The most a policy walks, so that its cost at run time stays within the API server's CEL budget at
+#: the request size limit: past these it decides nothing (check and find-flags still judge it).
+MAX_ROLES, MAX_ROLE_ENTRIES, MAX_CONTAINERS, MAX_ENTRY = 16, 512, 64, 2048
 #: What the messages quote of an entry: its first characters.
 SHOWN = 60
 #: Whitespace as Python's ``str.isspace`` knows it (the reader's test of a spaced entry), in RE2.
@@ -85,7 +88,8 @@ def _read(token: str, names: str) -> str:
 
 def _undecided(token: str) -> str:
     """An entry CEL does not read: a ``$(VAR)`` the kubelet expands, or a shell line the reader splits."""
-    return (f"(type({token}) == string && ({token}.contains('$(') || (!{token}.startsWith('-') "
+    return (f"(type({token}) == string && (size({token}) > {MAX_ENTRY} || {token}.contains('$(') "
+            f"|| (!{token}.startsWith('-') "
             f"&& ({token}.contains('kv-cache') || {token}.contains('kv_cache')) && {token}.matches({lit(_WS)}))))")
 
 
@@ -173,9 +177,12 @@ def roles_policy() -> dict:
             "? r.extraArgs.filter(a, type(a) == string) : []")
     read = _read("a", "variables.read")
     # Each managed role's entries up to the first "--" (argparse reads no option after it).
-    flagged = (f"object.spec.roles.filter(r, type(r) == map && "
+    bounded = (f"size(object.spec.roles) <= {MAX_ROLES} && object.spec.roles.map(r, type(r) == map && "
+               f"has(r.extraArgs) && type(r.extraArgs) == list ? size(r.extraArgs) : 1).sum() <= {MAX_ROLE_ENTRIES}")
+    flagged = (f"!({bounded}) ? [] : object.spec.roles.filter(r, type(r) == map && "
                f"!(has(r.command) && (type(r.command) == list || type(r.command) == string) && size(r.command) > 0) "
-               f"&& has(r.extraArgs)).map(r, {{'name': dyn(has(r.name) ? {_text('r.name')} : '?'), 'args': dyn({args})}})"
+               f"&& has(r.extraArgs)).map(r, {{'name': dyn(has(r.name) ? {_text('r.name')} : '?'), "
+               f"'args': dyn({args})}})"
                f".filter(r, size(r.args) <= {MAX_ARGV_TOKENS} && !r.args.exists(a, {_undecided('a')}) "
                f"&& r.args.exists(i, a, {read} && (r.args.indexOf('--') < 0 || i < r.args.indexOf('--'))))")
     first = (f"variables.flagged[0].args.filter(a, {read})[0]")
@@ -215,6 +222,7 @@ def pods_policy() -> dict:
                    "? variables.template.metadata.annotations : {}")
     containers = ("has(variables.template.spec) && has(variables.template.spec.containers) "
                   "&& type(variables.template.spec.containers) == list "
+                  f"&& size(variables.template.spec.containers) <= {MAX_CONTAINERS} "
                   "? variables.template.spec.containers.filter(c, type(c) == map) : []")
     wanted = (f"'{_model.CONTAINER_ANNOTATION}' in variables.annotations "
               f"&& variables.annotations['{_model.CONTAINER_ANNOTATION}'] != ''")
@@ -223,6 +231,8 @@ def pods_policy() -> dict:
               "? variables.containers : [])")
     field = ("(has(variables.target[0].{0}) && type(variables.target[0].{0}) == list "
              "? variables.target[0].{0}.filter(a, type(a) == string) : [])")
+    size_of = ("(has(variables.target[0].{0}) && type(variables.target[0].{0}) == list "
+               "? size(variables.target[0].{0}) : 0)")
     declared = f"variables.annotations['{_model.ENGINE_ANNOTATION}']"
     # The reader's engine: the annotation, else the webhook's record (JSON CEL does not read: undecided).
     engine = (f"'{_model.ENGINE_ANNOTATION}' in variables.annotations ? ({_engine_of(_text(declared))}) : "
@@ -231,12 +241,12 @@ def pods_policy() -> dict:
     read = _read("a", "variables.read")
     # The entries read up to the first "--"; on an injected Pod the last copy located in args is the webhook's.
     cut = "(variables.argv.indexOf('--') < 0 ? size(variables.argv) : variables.argv.indexOf('--'))"
-    webhook = (f"'{_model.INJECTED_ANNOTATION}' in variables.annotations && object.kind == 'Pod' "
+    webhook = (f"'{_model.INJECTED_ANNOTATION}' in variables.annotations "
                f"? ([-1] + variables.argv.transformList(i, a, i >= size(variables.command) && i < variables.cut "
                f"&& {located} ? i : -1)).max() : -1")
     own = (f"([-1] + variables.argv.transformList(i, a, i < variables.cut && i != variables.webhook && {read} "
            "? i : -1)).max()")
-    decided = (f"size(variables.target) == 1 && variables.engine != '?' && size(variables.argv) <= {MAX_ARGV_TOKENS} "
+    decided = (f"size(variables.target) == 1 && variables.engine != '?' && !variables.tooLong "
                f"&& !variables.argv.exists(a, {_undecided('a')})")
     entry = "variables.argv[variables.own]"
     place = ("(variables.own < size(variables.command) ? 'command[' + string(variables.own) + ']' : "
@@ -261,8 +271,13 @@ def pods_policy() -> dict:
                                    f"variables.template.metadata.labels['{_model.INJECT_LABEL}'] == 'true'"},
                     {"name": "containers", "expression": containers},
                     {"name": "target", "expression": f"!variables.optsIn ? [] : {target}"},
-                    {"name": "command", "expression": f"size(variables.target) != 1 ? [] : {field.format('command')}"},
-                    {"name": "argv", "expression": f"size(variables.target) != 1 ? [] : variables.command + "
+                    # An argv longer than the reader reads is not walked at all (its size alone is read).
+                    {"name": "tooLong", "expression": f"size(variables.target) == 1 && {size_of.format('command')} + "
+                                                      f"{size_of.format('args')} > {MAX_ARGV_TOKENS}"},
+                    {"name": "command", "expression": f"size(variables.target) != 1 || variables.tooLong ? [] : "
+                                                      f"{field.format('command')}"},
+                    {"name": "argv", "expression": f"size(variables.target) != 1 || variables.tooLong ? [] : "
+                                                   f"variables.command + "
                                                    f"{field.format('args')}"},
                     {"name": "engine", "expression": engine},
                     {"name": "read", "expression": _spellings("variables.engine", None, "read")},
