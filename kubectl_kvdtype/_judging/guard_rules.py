@@ -69,21 +69,22 @@ def _list(values: Sequence[str]) -> str:
 
 # --- The argv tests, from the reader's spellings ---------------------------------------------
 
-def _names_test(token: str, names: str) -> str:
-    """``token`` is one of ``names`` (a CEL list), bare, ``=VALUE`` or followed by a space."""
-    return f"{names}.exists(n, {token} == n || {token}.startsWith(n + '=') || {token}.startsWith(n + ' '))"
+def _spaced(token: str) -> str:
+    """An entry holding whitespace once stripped: argparse takes it as a positional, not as the flag."""
+    return f"{token}.matches({lit(_WS + '+' + _NON_WS)})"
 
 
 def _located(token: str, names: str) -> str:
-    """An entry the reader reports as a copy of the flag, read or not (the webhook's copy is the last)."""
-    return (f"(type({token}) == string && {token}.startsWith('-') && {token}.contains('kv') "
-            f"&& {_names_test(token, names)})")
+    """An entry the reader reports as a copy of the flag, read or not (the webhook's copy is the
+    last): one of ``names`` (a CEL list) bare or ``=VALUE``, or, spaced, followed by a space."""
+    return (f"(type({token}) == string && {token}.startsWith('-') && {token}.contains('kv') && {names}.exists(n, "
+            f"{token} == n || {token}.startsWith(n + '=') || ({token}.startsWith(n + ' ') && {_spaced(token)})))")
 
 
 def _read(token: str, names: str) -> str:
-    """An entry the engine reads as the flag: one of its names, not an entry holding a space."""
-    return (f"(type({token}) == string && {token}.startsWith('--') && {_names_test(token, names)} "
-            f"&& !{token}.matches({lit(_WS + '+' + _NON_WS)}))")
+    """An entry the engine reads as the flag: one of its names bare or ``=VALUE``, not spaced."""
+    return (f"(type({token}) == string && {token}.startsWith('--') && {names}.exists(n, {token} == n "
+            f"|| {token}.startsWith(n + '=')) && !{_spaced(token)})")
 
 
 def _undecided(token: str) -> str:
@@ -93,8 +94,15 @@ def _undecided(token: str) -> str:
             f"&& ({token}.contains('kv-cache') || {token}.contains('kv_cache')) && {token}.matches({lit(_WS)}))))")
 
 
+#: Characters a Warning header may not carry: the API server drops a warning holding one.
+_CONTROL = r"[\x00-\x1f\x7f-\x9f]"
+
+
 def _shown(token: str) -> str:
-    return f"(size({token}) > {SHOWN} ? {token}.substring(0, {SHOWN}) + '...' : {token})"
+    """An entry as a message quotes it: its first characters, or a description when it holds a
+    control character (which would drop the whole warning)."""
+    return (f"({token}.matches({lit(_CONTROL)}) ? 'an entry holding control characters' : "
+            f"size({token}) > {SHOWN} ? {token}.substring(0, {SHOWN}) + '...' : {token})")
 
 
 # --- Engines and versions --------------------------------------------------------------------
@@ -181,7 +189,8 @@ def roles_policy() -> dict:
                f"has(r.extraArgs) && type(r.extraArgs) == list ? size(r.extraArgs) : 1).sum() <= {MAX_ROLE_ENTRIES}")
     flagged = (f"!({bounded}) ? [] : object.spec.roles.filter(r, type(r) == map && "
                f"!(has(r.command) && (type(r.command) == list || type(r.command) == string) && size(r.command) > 0) "
-               f"&& has(r.extraArgs)).map(r, {{'name': dyn(has(r.name) ? {_text('r.name')} : '?'), "
+               f"&& has(r.extraArgs)).map(r, {{'name': dyn(has(r.name) && !{_text('r.name')}.matches({lit(_CONTROL)}) "
+               f"? {_text('r.name')} : '?'), "
                f"'args': dyn({args})}})"
                f".filter(r, size(r.args) <= {MAX_ARGV_TOKENS} && !r.args.exists(a, {_undecided('a')}) "
                f"&& r.args.exists(i, a, {read} && (r.args.indexOf('--') < 0 || i < r.args.indexOf('--'))))")
