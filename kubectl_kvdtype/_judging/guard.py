@@ -160,22 +160,21 @@ def coverage(source: Source) -> Union[list[Coverage], str]:
 # --- What check and preflight say ----------------------------------------------------------
 
 def note_guard(report: Report, source: Source, ignore: Sequence[str] = ()) -> None:
-    """A finding saying whether the guard is installed, in which mode, and whether it is stale
-    (``ignore``: codes --ignore drops); a guard that cannot be read (a reader without the guard's
-    names) is said in the summary only."""
+    """When a guard is installed: a finding saying so, in which mode, and whether it is stale
+    (``ignore``: codes --ignore drops), and ``summary.guard``. None installed, or none this user may
+    read, says nothing: the report is then the one ``-f`` gives of the same objects."""
     try:
         installed = read_installed(source, (POLICY_BINDING,))
     except KvdtypeError as error:
         if not_readable(error):
-            report.summary["guard"] = {"mode": "unknown", "why": error.message}
-            return
+            return  # a user who may not read it: said nowhere, as when none is installed
         raise
     mode = installed.mode
+    if mode == ABSENT:
+        return  # the report stays the one -f gives of the same objects
     current = _rules.fingerprint(_rules.policies())
     stale = installed.stale(current)
-    report.summary["guard"] = {"mode": mode, "stale": stale, "writtenBy": installed.version if mode != ABSENT else None}
-    if mode == ABSENT:
-        return
+    report.summary["guard"] = {"mode": mode, "stale": stale, "writtenBy": installed.version}
     ref = ObjectRef(POLICY_BINDING.name, None, _rules.ROLES)
     said = {WARN_MODE: "warns (Warn, Audit)", DENY_MODE: "refuses (Deny)",
             MIXED_MODE: "is partly installed or in mixed modes"}[mode]
