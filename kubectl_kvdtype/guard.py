@@ -14,6 +14,7 @@ import argparse
 
 from kubectl_kvdtype._changes import guard as _writes
 from kubectl_kvdtype._commands.command import APPLY_CONSENT, Command, Context
+from kubectl_kvdtype._commands.flags import add_fleet_flags
 from kubectl_kvdtype._judging import guard as _guard
 from kubectl_kvdtype._judging import guard_rules as _rules
 from kubectl_kvdtype._kits.codes import GUARD_FOREIGN, GUARD_NOT_COVERED, GUARD_STALE, GUARD_WOULD_DENY
@@ -63,6 +64,7 @@ class GuardCommand(Command):
                                  "not make, or that another field manager changed since")
         parser.add_argument("--dry-run", nargs="?", const="server", default="none", choices=("none", "server"),
                             help="with --apply: send every write with dryRun=All")
+        add_fleet_flags(parser)  # a plan per context; --apply writes to one cluster and is refused there
 
     def run(self, context: Context) -> Report:
         options = guard_options(context.options)

@@ -364,10 +364,32 @@ def test_a_group_version_an_aggregated_server_serves_is_named_not_covered(guarde
         guarded.kubectl("delete", "apiservice", "v2.worker.gpustack.ai")
 
 
+def test_a_fleet_gets_a_plan_per_context_and_its_apply_is_refused(guarded, tmp_path):
+    config = str(guarded.plane.write_kubeconfig(tmp_path / "fleet", users=("admin", "ci-bot")))
+    result = guarded.kvdtype("guard", "--all-contexts", "-o", "json", "--kubeconfig", config)
+    fleet = json.loads(result.stdout)
+    by_context = {entry["context"]: entry for entry in fleet["contexts"]}
+    assert set(by_context) == {"admin", "ci-bot"}, result.stdout
+    assert {item["action"] for item in by_context["admin"]["report"]["items"]} == {"unchanged"}
+    assert "403" in json.dumps(by_context["ci-bot"])  # a reader may not read the policies: said in its row
+    refused = guarded.kvdtype("guard", "--apply", "--all-contexts", "--kubeconfig", config)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "one cluster" in refused.stderr
+
+
 def test_check_sees_the_guard_and_remove_leaves_the_cluster_as_before(guarded):
     check = json.loads(guarded.kvdtype("check", "-A", "-o", "json", user="reader").stdout)
     assert check["summary"]["guard"]["mode"] == "warn" and check["summary"]["guard"]["stale"] is False
     assert [f["code"] for f in check["findings"] if f["code"].startswith("guard-")] == ["guard-installed"]
+    # Once the operator enforces the same rules (the Setting on), preflight's to-do says the guard may go.
+    todo = json.loads(guarded.kvdtype("preflight", "-A", "-o", "json", user="reader").stdout)["items"]
+    assert "remove-guard" not in [item["action"] for item in todo]
+    guarded.plane.set_setting("true")
+    try:
+        todo = json.loads(guarded.kvdtype("preflight", "-A", "-o", "json", user="reader").stdout)["items"]
+        assert [item["command"] for item in todo if item["action"] == "remove-guard"] == [
+            "kubectl kvdtype guard --remove --apply"]
+    finally:
+        guarded.plane.set_setting("false")
     # A guard written from other records is stale.
     guarded.kubectl("annotate", "validatingadmissionpolicybinding", GUARD[0],
                     "kvdtype.gpustack.ai/guard-records=0000", "--overwrite", "--field-manager=kubectl-kvdtype")
