@@ -185,6 +185,11 @@ NAMES = ("--kv-cache-dtype", "--kv_cache_dtype", "--kv-cache_dtype", "--kv-cache
          "-_kv-cache-dtype", "--kv-cache-dtype-skip-layers", "-kv-cache-dtype", "--KV-CACHE-DTYPE", "--port",
          "--max-model-len", "--model")
 VALUES = ("fp8", VALID, "bfloat16", "bf16", "auto", "8000", "-", "")
+VERSIONS = ("0.18", "0.18.9", "0.19", "0.19.0.dev1", "0.19.0a1", "0.19.0b2", "0.19.0c1", "0.19.0rc1",
+            "0.19.0-rc.1", "0.19.0_pre1", "0.19.0preview", "0.19.0-dev", "0.19.0-1", "0.19.0.post1",
+            "0.19.0.post1.dev0", "0.19.0-cu124", "0.19.0-rocm", "0.19.0r1", "0.19.0rev2", "v0.19.0", "V0.18.1",
+            " 0.18.0", "00.019.000", "0.19.0.0.1", "0.19.0.0.0", "0.18.99999999999999999999", "1", "0",
+            "0.10", "nightly", "", "latest-0.18", "0.18.0+cu124", "0.19.0rc1.post1", "0.2")
 ENGINES = (("vLLM", "0.18.0"), ("vLLM", "0.18.1"), ("vLLM", "0.19.0rc1"), ("vLLM", "v0.19"), ("vLLM", "0.29.0"),
            ("vLLM", "nightly"), ("vLLM", "0.10.0"), ("vllm", "0.33.0"), ("SGLang", "0.5.18"), ("SGLang", "0.5.23"),
            ("TensorRT-LLM", "1.0"))
@@ -219,6 +224,14 @@ def test_the_policy_and_find_flags_agree_on_generated_argvs(guarded, tmp_path):
         deployment["spec"]["engine"] = {"name": engine, "version": version}
         deployment["spec"]["roles"] = roles
         objects.append(deployment)
+    # The version a deployment declares, compared with the recorded releases as the plugin orders them:
+    # vLLM reads the abbreviation up to 0.18 (the newest release below 0.19, pre-releases of 0.19 included).
+    for number, version in enumerate(VERSIONS):
+        deployment = _deployment(ROLES[0])
+        deployment["metadata"]["name"] = f"version-{number}"
+        deployment["spec"]["engine"] = {"name": "vLLM", "version": version}
+        deployment["spec"]["roles"][0]["extraArgs"] = ["--kv-cache-dt=fp8"]
+        objects.append(deployment)
     for number in range(60):
         engine = rng.choice(("vLLM", "SGLang", "sglang", "tgi", ""))
         pod = _pod(Pod(f"gen-{number}", tuple(_argv(rng)), False, engine=engine,
@@ -245,6 +258,8 @@ def test_the_policy_and_find_flags_agree_on_generated_argvs(guarded, tmp_path):
         said[key] = set(roles.group(1).split(", ")) if roles else {""}
     assert said == found, {k: (said.get(k), found.get(k)) for k in {*said, *found} if said.get(k) != found.get(k)}
     assert len(found) > 20 and sum(len(v) for v in found.values()) > 60  # the generator reaches the rules
+    versions = {name for _, name in found if name.startswith("version-")}
+    assert 5 < len(versions) < len(VERSIONS) - 5  # both sides of the recorded release where it changes
 
 
 def _strict(cluster, tmp_path: Path) -> list[dict]:
