@@ -79,9 +79,11 @@ class GuardCommand(Command):
         tables = _rules.tables_named()
         report.summary = {"records": records, "tables": tables, "failurePolicy": _rules.FAILURE_POLICY,
                           "mode": "deny" if options.enforce else "warn"}
-        installed = _guard.Installed() if context.offline else _guard.read_installed(context.source)
+        # -o yaml is the manifests alone (for a GitOps source): nothing of the cluster goes into them.
+        alone = context.offline or (context.common.output == "yaml" and not options.apply and not options.remove)
+        installed = _guard.Installed() if alone else _guard.read_installed(context.source)
         _plan(report, installed, manifests, options, records)
-        if not context.offline:
+        if not alone:
             _covered(report, context)
             if options.enforce and not options.remove:
                 _would_deny(report, context)

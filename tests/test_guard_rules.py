@@ -63,3 +63,19 @@ def test_deny_and_warn_differ_only_in_the_bindings_actions() -> None:
     assert {tuple(m["spec"]["validationActions"]) for m in warn if "policyName" in m["spec"]} == {_rules.WARN}
     assert {tuple(m["spec"]["validationActions"]) for m in deny if "policyName" in m["spec"]} == {_rules.DENY}
     assert {m["spec"]["failurePolicy"] for m in warn if "failurePolicy" in m["spec"]} == {_rules.FAILURE_POLICY}
+
+
+def test_the_manifests_for_git_need_no_cluster() -> None:
+    """``guard -o yaml`` with no kubeconfig at all: the manifests alone, as ``manifests`` writes them."""
+    import yaml
+
+    from _support import in_process
+
+    status, out, err = in_process(["guard", "-o", "yaml"], environ={})
+    assert (status, err) == (0, "")
+    assert list(yaml.safe_load_all(out)) == _rules.manifests(enforce=False)
+    status, out, err = in_process(["guard", "--enforce", "-o", "yaml"], environ={})
+    assert status == 0 and {d["spec"].get("validationActions") == ["Deny"]
+                            for d in yaml.safe_load_all(out) if d["kind"].endswith("Binding")} == {True}
+    status, _, err = in_process(["guard"], environ={})  # the plan reads the cluster: a sentence without one
+    assert status == 3 and err.startswith("error: no kubeconfig found") and err.count("\n") == 1

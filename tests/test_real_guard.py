@@ -391,6 +391,26 @@ def test_a_fleet_gets_a_plan_per_context_and_its_apply_is_refused(guarded, tmp_p
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "one cluster" in refused.stderr
 
 
+def test_the_guard_role_is_enough_to_plan_install_and_remove(guarded):
+    import yaml
+
+    from _controlplane import RBAC
+
+    roles = {r["metadata"]["name"]: r["rules"] for r in yaml.safe_load_all(RBAC.read_text(encoding="utf-8"))}
+    with guarded.plane.grant("limited", roles["kvdtype-guard"]):
+        for args in (("guard",), ("guard", "--remove", "--apply"), ("guard", "--apply")):
+            result = guarded.kvdtype(*args, user="limited")
+            assert result.returncode == 0, (args, result.stderr)
+    # --enforce's plan reads what runs today, as kvdtype-reader may.
+    with guarded.plane.grant("limited", roles["kvdtype-guard"] + roles["kvdtype-reader"]):
+        for args in (("guard", "--enforce", "--apply"), ("guard", "--apply")):
+            result = guarded.kvdtype(*args, user="limited")
+            assert result.returncode == 0, (args, result.stderr)
+    assert guarded.get("validatingadmissionpolicybindings", GUARD[0], namespace=None)["spec"][
+        "validationActions"] == ["Warn", "Audit"]
+    _wait_in_force(guarded, warn=True)
+
+
 def test_check_sees_the_guard_and_remove_leaves_the_cluster_as_before(guarded):
     check = json.loads(guarded.kvdtype("check", "-A", "-o", "json", user="reader").stdout)
     assert check["summary"]["guard"]["mode"] == "warn" and check["summary"]["guard"]["stale"] is False

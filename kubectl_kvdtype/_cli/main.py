@@ -136,7 +136,8 @@ def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequenc
         if not report.items and form.tabular:
             env.progress(report.empty_message)
         _write(env, render(report, options.output, no_headers=options.no_headers,
-                           all_namespaces=context.namespace is None, color=env.color, command=options.command,
+                           all_namespaces=context.namespace is None if form.tabular else True,  # only tables ask
+                           color=env.color, command=options.command,
                            locate=locate, formats=formats))
         return int(report.exit_status(options.exit_zero))
     except SystemExit as exit_:  # argparse after --help and --version
