@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 from kubectl_kvdtype._changes import guard as _writes
+from kubectl_kvdtype._changes.managed import FORCE_MANAGED
 from kubectl_kvdtype._commands.command import APPLY_CONSENT, Command, Context
 from kubectl_kvdtype._commands.flags import add_fleet_flags
 from kubectl_kvdtype._judging import guard as _guard
@@ -59,7 +60,7 @@ class GuardCommand(Command):
         parser.add_argument("--enforce", action="store_true",
                             help="bind the policies with Deny (refuse) in place of Warn and Audit; the plan names "
                                  "what runs today whose next write it refuses")
-        parser.add_argument(_writes.FORCE_MANAGED, action="store_true",
+        parser.add_argument(FORCE_MANAGED, action="store_true",
                             help="with --apply: overwrite or remove objects of the guard's names that the plugin did "
                                  "not make, or that another field manager changed since")
         parser.add_argument("--dry-run", nargs="?", const="server", default="none", choices=("none", "server"),
@@ -122,7 +123,7 @@ def _plan(report: Report, installed: _guard.Installed, manifests: list[dict], op
         elif foreign:
             action += " (refused without --force-managed)"
             report.add(GUARD_FOREIGN, ObjectRef(kind.name, None, name),
-                       f"{kind.name} {name} is {foreign}: guard --apply leaves it unless {_writes.FORCE_MANAGED}.")
+                       f"{kind.name} {name} is {foreign}: guard --apply leaves it unless {FORCE_MANAGED}.")
         report.items.append({"kind": kind.name, "name": name, "action": action,
                              "mode": mode if kind is _guard.POLICY_BINDING and not options.remove else ""})
     if installed.stale(records) and not options.remove:

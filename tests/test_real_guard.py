@@ -432,8 +432,11 @@ def test_check_sees_the_guard_and_remove_leaves_the_cluster_as_before(guarded):
     assert "guard-stale" in [f["code"] for f in check["findings"]]
     # A policy someone else changed is neither overwritten nor removed without --force-managed.
     guarded.kubectl("annotate", "validatingadmissionpolicy", GUARD[1], "team/owner=me")
-    refused = guarded.kvdtype("guard", "--remove", "--apply")
-    assert refused.returncode == 3 and "kubectl-annotate" in refused.stderr and "--force-managed" in refused.stderr
+    for args in (("guard", "--apply"), ("guard", "--remove", "--apply")):
+        refused = guarded.kvdtype(*args)
+        assert refused.returncode == 3 and "kubectl-annotate" in refused.stderr and "--force-managed" in refused.stderr
+    plan = json.loads(guarded.kvdtype("guard", "-o", "json").stdout)
+    assert [f["object"]["name"] for f in plan["findings"] if f["code"] == "guard-foreign"] == [GUARD[1]]
     assert len(_admission_objects(guarded) - guarded.before) == 6
     removed = guarded.kvdtype("guard", "--remove", "--apply", "--force-managed")
     assert removed.returncode == 0, removed.stderr

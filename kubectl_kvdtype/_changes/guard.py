@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from kubectl_kvdtype._changes.managed import FORCE_MANAGED
 from kubectl_kvdtype._commands.command import Context, confirm
 from kubectl_kvdtype._judging import guard as _guard
 from kubectl_kvdtype._kits import signals as _signals
@@ -19,9 +20,6 @@ from kubectl_kvdtype._kits.records import record_type
 from kubectl_kvdtype._kits.status import ApiError, KvdtypeError
 from kubectl_kvdtype._sources import model as _model
 from kubectl_kvdtype._sources.kinds import Kind
-
-#: The flag that overwrites or removes an object of the guard's name the plugin does not own.
-FORCE_MANAGED = "--force-managed"
 
 
 @record_type(frozen=True)
