@@ -159,7 +159,8 @@ def test_the_guard_warns_then_refuses_what_find_flags_finds(guarded, tmp_path):
 
     # What --enforce's plan says it refuses that runs today: objects stored before it.
     stored = [o for o in objects if o["metadata"]["name"] in ("r-spaced", "d-own", "r-skip-layers")]
-    assert guarded.kubectl("create", "-f", "-", input="\n---\n".join(map(json.dumps, stored))).returncode == 0
+    written = guarded.kubectl("create", "-f", "-", input="\n---\n".join(map(json.dumps, stored)))
+    assert written.returncode == 0 and written.stderr.count("Warning: ") == 2  # stored, and warned of
     plan = guarded.kvdtype("guard", "--enforce", "-o", "json", "-n", guarded.namespace)
     denied = {f["object"]["name"] for f in json.loads(plan.stdout)["findings"] if f["code"] == "guard-would-deny"}
     assert denied == {"r-spaced", "d-own"}, plan.stdout
@@ -215,7 +216,7 @@ def _argv(rng: random.Random) -> list[str]:
 
 def test_the_policy_and_find_flags_agree_on_generated_argvs(guarded, tmp_path):
     rng = random.Random(52)
-    objects = []
+    objects, undecided = [], set()
     for number, (engine, version) in enumerate(ENGINES * 2):
         roles = [{"name": f"r{i}", "kind": "Server", "extraArgs": _argv(rng),
                   **({"command": ["vllm", "serve", "m"]} if rng.random() < 0.1 else {})} for i in range(16)]
@@ -240,16 +241,20 @@ def test_the_policy_and_find_flags_agree_on_generated_argvs(guarded, tmp_path):
         if not engine:
             del pod["metadata"]["annotations"]["kvcache.gpustack.ai/engine"]
         objects.append(pod)
+        # A Pod whose engine only the webhook's JSON record names is left to find-flags: the guard says nothing.
+        unread = not engine and "kvcache.gpustack.ai/injected" in pod["metadata"]["annotations"]
+        if unread:
+            undecided.add(("Pod", pod["metadata"]["name"]))
+        if number % 3 == 0:  # its Pod template too, in a Deployment or a CronJob
+            objects.append(_template_of(rng.choice(("Deployment", "CronJob")), pod, f"gen-template-{number}"))
+            if unread:
+                undecided.add((objects[-1]["kind"], objects[-1]["metadata"]["name"]))
     for obj in objects:
         obj["metadata"]["namespace"] = guarded.namespace
     path = tmp_path / "generated.yaml"
     status, warned = _send(guarded, objects, path)
     assert status == 0
     found = _read_flags(guarded, path)
-    # A Pod whose engine only the webhook's JSON record names is left to find-flags: the guard says nothing.
-    undecided = {("Pod", o["metadata"]["name"]) for o in objects if o["kind"] == "Pod"
-                 and "kvcache.gpustack.ai/engine" not in o["metadata"]["annotations"]
-                 and "kvcache.gpustack.ai/injected" in o["metadata"]["annotations"]}
     assert undecided and not undecided & set(warned)
     found = {key: roles for key, roles in found.items() if key not in undecided}
     said: dict[tuple[str, str], set[str]] = {}
