@@ -169,10 +169,11 @@ def _would_deny(report: Report, context: Context) -> None:
 
 def _headline(report: Report, options: _writes.GuardOptions, tables: list[str]) -> str:
     records = "the shipped engine records" + (f" and the added tables {', '.join(tables)}" if tables else "")
+    done = "Sent with dryRun=All (nothing persisted):" if options.dry_run else ""
     if options.remove:
-        verb = "Removed" if options.apply else "Would remove"
+        verb = (f"{done} removed" if done else "Removed") if options.apply else "Would remove"
         return f"{verb} the upgrade guard's {sum(1 for i in report.items if i['action'] != 'absent')} object(s)."
-    verb = "Applied" if options.apply else "Would apply"
+    verb = (f"{done} applied" if done else "Applied") if options.apply else "Would apply"
     mode = "Deny: refusing" if options.enforce else "Warn and Audit: warning of"
     return (f"{verb} the upgrade guard ({mode} writes that break the upgrade's rules), written from {records} "
             f"(fingerprint {report.summary['records']}); failurePolicy {_rules.FAILURE_POLICY}.")

@@ -443,6 +443,9 @@ def test_check_sees_the_guard_and_remove_leaves_the_cluster_as_before(guarded):
     plan = json.loads(guarded.kvdtype("guard", "-o", "json").stdout)
     assert [f["object"]["name"] for f in plan["findings"] if f["code"] == "guard-foreign"] == [GUARD[1]]
     assert len(_admission_objects(guarded) - guarded.before) == 6
+    dry = guarded.kvdtype("guard", "--remove", "--apply", "--force-managed", "--dry-run")
+    assert dry.returncode == 0 and "dryRun=All (nothing persisted): removed" in dry.stdout, dry.stderr
+    assert len(_admission_objects(guarded) - guarded.before) == 6
     removed = guarded.kvdtype("guard", "--remove", "--apply", "--force-managed")
     assert removed.returncode == 0, removed.stderr
     assert _admission_objects(guarded) == guarded.before
