@@ -157,7 +157,7 @@ CODES: tuple[Code, ...] = (
                                      "variable the object does not set (a shell line's ${V:-w}, envFrom, valueFrom)",
          (PREFLIGHT,)),
     Code(GUARD_INSTALLED, INFO, "the upgrade guard (kubectl kvdtype guard) is installed: its mode, and which "
-                                "kubectl-kvdtype wrote it", (CHECK, GUARD)),
+                                "kubectl-kvdtype wrote it", (CHECK,)),
     Code(GUARD_STALE, WARNING, "the installed guard's rules were written from other engine records than this "
                                "plugin's: guard --apply updates them", (CHECK, GUARD)),
     Code(GUARD_NOT_COVERED, WARNING, "a group version the guard's rules are about is served by an aggregated API "
