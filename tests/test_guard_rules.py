@@ -79,3 +79,22 @@ def test_the_manifests_for_git_need_no_cluster() -> None:
                             for d in yaml.safe_load_all(out) if d["kind"].endswith("Binding")} == {True}
     status, _, err = in_process(["guard"], environ={})  # the plan reads the cluster: a sentence without one
     assert status == 3 and err.startswith("error: no kubeconfig found") and err.count("\n") == 1
+
+
+def test_the_plan_names_an_added_table(tmp_path: Path) -> None:
+    from _support import in_process
+
+    path = _added(tmp_path, "0.96.0", "0.33.0")
+    try:
+        empty = tmp_path / "empty.yaml"
+        empty.write_text("apiVersion: v1\nkind: List\nitems: []\n", encoding="utf-8")
+        environ = {"KUBECTL_KVDTYPE_ENGINE_TABLES": str(path)}
+        status, out, err = in_process(["guard", "-f", str(empty), "-o", "json"], environ=environ)
+        assert status == 0 and json.loads(out)["summary"]["tables"] == [str(path)], err
+        status, out, err = in_process(["guard", "-f", str(empty)], environ=environ)
+        assert f"written from the shipped engine records and the added tables {path}" in out.replace("\n", " "), out
+        status, out, _ = in_process(["guard", "-o", "yaml"], environ={"KUBECTL_KVDTYPE_ENGINE_TABLES": str(path)})
+        assert f"kvdtype.gpustack.ai/guard-tables: {path}" in out
+    finally:
+        _parsers._EXTRA.clear()
+        _parsers.clear_caches()
