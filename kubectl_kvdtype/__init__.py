@@ -1,7 +1,7 @@
 """kubectl kvdtype: get safely through the gpustack-operator upgrade that enforces a Binding's dtype.
 
 The public surface is the command line (``kubectl kvdtype``), one module per subcommand here:
-``check``, ``find_flags``, ``verify``, ``preflight``, ``escape``, ``completion``. Everything else is
+``check``, ``find_flags``, ``verify``, ``preflight``, ``escape``, ``guard``, ``completion``. Everything else is
 private, in one underscore subpackage per layer (lowest first: ``_kits``, ``_engines``, ``_output``,
 ``_sources``, ``_commands``, ``_judging``, ``_changes``, then the subcommands, then ``_cli``); each
 imports only from its own layer or those below it, and no subcommand imports another. The order is

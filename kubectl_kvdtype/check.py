@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kubectl_kvdtype._commands.command import Command, Context
 from kubectl_kvdtype._judging.bindings import BindingInventory, build_check_report
+from kubectl_kvdtype._judging.guard import note_guard
 from kubectl_kvdtype._judging.managed import name_managers, reader_for
 from kubectl_kvdtype._kits.report import Report
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD
@@ -32,4 +33,6 @@ class CheckCommand(Command):
         name_managers(report, reader_for(context.source, context.offline, (BINDING.name, inventory.bindings),
                                          (DEPLOYMENT.name, inventory.deployments), (POD.name, inventory.pods)),
                       item_kind=BINDING.name)
+        if not context.offline:
+            note_guard(report, context.source)
         return report

@@ -42,6 +42,7 @@ def test_connection_flags_and_manifests_are_refused_in_one_sentence(dest):
 
 @pytest.mark.parametrize("argv, words", [
     (["find-flags", "--fix", "--all-contexts"], "find-flags --fix writes to one cluster"),
+    (["guard", "--apply", "--all-contexts"], "guard --apply writes to one cluster"),
     (["check", "--contexts", "a", "--all-contexts"], "--contexts and --all-contexts cannot be used together"),
     (["check", "--contexts", "a", "--parallel", "0"], "--parallel: invalid value '0'"),
 ])

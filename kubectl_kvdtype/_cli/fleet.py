@@ -66,6 +66,8 @@ def validate(options: argparse.Namespace) -> None:
                          "user come from the kubeconfig")
     if getattr(options, "fix", False):
         raise UsageError("find-flags --fix writes to one cluster: run it with --context, not on a fleet")
+    if options.command == "guard" and getattr(options, "apply", False):
+        raise UsageError("guard --apply writes to one cluster: run it with --context, not on a fleet")
 
 
 def select(options: argparse.Namespace, available: list[str]) -> list[str]:

@@ -149,7 +149,8 @@ def run(argv: Sequence[str], env: Optional[Environment] = None, formats: Sequenc
         if not report.items and form.tabular:
             env.progress(report.empty_message)
         _write(env, render(report, options.output, no_headers=options.no_headers,
-                           all_namespaces=context.namespace is None, color=env.color, command=options.command,
+                           all_namespaces=context.namespace is None if form.tabular else True,  # only tables ask
+                           color=env.color, command=options.command,
                            locate=locate, formats=formats))
         return _warned_end(env, options, int(report.exit_status(options.exit_zero)), argv)
     except SystemExit as exit_:  # argparse after --help and --version

@@ -74,6 +74,8 @@ COMMANDS: tuple[CommandInfo, ...] = (
                 "check that every replica and injected Pod runs its Binding's dtype (optionally waiting)", judges=True),
     CommandInfo("escape", "kubectl_kvdtype.escape", "EscapeCommand",
                 "the Setting escape switch, and the guided move to a corrected Binding"),
+    CommandInfo("guard", "kubectl_kvdtype.guard", "GuardCommand",
+                "the upgrade's rules as the cluster's own admission policies: warn (or refuse) at kubectl apply"),
     CommandInfo("completion", "kubectl_kvdtype.completion", "CompletionCommand",
                 "print a shell completion script (bash, zsh or fish)"),
 )

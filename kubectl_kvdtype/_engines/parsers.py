@@ -165,6 +165,11 @@ def added_by(engine: str, table: str) -> Optional[str]:
     return found
 
 
+def added_files() -> list[str]:
+    """The extra table files added for this run, in the order added."""
+    return list(_EXTRA)
+
+
 def clear_caches() -> None:
     """Forget everything derived from the tables (after :func:`add_tables`, or removing one)."""
     for cache in (_tables, _decoded, _table_version_cached, _long_options, shortest_flag_prefix, _parser, parse):

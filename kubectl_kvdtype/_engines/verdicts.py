@@ -206,7 +206,7 @@ class FlagOccurrence:
 
 
 @memoized(maxsize=1024)
-def _classify(name: str, engine: Optional[str], version: object) -> Optional[tuple[str, bool, str]]:
+def classify_option(name: str, engine: Optional[str], version: object) -> Optional[tuple[str, bool, str]]:
     """(spelling, read, note) when an option name could be the flag; else None (memoized).
 
     Which names are candidates, and whether this engine at this version reads one as the flag,
@@ -286,7 +286,7 @@ def find_dtype_flags(argv: object, engine: Optional[str] = None, version: object
 def _occurrence(index: int, token: str, following: list[str], engine: Optional[str],
                 version: object) -> list[FlagOccurrence]:
     name, has_inline, inline = token.partition("=")
-    kind = _classify(name, engine, version)
+    kind = classify_option(name, engine, version)
     if kind is None:
         return []
     if has_inline:
@@ -319,7 +319,7 @@ def _dotted_occurrence(index: int, token: str, tokens: list[str], dotted: object
     from kubectl_kvdtype._engines import rewrites as _rewrites
 
     assert isinstance(dotted, _rewrites.DottedOption)
-    kind = _classify(token.split(".", 1)[0], engine, version)
+    kind = classify_option(token.split(".", 1)[0], engine, version)
     if kind is None:
         return []
     _, read, note = kind
@@ -347,7 +347,7 @@ def _spaced(index: int, token: str, engine: Optional[str], version: object) -> l
     """``"--kv-cache-dtype fp8"`` as ONE entry: argparse reads a positional, never the flag."""
     head, _, rest = token.strip().partition(" ")
     name, has_inline, inline = head.partition("=")
-    if _classify(name, engine, version) is None:
+    if classify_option(name, engine, version) is None:
         return []
     words = rest.strip().split()
     value = inline if has_inline else (words[0] if words else None)

@@ -16,8 +16,9 @@ from kubectl_kvdtype._commands.command import Context
 from kubectl_kvdtype._judging import bindings as _bindings
 from kubectl_kvdtype._judging import upgrade as _upgrade
 from kubectl_kvdtype._judging.flags import FlagInventory, build_find_flags_report
+from kubectl_kvdtype._judging.guard import note_guard
 from kubectl_kvdtype._judging.managed import name_managers
-from kubectl_kvdtype._judging.todo import COLUMNS, in_context, todo
+from kubectl_kvdtype._judging.todo import COLUMNS, guard_items, in_context, todo
 from kubectl_kvdtype._kits.codes import PREDICTED_DEPENDS, PREDICTED_FAILURE
 from kubectl_kvdtype._kits.report import (
     ERROR,
@@ -51,6 +52,10 @@ def preflight(context: Context) -> Report:
                           ignore=set(context.common.ignore), fail_on=context.common.fail_on or ERROR,
                           source_findings=getattr(context.source, "findings", []),
                           managers=flags_inventory.managers_reader(context.source, context.offline))
+    if not context.offline:
+        note_guard(report, context.source, context.common.ignore)
+        in_force = _model.setting_values(setting)[1] if setting else None
+        report.items += guard_items(report.findings, in_force == "true", len(report.items))
     named = context.common.connection.context
     if named:
         for item in report.items:

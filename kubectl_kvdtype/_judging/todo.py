@@ -23,6 +23,8 @@ from kubectl_kvdtype._kits.report import ERROR, WARNING, Column, Finding
 #: To-do actions, in the order they are listed.
 REBIND, UPGRADE_ENGINE, SPLIT, CREATE_BINDING, REMOVE_FLAG, INVESTIGATE, LOOK = (
     "rebind", "upgrade-engine", "split-binding", "fix-binding-ref", "remove-flag", "investigate", "look")
+#: The upgrade guard (``guard``): the operator enforces its rules itself now, so it may go.
+REMOVE_GUARD = "remove-guard"
 #: For objects someone else manages (``_send_to_sources``): stop its manager first, change its source,
 #: and let it work again last.
 PAUSE, CHANGE_SOURCE, RESUME = "pause-manager", "change-source", "resume-manager"
@@ -66,6 +68,22 @@ def _todo(findings: list[Finding], consumers: list[_bindings.Consumer]) -> list[
     warnings.sort(key=lambda f: rank.get(f.code, len(rank)))
     items += [_todo_item(LOOK, f, _look_command(f), f.message) for f in warnings]
     for number, item in enumerate(items, 1):
+        item["order"] = number
+    return items
+
+
+def guard_items(findings: list[Finding], enforced: bool, after: int) -> list[dict]:
+    """The to-do's items about the upgrade guard, numbered from ``after`` + 1: a stale guard to
+    update, and, once the operator enforces the same rules itself (``enforced``: the Setting on),
+    the guard to remove."""
+    items = [_todo_item(LOOK, f, "kubectl kvdtype guard --apply", f.message) for f in findings
+             if f.code == _codes.GUARD_STALE and not enforced]
+    installed = next((f for f in findings if f.code == _codes.GUARD_INSTALLED), None)
+    if enforced and installed is not None:
+        items.append(_todo_item(REMOVE_GUARD, installed, "kubectl kvdtype guard --remove --apply",
+                                "the operator enforces the upgrade's rules itself (the Setting is on): the guard "
+                                "installed before the upgrade may go"))
+    for number, item in enumerate(items, after + 1):
         item["order"] = number
     return items
 

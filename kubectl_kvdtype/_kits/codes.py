@@ -19,6 +19,7 @@ WARNING = "warning"
 INFO = "info"
 
 CHECK, FIND_FLAGS, VERIFY, ESCAPE, PREFLIGHT = "check", "find-flags", "verify", "escape", "preflight"
+GUARD = "guard"
 
 # check
 DTYPE_REJECTED = "dtype-rejected"
@@ -60,6 +61,12 @@ MANAGED_OBJECT = "managed-object"
 # preflight (which also reports every code of check and find-flags)
 PREDICTED_FAILURE = "predicted-failure"
 PREDICTED_DEPENDS = "predicted-depends"
+# guard (and check, which preflight shares: whether one is installed)
+GUARD_INSTALLED = "guard-installed"
+GUARD_STALE = "guard-stale"
+GUARD_NOT_COVERED = "guard-not-covered"
+GUARD_WOULD_DENY = "guard-would-deny"
+GUARD_FOREIGN = "guard-foreign"
 # every subcommand that reads manifests (-f)
 DUPLICATE_OBJECT = "duplicate-object"
 # every subcommand that reads objects (-f or a cluster)
@@ -82,7 +89,7 @@ class Code:
         return self.severity + (f" ({self.escalated} when --wait gives up)" if self.escalated else "")
 
 
-_ALL = (CHECK, FIND_FLAGS, VERIFY, ESCAPE, PREFLIGHT)
+_ALL = (CHECK, FIND_FLAGS, VERIFY, ESCAPE, PREFLIGHT, GUARD)
 
 #: The registry, in the order the docs list it.
 CODES: tuple[Code, ...] = (
@@ -149,6 +156,19 @@ CODES: tuple[Code, ...] = (
     Code(PREDICTED_DEPENDS, WARNING, "preflight's dry run of the upgrade: what a replica starts with depends on a "
                                      "variable the object does not set (a shell line's ${V:-w}, envFrom, valueFrom)",
          (PREFLIGHT,)),
+    Code(GUARD_INSTALLED, INFO, "the upgrade guard (kubectl kvdtype guard) is installed: its mode, and which "
+                                "kubectl-kvdtype wrote it", (CHECK,)),
+    Code(GUARD_STALE, WARNING, "the installed guard's rules were written from other engine records than this "
+                               "plugin's: guard --apply updates them", (CHECK, GUARD)),
+    Code(GUARD_NOT_COVERED, WARNING, "a group version the guard's rules are about is served by an aggregated API "
+                                     "server (or not at all): kube-apiserver's policies do not see its writes; "
+                                     "find-flags and check in CI hold it", (GUARD,)),
+    Code(GUARD_WOULD_DENY, WARNING, "guard --enforce: the guard in Deny mode refuses the next write of an object "
+                                    "that runs today (an opted-in workload's next Pods, a role's next edit)",
+         (GUARD,)),
+    Code(GUARD_FOREIGN, ERROR, "an object of the guard's name was not made by the plugin, or was changed by "
+                               "another field manager since: --apply and --remove leave it unless --force-managed",
+         (GUARD,)),
     Code(DUPLICATE_OBJECT, WARNING, "-f read the same object twice with different bodies; the one read last is "
                                     "judged", _ALL),
     Code(INVALID_NAME, ERROR, "an object read (-f, or a cluster's answer) has a name or namespace the API server "

@@ -57,6 +57,9 @@ class Format:
     #: Read by a program (a CI job, a GitOps pipe), not a person: the warning findings of a write's
     #: plan are said on stderr too, one line each, where a person running the pipe sees them.
     machine_readable: bool = True
+    #: Writes a report's manifests alone when it has any (``Report.manifests``: a stream of objects for
+    #: a GitOps source), so that a run asking only for them needs nothing of a cluster.
+    manifests: bool = False
     #: The writer points at files and lines: with ``-f`` the run finds where each finding's object
     #: is in the files (a second parse, paid for this format only) and hands it over as ``Rendering.locate``.
     locates: bool = False

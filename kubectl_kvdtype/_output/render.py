@@ -75,7 +75,7 @@ FORMATS: tuple[Format, ...] = (
            tabular=True, machine_readable=False),
     Format("json", "", Lazily("documents", "write_json"), Lazily("documents", "write_fleet_json"),
            context_encoder=Lazily("documents", "to_json")),
-    Format("yaml", "", Lazily("documents", "write_yaml"), Lazily("documents", "write_fleet_yaml")),
+    Format("yaml", "", Lazily("documents", "write_yaml"), Lazily("documents", "write_fleet_yaml"), manifests=True),
     Format("junit", "JUnit XML for CI test reports", Lazily("junit", "write_junit"),
            Lazily("junit", "write_fleet_junit"), takes=JUDGING, why="reports what a judging subcommand judged"),
     Format("sarif", "SARIF 2.1.0; with -f, file and line", Lazily("sarif", "write_sarif"),

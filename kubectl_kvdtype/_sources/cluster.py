@@ -59,6 +59,11 @@ _REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Confli
             410: "Gone", 415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests"}
 
 
+#: Groups every supported cluster serves at the kind's first version: read there without discovery
+#: (the admission groups are GA since Kubernetes 1.30; an older server's 404 is an object not there).
+ALWAYS_SERVED = ("apps", "batch", "admissionregistration.k8s.io", "apiregistration.k8s.io")
+
+
 class ClusterSource:
     """A ``WritableSource`` over a live API server: the reads, and the few writes ``escape`` and
     ``find-flags --fix`` need. (In the class body ``list`` is the method: ``builtins.list`` the type.)"""
@@ -214,6 +219,14 @@ class ClusterSource:
         """A POST to a fixed path (SelfSubjectAccessReview)."""
         return self.request("POST", path, body=body, verb="create")
 
+    def apply(self, kind: Kind, namespace: Optional[str], name: str, body: dict, force: bool = False,
+              dry_run: bool = False) -> dict:
+        """A server-side apply of ``body`` (kubectl-kvdtype's fields); a ``metadata.resourceVersion``
+        in it is a precondition. ``force``: take fields another field manager owns (else 409)."""
+        query = {**_written(dry_run), **({"force": "true"} if force else {})}
+        return self.request("PATCH", self.path(kind, namespace, name), query=query, body=body,
+                            content_type="application/apply-patch+yaml", verb="apply", kind=kind, namespace=namespace)
+
     # --- Plumbing ---------------------------------------------------------------------------
 
     def path(self, kind: Kind, namespace: Optional[str], name: Optional[str] = None,
@@ -232,7 +245,7 @@ class ClusterSource:
 
     def served_version(self, kind: Kind) -> str:
         """The version of ``kind``'s group the server serves, found once by discovery."""
-        if not kind.group or kind.group in ("apps", "batch"):
+        if not kind.group or kind.group in ALWAYS_SERVED:
             return kind.versions[0]
         with self._discovery:
             if kind.group in self._discovery_errors:

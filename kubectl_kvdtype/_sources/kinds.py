@@ -121,6 +121,10 @@ class WritableSource(Source, Protocol):
     def post(self, path: str, body: dict) -> dict:
         """A POST to a fixed path (SelfSubjectAccessReview)."""
 
+    def apply(self, kind: Kind, namespace: Optional[str], name: str, body: dict, force: bool = False,
+              dry_run: bool = False) -> dict:
+        """A server-side apply (field manager kubectl-kvdtype); a resourceVersion in ``body`` is a precondition."""
+
 
 def bounded(source: Source, deadline: Optional[float]) -> ContextManager[None]:
     """Requests made inside end by ``deadline`` (``time.monotonic()``), whatever the server does:

@@ -22,6 +22,8 @@ from kubectl_kvdtype._sources.kinds import Kind
 LABEL = "label"
 SUBDOMAIN = "subdomain"
 LABEL_VALUE = "label value"
+#: An APIService's name, ``<version>.<group>`` (the core group's ``v1.``, whose group is empty).
+API_SERVICE = "apiservice"
 
 _LABEL_RE = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _PATTERNS = {
@@ -37,11 +39,13 @@ _PATTERNS = {
                   "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
                   "and must start and end with an alphanumeric character (e.g. 'MyValue', or 'my_value', or "
                   "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"),
+    API_SERVICE: (re.compile(rf"{_LABEL_RE}\.({_LABEL_RE}(\.{_LABEL_RE})*)?"), 253,
+                  "an APIService's name must be <version>.<group> (the core group's: v1.)"),
 }
 
 #: The rule the API server applies to each kind's names; a kind not listed has DNS-1123 subdomain
 #: names (what the API server checks for custom resources, Pods and the workloads read here).
-RULES = {"Namespace": LABEL}
+RULES = {"Namespace": LABEL, "APIService": API_SERVICE}
 
 
 def problems(value: object, rule: str) -> list[str]:
@@ -104,7 +108,7 @@ def _one_match(rule: str) -> Callable[[object], bool]:
 
 
 #: The one-match check of each rule whose names may not be empty (``rule_of`` gives no other).
-_PLAINLY_VALID = {rule: _one_match(rule) for rule in (LABEL, SUBDOMAIN)}
+_PLAINLY_VALID = {rule: _one_match(rule) for rule in (LABEL, SUBDOMAIN, API_SERVICE)}
 
 
 def _plainly_valid(value: object, rule: str) -> bool:
