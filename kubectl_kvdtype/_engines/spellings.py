@@ -33,20 +33,30 @@ class FlagSpellings:
 
     located: tuple[str, ...]
     read: tuple[str, ...]
+    #: The names whose dotted option (``NAME.KEY``, which vLLM's rewriting turns into the flag with a
+    #: JSON value) the reader reports, read or not, and those the engine reads; empty where no
+    #: recorded entry point rewrites dotted options.
+    dotted_located: tuple[str, ...] = ()
+    dotted_read: tuple[str, ...] = ()
 
 
 @functools.lru_cache(maxsize=64)
 def flag_spellings(engine: Optional[str], table: Optional[str]) -> FlagSpellings:
     """What :func:`_engines.verdicts.classify_option` says of every candidate name, for ``engine``
     (None: any engine) at the recorded ``table`` (None with no engine): the reader's own answer, as data."""
-    located, read = [], []
+    located, read, dotted_located, dotted_read = [], [], [], []
     for name in _flag_name_candidates():
         kind = _verdicts.classify_option(name, engine, table)
         if kind is not None:
             located.append(name)
             if kind[1]:
                 read.append(name)
-    return FlagSpellings(tuple(located), tuple(read))
+        for occurrence in _verdicts.find_dtype_flags([f"{name}.key", "value"], engine, table):
+            if occurrence.spelling == _verdicts.DOTTED:
+                dotted_located.append(name)
+                if occurrence.read:
+                    dotted_read.append(name)
+    return FlagSpellings(tuple(located), tuple(read), tuple(dotted_located), tuple(dotted_read))
 
 
 def spelling_groups(engine: str) -> list[tuple[str, FlagSpellings]]:

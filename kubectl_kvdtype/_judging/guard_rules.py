@@ -54,6 +54,7 @@ SHOWN = 60
 #: Whitespace as Python's ``str.isspace`` knows it (the reader's test of a spaced entry), in RE2.
 _WS = r"[\t-\r \x{1c}-\x{1f}\x{85}\p{Z}]"
 _NON_WS = r"[^\t-\r \x{1c}-\x{1f}\x{85}\p{Z}]"
+_NON_WS_OR_EQUALS = _NON_WS[:-1] + "=]"
 
 WORKLOAD_RESOURCES = ("deployments", "statefulsets", "daemonsets", "replicasets")
 
@@ -70,21 +71,32 @@ def _list(values: Sequence[str]) -> str:
 # --- The argv tests, from the reader's spellings ---------------------------------------------
 
 def _spaced(token: str) -> str:
-    """An entry holding whitespace once stripped: argparse takes it as a positional, not as the flag."""
-    return f"{token}.matches({lit(_WS + '+' + _NON_WS)})"
+    """An entry whose option part (before its first ``=``) holds whitespace once stripped: argparse
+    takes it as a positional, not as the flag. argparse splits at ``=`` before it looks for a space,
+    so ``--kv-cache-dtype=fp8 x`` is the flag with the value ``fp8 x``, as the reader reads it."""
+    return f"{token}.matches({lit('^[^=]*' + _WS + '+' + _NON_WS_OR_EQUALS)})"
 
 
-def _located(token: str, names: str) -> str:
+def _dotted(token: str, names: str) -> str:
+    """A dotted option of one of ``names`` (``NAME.KEY``), which vLLM's rewriting turns into the flag
+    with a JSON value; ``names`` is empty for an engine that rewrites none (asked only with a dot)."""
+    return f"({token}.contains('.') && {names}.exists(n, {token}.startsWith(n + '.')))"
+
+
+def _located(token: str, names: str, dotted: str) -> str:
     """An entry the reader reports as a copy of the flag, read or not (the webhook's copy is the
-    last): one of ``names`` (a CEL list) bare or ``=VALUE``, or, spaced, followed by a space."""
-    return (f"(type({token}) == string && {token}.startsWith('-') && {token}.contains('kv') && {names}.exists(n, "
-            f"{token} == n || {token}.startsWith(n + '=') || ({token}.startsWith(n + ' ') && {_spaced(token)})))")
+    last): one of ``names`` (a CEL list) bare or ``=VALUE``, or, spaced, followed by a space; or a
+    dotted option of one of ``dotted``."""
+    return (f"(type({token}) == string && {token}.startsWith('-') && {token}.contains('kv') && ({names}.exists(n, "
+            f"{token} == n || {token}.startsWith(n + '=') || ({token}.startsWith(n + ' ') && {_spaced(token)})) "
+            f"|| {_dotted(token, dotted)}))")
 
 
-def _read(token: str, names: str) -> str:
-    """An entry the engine reads as the flag: one of its names bare or ``=VALUE``, not spaced."""
-    return (f"(type({token}) == string && {token}.startsWith('--') && {names}.exists(n, {token} == n "
-            f"|| {token}.startsWith(n + '=')) && !{_spaced(token)})")
+def _read(token: str, names: str, dotted: str) -> str:
+    """An entry the engine reads as the flag: one of its names bare or ``=VALUE``, not spaced, or a
+    dotted option of one of ``dotted`` (spaced or not: the rewriting splits it at its first dot)."""
+    return (f"(type({token}) == string && {token}.startsWith('--') && (({names}.exists(n, {token} == n "
+            f"|| {token}.startsWith(n + '=')) && !{_spaced(token)}) || {_dotted(token, dotted)}))")
 
 
 def _undecided(token: str) -> str:
@@ -92,6 +104,16 @@ def _undecided(token: str) -> str:
     return (f"(type({token}) == string && (size({token}) > {MAX_ENTRY} || {token}.contains('$(') "
             f"|| (!{token}.startsWith('-') "
             f"&& ({token}.contains('kv-cache') || {token}.contains('kv_cache')) && {token}.matches({lit(_WS)}))))")
+
+
+def _swallowing(argv: str, dotted: str) -> str:
+    """An argv where vLLM's rewriting takes an option as a value: a dotted option written without ``=``
+    takes the next entry, whatever it is, and whether that entry is a copy of the flag then depends
+    on the run of dotted options before it, which CEL does not follow: left to find-flags. Only for
+    an engine that rewrites dotted options (``dotted`` not empty)."""
+    return (f"(size({dotted}) > 0 && {argv}.exists(i, a, type(a) == string && a.startsWith('-') && a.contains('.') "
+            f"&& !a.contains('=') && i + 1 < size({argv}) && type({argv}[i + 1]) == string "
+            f"&& {argv}[i + 1].startsWith('-')))")
 
 
 #: Characters a Warning header may not carry: the API server drops a warning holding one.
@@ -183,7 +205,7 @@ def roles_policy() -> dict:
     """Pool-attached ModelDeployments' managed roles passing the flag in ``extraArgs``."""
     args = ("type(r.extraArgs) == string ? [r.extraArgs] : type(r.extraArgs) == list "
             "? r.extraArgs.filter(a, type(a) == string) : []")
-    read = _read("a", "variables.read")
+    read = _read("a", "variables.read", "variables.dottedRead")
     # Each managed role's entries up to the first "--" (argparse reads no option after it).
     bounded = (f"size(object.spec.roles) <= {MAX_ROLES} && object.spec.roles.map(r, type(r) == map && "
                f"has(r.extraArgs) && type(r.extraArgs) == list ? size(r.extraArgs) : 1).sum() <= {MAX_ROLE_ENTRIES}")
@@ -193,6 +215,7 @@ def roles_policy() -> dict:
                f"? {_text('r.name')} : '?'), "
                f"'args': dyn({args})}})"
                f".filter(r, size(r.args) <= {MAX_ARGV_TOKENS} && !r.args.exists(a, {_undecided('a')}) "
+               f"&& !{_swallowing('r.args', 'variables.dottedRead')} "
                f"&& r.args.exists(i, a, {read} && (r.args.indexOf('--') < 0 || i < r.args.indexOf('--'))))")
     first = (f"variables.flagged[0].args.filter(a, {read})[0]")
     message = (f"'ModelDeployment ' + {_REF} + ': role(s) ' + variables.flagged.map(r, r.name).join(', ') + "
@@ -214,6 +237,8 @@ def roles_policy() -> dict:
                                    f"{_text(engine_field + '.version')} : '') : (has(object.spec.engineVersion) ? "
                                    f"{_text('object.spec.engineVersion')} : '')).lowerAscii()"},
                     {"name": "read", "expression": _spellings("variables.engine", "variables.version", "read")},
+                    {"name": "dottedRead",
+                     "expression": _spellings("variables.engine", "variables.version", "dotted_read")},
                     {"name": "flagged", "expression": flagged}],
                    [{"expression": "size(variables.flagged) == 0", "messageExpression": message,
                      "message": "a pool-attached ModelDeployment role passes --kv-cache-dtype in extraArgs, which the "
@@ -246,8 +271,8 @@ def pods_policy() -> dict:
     # The reader's engine: the annotation, else the webhook's record (JSON CEL does not read: undecided).
     engine = (f"'{_model.ENGINE_ANNOTATION}' in variables.annotations ? ({_engine_of(_text(declared))}) : "
               f"'{_model.INJECTED_ANNOTATION}' in variables.annotations ? '?' : ''")
-    located = _located("a", "variables.located")
-    read = _read("a", "variables.read")
+    located = _located("a", "variables.located", "variables.dottedLocated")
+    read = _read("a", "variables.read", "variables.dottedRead")
     # The entries read up to the first "--"; on an injected Pod the last copy located in args is the webhook's.
     cut = "(variables.argv.indexOf('--') < 0 ? size(variables.argv) : variables.argv.indexOf('--'))"
     webhook = (f"'{_model.INJECTED_ANNOTATION}' in variables.annotations "
@@ -256,7 +281,8 @@ def pods_policy() -> dict:
     own = (f"([-1] + variables.argv.transformList(i, a, i < variables.cut && i != variables.webhook && {read} "
            "? i : -1)).max()")
     decided = (f"size(variables.target) == 1 && variables.engine != '?' && !variables.tooLong "
-               f"&& !variables.argv.exists(a, {_undecided('a')})")
+               f"&& !variables.argv.exists(a, {_undecided('a')}) "
+               f"&& !{_swallowing('variables.argv', 'variables.dottedLocated')}")
     entry = "variables.argv[variables.own]"
     place = ("(variables.own < size(variables.command) ? 'command[' + string(variables.own) + ']' : "
              "'args[' + string(variables.own - size(variables.command)) + ']')")
@@ -291,6 +317,8 @@ def pods_policy() -> dict:
                     {"name": "engine", "expression": engine},
                     {"name": "read", "expression": _spellings("variables.engine", None, "read")},
                     {"name": "located", "expression": _spellings("variables.engine", None, "located")},
+                    {"name": "dottedRead", "expression": _spellings("variables.engine", None, "dotted_read")},
+                    {"name": "dottedLocated", "expression": _spellings("variables.engine", None, "dotted_located")},
                     {"name": "cut", "expression": cut},
                     {"name": "webhook", "expression": f"!({decided}) ? -1 : {webhook}"},
                     {"name": "own", "expression": f"!({decided}) ? -1 : {own}"}],
