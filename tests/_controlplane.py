@@ -23,6 +23,8 @@ A test's ``Cluster`` (fixture ``real``)::
 The ``ControlPlane`` (fixture ``control_plane``, shared by every test of the run)::
 
     plane = ControlPlane(workdir, binaries()); plane.start() ... plane.stop()
+    ControlPlane(workdir, binaries(), server_defaults=True)   # kube-apiserver's own LIST serving and
+                                                 # compaction (the benchmark's), not the tests' below
     plane.url, plane.ca_pem, plane.etcd_url      # "https://127.0.0.1:<port>", the CA, "http://127.0.0.1:<port>"
     plane.users                                  # "admin" (system:masters), "reader" (kvdtype-reader),
                                                  # "writer" (kvdtype-writer): manifests/rbac.yaml's roles;
@@ -230,9 +232,13 @@ def _in_own_group() -> None:
 class ControlPlane:
     """etcd and kube-apiserver for one test run (see the module docstring)."""
 
-    def __init__(self, workdir: Path, binaries: dict[str, Path]) -> None:
+    def __init__(self, workdir: Path, binaries: dict[str, Path], server_defaults: bool = False) -> None:
         self.workdir = Path(workdir)
         self.binaries = binaries
+        #: kube-apiserver with its own LIST serving and compaction (a production server's: continue
+        #: pages from the watch cache, etcd compacted every 5 minutes), for the benchmark; the tests'
+        #: default turns both off (see _start_apiserver), which the compaction tests need.
+        self.server_defaults = server_defaults
         self.users = tuple(USERS)
         self.ca_pem = TEST_CA_PEM
         self.setting_lag = 0.0
@@ -334,7 +340,8 @@ class ControlPlane:
             # pages read from etcd, so that compaction expires them at once (with ListFromCacheSnapshot,
             # beta and on since 1.34, the watch cache serves them until its own compactor catches up
             # with etcd's, up to 15 s later; clusters before 1.34 read them from etcd).
-            "--etcd-compaction-interval", "0", "--feature-gates", "ListFromCacheSnapshot=false",
+            *([] if self.server_defaults else [
+                "--etcd-compaction-interval", "0", "--feature-gates", "ListFromCacheSnapshot=false"]),
             "--profiling=false",
         ])
 
