@@ -10,9 +10,10 @@ transport speaks it, and its own reader of the block YAML kubectl writes
 
 It reads the kubeconfig named by $KUBECONFIG as bench.py writes it (the current context's
 server, certificate-authority-data and bearer token, nothing else), opens one TLS connection per
-API path, each in its own thread, sends `GET PATH` (unpaged), reads the whole answer, decodes it
-with `json`, and prints the number of items per path as one JSON line. Every read is bounded as
-the plugin bounds it (wire.py: a line, the headers, the body) and each socket wait (TIMEOUT).
+API path, each in its own thread, sends `GET PATH` (unpaged, asking for gzip as the plugin and
+kubectl do), reads the whole answer (``Wire`` decodes a gzip-coded one), decodes it with `json`,
+and prints the number of items per path as one JSON line. Every read is bounded as the plugin
+bounds it (wire.py: a line, the headers, the body) and each socket wait (TIMEOUT).
 Exit 1 with a message on stderr if any LIST fails.
 """
 
@@ -55,7 +56,7 @@ def get(host: str, port: int, tls: ssl.SSLContext, token: str, path: str) -> dic
         wire = Wire(tls.wrap_socket(raw, server_hostname=host), f"{host}:{port}")
         try:
             wire.send("GET", path, [("Authorization", f"Bearer {token}"), ("Accept", "application/json"),
-                                    ("Connection", "close")], None)
+                                    ("Accept-Encoding", "gzip"), ("Connection", "close")], None)
             answer = wire.answer("GET")
         finally:
             wire.close()

@@ -38,7 +38,8 @@ The ``ControlPlane`` (fixture ``control_plane``, shared by every test of the run
     plane.request(method, path, body=None, user="admin", query=None, content_type=None) -> Answer
                                                  # .status, .body (parsed JSON), .text; any status
     plane.create(obj, user="admin", namespace=None, query=None) -> dict   # POST; else ApiFailure
-    plane.create_all(objects, namespace)         # many at once (concurrent POSTs), no status
+    plane.create_all(objects, namespace=None) -> list[dict]   # many at once (concurrent POSTs), no
+                                                 # status; each into its own namespace without one
     plane.apply(objects, namespace=None) -> list[dict]   # create, or merge-patch what exists, then
                                                  # each one's status through the status subresource
     plane.get(kind, namespace, name, user="admin") -> dict | None
@@ -662,24 +663,30 @@ class ControlPlane:
         path = resource.path(namespace, obj["metadata"]["name"], "status")
         return self._checked("PATCH", path, {"status": obj["status"]}, content_type="application/merge-patch+json")
 
-    def create_all(self, objects: list[dict], namespace: str, writers: int = 16) -> None:
+    def create_all(self, objects: list[dict], namespace: Optional[str] = None, writers: int = 16) -> list[dict]:
         """Many objects created at once: concurrent POSTs, each writer on its kept-alive connection
-        (the API server, not the client, is what they wait on). No status is written."""
+        (the API server, not the client, is what they wait on); into ``namespace``, or each into
+        its own. No status is written. Returns the stored objects, in order."""
         failures: list[str] = []
+        stored: list[dict] = [{}] * len(objects)
 
-        def create(share: list[dict]) -> None:
-            for obj in share:
-                answer = self.request("POST", self._of(obj).path(namespace), obj)
+        def create(k: int) -> None:
+            for index in range(k, len(objects), writers):
+                obj = objects[index]
+                answer = self.request("POST", self._of(obj).path(namespace or obj["metadata"].get("namespace")), obj)
                 if answer.status != 201:
                     failures.append(f"{obj['metadata']['name']}: {answer.status} {answer.text[:200]}")
+                else:
+                    stored[index] = answer.body
 
-        threads = [threading.Thread(target=create, args=(objects[k::writers],)) for k in range(writers)]
+        threads = [threading.Thread(target=create, args=(k,)) for k in range(writers)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
         if failures:
             raise RuntimeError(f"{len(failures)} create(s) failed, the first: {failures[0]}")
+        return stored
 
     def apply(self, objects: Iterable[dict], namespace: Optional[str] = None) -> list[dict]:
         """Each object created (or, where it exists, merge-patched to it), then its status written
