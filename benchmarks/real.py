@@ -27,13 +27,16 @@ median of --repeat runs:
     verify -A       vs  Verification over every replica at once (jsonpath | grep)
     preflight -A    vs  Step 1's and Step 2's commands together
 
-and a floor row: benchmarks/floor.py as `kubectl floor` (check -A's three LISTs, unpaged, over TLS
-with the plugin's own HTTP/1.1, gzip asked, decoded with `json`, nothing else), against Step 2.
-Each row gives wall and CPU time (user + system), peak RSS (GNU time), the ratio to the guide's,
-the ratio to the floor, and, from one more run of each side through a counting TCP relay in front
-of the link (its discovery cache warmed there first), the requests kube-apiserver served
-(apiserver_request_total, its lease renewals left out), the LISTs among them, the TCP connections
-opened (TLS handshakes) and the bytes received from the server.
+and after each, its floor row: benchmarks/floor.py as `kubectl floor PATH...`, making the GETs the
+subcommand made (seen once through tests/_proxy.py's logging TLS proxy: discovery, the Setting,
+the LISTs, each once and unpaged), one TLS connection each and all at once, with the plugin's own
+HTTP/1.1, gzip asked, decoded with `json`, nothing else, against the same guide's commands: the
+least a Python plugin takes for those reads on that server and link. Each row gives wall and CPU
+time (user + system), peak RSS (GNU time), the ratio to the guide's, the ratio to its floor, and,
+from one more run of each side through a counting TCP relay in front of the link (kubectl's
+discovery cache warmed there first), the requests kube-apiserver served (apiserver_request_total,
+less what an idle server serves itself), the LISTs among them, the TCP connections opened (TLS
+handshakes) and the bytes received from the server.
 
 Then the fleet, at the first size: --fleet contexts (default 20), each its own toxiproxy listener
 shaped the same way in front of the one kube-apiserver, in one `check -A --all-contexts` run
@@ -56,16 +59,17 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _controlplane import ControlPlane, _in_own_group, binaries, free_port  # noqa: E402  (test infrastructure)
+from _proxy import ApiProxy  # noqa: E402
 from _support import script_module  # noqa: E402
 from bench import (  # noqa: E402
     DEV_PLUGIN,
-    FLOOR_PATHS,
     STEP2_JQ,
     Run,
     compile_package,
@@ -89,7 +93,6 @@ from wire_bytes import CountingRelay  # noqa: E402
 NAMESPACES = 50
 #: The judging subcommands timed, in the order printed.
 COMMANDS = ("check", "find-flags", "verify", "preflight")
-FLOOR = "(floor: Python, TLS, 3 unpaged LISTs, gzip, json)"
 
 
 # --- The cluster ------------------------------------------------------------------------------
@@ -144,9 +147,19 @@ def replicas(md: dict) -> list[dict]:
             for r in range(2)]
 
 
-def injected(i: int) -> dict:
-    """An injected Pod beside deployment ``i`` (one per ten), the webhook's copy of its Binding's
-    dtype last in args; every other one also passes its own flag earlier."""
+def statefulset(namespace: str) -> dict:
+    """The StatefulSet ``vllm-worker`` that owns a namespace's injected Pods (no controller runs it)."""
+    labels = {"app": "vllm-worker"}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "vllm-worker", "namespace": namespace},
+            "spec": {"replicas": 0, "serviceName": "vllm-worker", "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.29.0"}]}}}}
+
+
+def injected(i: int, owners: dict[str, str]) -> dict:
+    """An injected Pod beside deployment ``i`` (one per ten), owned by its namespace's StatefulSet
+    (``owners``: namespace -> its uid), the webhook's copy of its Binding's dtype last in args;
+    every other one also passes its own flag earlier."""
     b = i // 5
     dtype = binding(b)["spec"]["domain"]["dtype"]
     own = ["--kv-cache-dtype", "fp8"] if i % 20 == 0 else []
@@ -159,7 +172,7 @@ def injected(i: int) -> dict:
                                              {"binding": f"kvb-{b:05d}", "engine": "vllm",
                                               "domain": f"{namespace_of(b)}-kvb-{b:05d}"})},
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "vllm-worker",
-                                              "uid": f"sts-{i:05d}", "controller": True}]},
+                                              "uid": owners[namespace_of(b)], "controller": True}]},
             "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.29.0",
                                      "command": ["vllm", "serve", "Qwen/Qwen3-8B"],
                                      "args": ["--max-model-len=4096", *own, "--kv-cache-dtype", dtype]}]}}
@@ -174,13 +187,16 @@ def grow(plane: ControlPlane, have: int, n: int, writers: int) -> float:
             plane.ensure_namespace(f"team-{k:02d}")
         plane.create({"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePool",
                       "metadata": {"name": "shared-dram"}, "spec": {"backend": "mooncake-dram"}})
+        plane.create_all([statefulset(f"team-{k:02d}") for k in range(NAMESPACES)], writers=writers)
+    owners = {s["metadata"]["namespace"]: s["metadata"]["uid"] for s in plane.list("statefulsets.apps")
+              if s["metadata"]["name"] == "vllm-worker"}
     plane.set_setting("false")
     try:
         bindings = range((have + 4) // 5, (n + 4) // 5)
         plane.create_all([binding(b) for b in bindings], writers=writers)
         stored = plane.create_all([deployment(i) for i in range(have, n)], writers=writers)
         pods = [pod for md in stored for pod in replicas(md)]
-        pods += [injected(i) for i in range(have, n) if i % 10 == 0]
+        pods += [injected(i, owners) for i in range(have, n) if i % 10 == 0]
         plane.create_all(pods, writers=writers)
     finally:
         plane.set_setting("true")
@@ -308,25 +324,17 @@ def row(label: str, ours: list[Run], theirs: list[Run], guide: str) -> dict:
 
 
 def bench_link(plane: ControlPlane, n: int, link: str, server: str, repeat: int, home: Path) -> list[dict]:
-    """Every row at one size on one link (``server``: the URL the kubeconfig names)."""
+    """Every row at one size on one link (``server``: the URL the kubeconfig names): each
+    subcommand against the guide's commands, then its floor against the same."""
     kubectl = kubectl_path()
-    host_port = server.removeprefix("https://")
-    relay = CountingRelay((host_port.rsplit(":", 1)[0], int(host_port.rsplit(":", 1)[1])))
+    host, port = server.removeprefix("https://").rsplit(":", 1)
+    relay = CountingRelay((host, int(port)))
     home.mkdir(parents=True, exist_ok=True)
     env = run_env(kubeconfig(plane, home / "kubeconfig", server), str(home), DEV_PLUGIN.bin_dir)
     counting = dict(env, KUBECONFIG=str(kubeconfig(plane, home / "kubeconfig-counted",
                                                    f"https://127.0.0.1:{relay.port}")))
     floor_dir = home / "floor"
     write_floor(floor_dir, DEV_PLUGIN.python)
-    floor_argv = [kubectl, "floor", *FLOOR_PATHS]
-    first = subprocess.run(floor_argv, env=on_path(env, floor_dir), capture_output=True, text=True)
-    print(f"  [{link}] floor read (items per path): {first.stdout.strip() or first.stderr.strip()} "
-          f"(exit {first.returncode})", flush=True)
-    step2_label, step2 = guides(kubectl)["find-flags"]
-    runs, theirs = interleaved(floor_argv, step2, on_path(env, floor_dir), repeat)
-    floor_row = dict(row(FLOOR, runs, theirs, step2_label), floor=True,
-                     **counted(plane, floor_argv, on_path(counting, floor_dir), relay))
-    floor_row["guide_counts"] = counted(plane, step2, counting, relay)
     rows = []
     commands = registered()
     for name, (label, guide) in judged(kubectl).items():
@@ -335,13 +343,37 @@ def bench_link(plane: ControlPlane, n: int, link: str, server: str, repeat: int,
             continue
         ours = [kubectl, "kvdtype", name, "-A", "-o", "json"]
         plugin, theirs = interleaved(ours, guide, env, repeat)
-        rows.append(dict(row(f"{name} -A", plugin, theirs, label), **counted(plane, ours, counting, relay),
-                         guide_counts=counted(plane, guide, counting, relay)))
-    rows.append(floor_row)
-    for r in rows:
-        r.update(size=n, link=link, floor_s=floor_row["ours"])
-        print_row(r)
+        ours_row = dict(row(f"{name} -A", plugin, theirs, label), **counted(plane, ours, counting, relay),
+                        guide_counts=counted(plane, guide, counting, relay))
+        paths = reads(plane, server, ours, env, home / f"kubeconfig-reads-{name}")
+        floor_argv = [kubectl, "floor", *paths]
+        first = subprocess.run(floor_argv, env=on_path(env, floor_dir), capture_output=True, text=True)
+        if first.returncode:
+            raise SystemExit(f"{name}'s floor failed: {first.stderr.strip()}")
+        runs, again = interleaved(floor_argv, guide, on_path(env, floor_dir), repeat)
+        floor_row = dict(row(f"(floor: {name} -A's {len(paths)} reads)", runs, again, label), floor=True,
+                         guide_counts=ours_row["guide_counts"],
+                         **counted(plane, floor_argv, on_path(counting, floor_dir), relay))
+        for r in (ours_row, floor_row):
+            r.update(size=n, link=link, floor_s=floor_row["ours"])
+            print_row(r)
+        rows += [ours_row, floor_row]
     return rows
+
+
+def reads(plane: ControlPlane, server: str, argv: list[str], env: dict, config: Path) -> list[str]:
+    """The GETs one run of ``argv`` makes (discovery, the Setting, LISTs), in order, each once and
+    a LIST's paging (limit, continue) dropped: what its floor reads, unpaged. Seen by the tests'
+    logging TLS proxy (tests/_proxy.py) in front of ``server``, the one run through it."""
+    with ApiProxy(server, plane.ca_pem) as proxy:
+        run_once(argv, dict(env, KUBECONFIG=str(kubeconfig(plane, config, proxy.url))))
+        found: list[str] = []
+        for exchange in proxy.exchanges(method="GET"):
+            query = {k: v for k, v in exchange.query.items() if k not in ("limit", "continue")}
+            target = exchange.path + (f"?{urlencode(query)}" if query else "")
+            if target not in found:
+                found.append(target)
+    return found
 
 
 def kubeconfig(plane: ControlPlane, path: Path, server: str) -> Path:
