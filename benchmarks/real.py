@@ -71,14 +71,15 @@ from _support import script_module  # noqa: E402
 from bench import (  # noqa: E402
     DEV_PLUGIN,
     STEP2_JQ,
+    Plugin,
     Run,
     compile_package,
     guides,
+    install_archive,
     interleaved,
     kubectl_path,
     kubectl_style,
     machine,
-    measure,
     median,
     median_cpu,
     on_path,
@@ -86,6 +87,7 @@ from bench import (  # noqa: E402
     run_env,
     run_once,
     step1_job,
+    timed_plugin,
     write_floor,
 )
 from wire_bytes import CountingRelay  # noqa: E402
@@ -323,18 +325,19 @@ def row(label: str, ours: list[Run], theirs: list[Run], guide: str) -> dict:
             "guide_rss": max(r.rss_mb for r in theirs)}
 
 
-def bench_link(plane: ControlPlane, n: int, link: str, server: str, repeat: int, home: Path) -> list[dict]:
+def bench_link(plane: ControlPlane, plugin: Plugin, n: int, link: str, server: str, repeat: int,
+               home: Path) -> list[dict]:
     """Every row at one size on one link (``server``: the URL the kubeconfig names): each
     subcommand against the guide's commands, then its floor against the same."""
     kubectl = kubectl_path()
     host, port = server.removeprefix("https://").rsplit(":", 1)
     relay = CountingRelay((host, int(port)))
     home.mkdir(parents=True, exist_ok=True)
-    env = run_env(kubeconfig(plane, home / "kubeconfig", server), str(home), DEV_PLUGIN.bin_dir)
+    env = run_env(kubeconfig(plane, home / "kubeconfig", server), str(home), plugin.bin_dir)
     counting = dict(env, KUBECONFIG=str(kubeconfig(plane, home / "kubeconfig-counted",
                                                    f"https://127.0.0.1:{relay.port}")))
     floor_dir = home / "floor"
-    write_floor(floor_dir, DEV_PLUGIN.python)
+    write_floor(floor_dir, plugin.python)
     rows = []
     commands = registered()
     for name, (label, guide) in judged(kubectl).items():
@@ -342,16 +345,16 @@ def bench_link(plane: ControlPlane, n: int, link: str, server: str, repeat: int,
             print(f"  (skipped {name}: not registered in COMMANDS)")
             continue
         ours = [kubectl, "kvdtype", name, "-A", "-o", "json"]
-        plugin, theirs = interleaved(ours, guide, env, repeat)
-        ours_row = dict(row(f"{name} -A", plugin, theirs, label), **counted(plane, ours, counting, relay),
+        runs, theirs = interleaved(ours, guide, env, repeat)
+        ours_row = dict(row(f"{name} -A", runs, theirs, label), **counted(plane, ours, counting, relay),
                         guide_counts=counted(plane, guide, counting, relay))
         paths = reads(plane, server, ours, env, home / f"kubeconfig-reads-{name}")
         floor_argv = [kubectl, "floor", *paths]
         first = subprocess.run(floor_argv, env=on_path(env, floor_dir), capture_output=True, text=True)
         if first.returncode:
             raise SystemExit(f"{name}'s floor failed: {first.stderr.strip()}")
-        runs, again = interleaved(floor_argv, guide, on_path(env, floor_dir), repeat)
-        floor_row = dict(row(f"(floor: {name} -A's {len(paths)} reads)", runs, again, label), floor=True,
+        floors, again = interleaved(floor_argv, guide, on_path(env, floor_dir), repeat)
+        floor_row = dict(row(f"(floor: {name} -A's {len(paths)} reads)", floors, again, label), floor=True,
                          guide_counts=ours_row["guide_counts"],
                          **counted(plane, floor_argv, on_path(counting, floor_dir), relay))
         for r in (ours_row, floor_row):
@@ -391,27 +394,43 @@ def print_row(r: dict) -> None:
           f"{g['connections']} conn, {g['received']:,} B", flush=True)
 
 
-def fleet(plane: ControlPlane, proxy: Toxiproxy, contexts: int, options: argparse.Namespace,
+def fleet(plane: ControlPlane, plugin: Plugin, proxy: Toxiproxy, options: argparse.Namespace,
           home: Path) -> list[tuple[str, list[Run]]]:
-    """``contexts`` contexts, each through its own shaped listener to the one kube-apiserver: one
-    `check -A --all-contexts` run against one run per context, one after another."""
+    """--fleet contexts, each through its own shaped listener to the one kube-apiserver: one
+    `check -A --all-contexts` run against one run per context, one after another, interleaved."""
     kubectl = kubectl_path()
     upstream = plane.url.removeprefix("https://")
     one = json.loads(plane.write_kubeconfig(home / "one.json", ["admin"]).read_text())
     config: dict = {"apiVersion": "v1", "kind": "Config", "current-context": "link-00", "clusters": [],
                     "users": [{"name": "admin", "user": one["users"][0]["user"]}], "contexts": []}
-    for k in range(contexts):
+    for k in range(options.fleet):
         name = f"link-{k:02d}"
         url = proxy.shaped(f"fleet-{k:02d}", upstream, options.rtt_ms, options.rate_kb)
         config["clusters"].append({"name": name, "cluster": dict(one["clusters"][0]["cluster"], server=url)})
         config["contexts"].append({"name": name, "context": {"cluster": name, "user": "admin"}})
-    env = run_env(kubectl_style(home / "kubeconfig", config), str(home), DEV_PLUGIN.bin_dir)
+    env = run_env(kubectl_style(home / "kubeconfig", config), str(home), plugin.bin_dir)
     names = " ".join(c["name"] for c in config["contexts"])
-    return [(f"one fleet run: check -A --all-contexts ({contexts} shaped links)",
-             measure([kubectl, "kvdtype", "check", "-A", "--all-contexts", "-o", "json"], env, options.repeat)),
-            (f"{contexts} single runs, one after another",
-             measure(["bash", "-c", f"for c in {names}; do {kubectl} kvdtype check -A --context $c -o json; done"],
-                     env, options.repeat))]
+    together, apart = interleaved(
+        [kubectl, "kvdtype", "check", "-A", "--all-contexts", "-o", "json"],
+        ["bash", "-c", f"for c in {names}; do {kubectl} kvdtype check -A --context $c -o json; done"], env,
+        options.repeat)
+    return [(f"one fleet run: check -A --all-contexts ({options.fleet} shaped links)", together),
+            (f"{options.fleet} single runs, one after another", apart)]
+
+
+@contextmanager
+def timed(options: argparse.Namespace) -> Iterator[Plugin]:
+    """The plugin timed: the venv's, a regular install of this checkout (--install, as bench.py
+    makes it), or the krew-installed binary (--archive, installed as bench.py installs it)."""
+    if options.archive is None:
+        with timed_plugin(options.install) as plugin:
+            yield plugin
+        return
+    with tempfile.TemporaryDirectory(prefix="kvdtype-real-krew-") as work:
+        link = install_archive(options.archive, Path(work) / "krew")
+        yield Plugin(link.parent, DEV_PLUGIN.python, "krew binary",
+                     f"the krew-installed binary from {options.archive} ({link}; the floor on {DEV_PLUGIN.python})",
+                     False)
 
 
 @contextmanager
@@ -464,11 +483,24 @@ def main() -> int:
     parser.add_argument("--fleet", type=int, default=20, metavar="CONTEXTS",
                         help="contexts of the fleet, at the first size (0: skip)")
     parser.add_argument("--writers", type=int, default=8, help="concurrent POSTs while loading")
+    parser.add_argument("--install", action="store_true",
+                        help="time a regular install of this checkout (a temporary venv, as bench.py --install)")
+    parser.add_argument("--archive", type=Path, default=None,
+                        help="time the krew-installed binary from this archive (scripts/build-binary) instead")
     options = parser.parse_args()
-    sizes = sorted(int(s) for arg in options.sizes for s in arg.split(",") if s)
     compile_package()
     print(f"# machine: {machine()}", flush=True)
-    print(f"# plugin timed: {DEV_PLUGIN.label}", flush=True)
+    with timed(options) as plugin:
+        print(f"# plugin timed: {plugin.label}", flush=True)
+        rows, fleet_rows = run(options, plugin)
+    sizes = sorted(int(s) for arg in options.sizes for s in arg.split(",") if s)
+    report(rows, fleet_rows, options.fleet, sizes[0] if sizes else 0)
+    return 0
+
+
+def run(options: argparse.Namespace, plugin: Plugin) -> tuple[list[dict], list[tuple[str, list[Run]]]]:
+    """The control plane and toxiproxy started, then every size on every link, and the fleet."""
+    sizes = sorted(int(s) for arg in options.sizes for s in arg.split(",") if s)
     rows: list[dict] = []
     fleet_rows: list[tuple[str, list[Run]]] = []
     with tempfile.TemporaryDirectory(prefix="kvdtype-real-bench-") as directory:
@@ -494,15 +526,13 @@ def main() -> int:
                           f"{took:.1f} s)", flush=True)
                     have = n
                     for link in options.links:
-                        rows += bench_link(plane, n, link, links[link], options.repeat, work / f"{link}-{n}")
+                        rows += bench_link(plane, plugin, n, link, links[link], options.repeat, work / f"{link}-{n}")
                     if n == sizes[0] and options.fleet and proxy is not None:
-                        fleet_rows = fleet(plane, proxy, options.fleet, options, work / "fleet")
+                        fleet_rows = fleet(plane, plugin, proxy, options, work / "fleet")
         finally:
             if proxy is not None:
                 proxy.stop()
-    report(rows, fleet_rows, options.fleet, sizes[0] if sizes else 0)
-    return 0
-
+    return rows, fleet_rows
 
 if __name__ == "__main__":
     sys.exit(main())
