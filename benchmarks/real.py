@@ -326,9 +326,10 @@ def row(label: str, ours: list[Run], theirs: list[Run], guide: str) -> dict:
 
 
 def bench_link(plane: ControlPlane, plugin: Plugin, n: int, link: str, server: str, repeat: int,
-               home: Path) -> list[dict]:
+               home: Path, seen: dict[str, list[str]]) -> list[dict]:
     """Every row at one size on one link (``server``: the URL the kubeconfig names): each
-    subcommand against the guide's commands, then its floor against the same."""
+    subcommand against the guide's commands, then its floor against the same. ``seen``: each
+    subcommand's reads at this size, filled on the first link (they do not depend on it)."""
     kubectl = kubectl_path()
     host, port = server.removeprefix("https://").rsplit(":", 1)
     relay = CountingRelay((host, int(port)))
@@ -348,7 +349,9 @@ def bench_link(plane: ControlPlane, plugin: Plugin, n: int, link: str, server: s
         runs, theirs = interleaved(ours, guide, env, repeat)
         ours_row = dict(row(f"{name} -A", runs, theirs, label), **counted(plane, ours, counting, relay),
                         guide_counts=counted(plane, guide, counting, relay))
-        paths = reads(plane, server, ours, env, home / f"kubeconfig-reads-{name}")
+        if name not in seen:
+            seen[name] = reads(plane, server, ours, env, home / f"kubeconfig-reads-{name}")
+        paths = seen[name]
         floor_argv = [kubectl, "floor", *paths]
         first = subprocess.run(floor_argv, env=on_path(env, floor_dir), capture_output=True, text=True)
         if first.returncode:
@@ -525,8 +528,10 @@ def run(options: argparse.Namespace, plugin: Plugin) -> tuple[list[dict], list[t
                           f"{2 * n:,} replica Pods, {(n + 9) // 10:,} injected Pods; {n - have:,} more written in "
                           f"{took:.1f} s)", flush=True)
                     have = n
+                    seen: dict[str, list[str]] = {}
                     for link in options.links:
-                        rows += bench_link(plane, plugin, n, link, links[link], options.repeat, work / f"{link}-{n}")
+                        rows += bench_link(plane, plugin, n, link, links[link], options.repeat, work / f"{link}-{n}",
+                                           seen)
                     if n == sizes[0] and options.fleet and proxy is not None:
                         fleet_rows = fleet(plane, plugin, proxy, options, work / "fleet")
         finally:
