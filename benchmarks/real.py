@@ -95,8 +95,6 @@ from bench import (  # noqa: E402
 from wire_bytes import CountingRelay  # noqa: E402
 
 NAMESPACES = 50
-#: The judging subcommands timed, in the order printed.
-COMMANDS = ("check", "find-flags", "verify", "preflight")
 
 
 # --- The cluster ------------------------------------------------------------------------------
