@@ -218,6 +218,13 @@ class Toxiproxy:
         self._process = subprocess.Popen([str(binary), "-host", "127.0.0.1", "-port", port], stdout=self._log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          preexec_fn=_in_own_group)
+        try:
+            self._wait_ready(workdir / "toxiproxy.log")
+        except BaseException:
+            self.stop()  # whatever went wrong, nothing is left running
+            raise
+
+    def _wait_ready(self, log: Path) -> None:
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -225,8 +232,7 @@ class Toxiproxy:
                 return
             except OSError:
                 if self._process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise SystemExit(f"toxiproxy did not start (see {workdir / 'toxiproxy.log'})") from None
+                    raise SystemExit(f"toxiproxy did not start (see {log})") from None
                 time.sleep(0.05)
 
     def _call(self, method: str, path: str, body: Optional[dict] = None) -> bytes:
