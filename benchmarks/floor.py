@@ -10,10 +10,11 @@ transport speaks it, and its own reader of the block YAML kubectl writes
 
 It reads the kubeconfig named by $KUBECONFIG as bench.py writes it (the current context's
 server, certificate-authority-data and bearer token, nothing else), opens one TLS connection per
-API path, each in its own thread, sends `GET PATH` (unpaged), reads the whole answer, decodes it
-with `json`, and prints the number of items per path as one JSON line. Every read is bounded as
-the plugin bounds it (wire.py: a line, the headers, the body) and each socket wait (TIMEOUT).
-Exit 1 with a message on stderr if any LIST fails.
+API path, each in its own thread, sends `GET PATH` (unpaged, asking for gzip as the plugin and
+kubectl do), reads the whole answer (``Wire`` decodes a gzip-coded one), decodes it with `json`,
+and prints the number of items per path as one JSON line ("404" for a missing object). Every
+read is bounded as the plugin bounds it (wire.py: a line, the headers, the body) and each socket
+wait (TIMEOUT). Exit 1 with a message on stderr if any GET fails (a status other than 200 or 404).
 """
 
 import base64
@@ -49,17 +50,18 @@ def cluster() -> tuple[str, int, ssl.SSLContext, str]:
 
 
 def get(host: str, port: int, tls: ssl.SSLContext, token: str, path: str) -> dict:
-    """One LIST over its own TLS connection, spoken by the plugin's own HTTP/1.1 (``_sources.wire``,
-    every line, the header count and the body bounded): the decoded answer."""
+    """One GET (a LIST, or an object that may be missing) over its own TLS connection, spoken by the
+    plugin's own HTTP/1.1 (``_sources.wire``, every line, the header count and the body bounded):
+    the decoded answer, a 404's Status included (an answer the plugin reads too)."""
     with socket.create_connection((host, port), timeout=TIMEOUT) as raw:
         wire = Wire(tls.wrap_socket(raw, server_hostname=host), f"{host}:{port}")
         try:
             wire.send("GET", path, [("Authorization", f"Bearer {token}"), ("Accept", "application/json"),
-                                    ("Connection", "close")], None)
+                                    ("Accept-Encoding", "gzip"), ("Connection", "close")], None)
             answer = wire.answer("GET")
         finally:
             wire.close()
-    if answer.status != 200:
+    if answer.status not in (200, 404):
         raise ValueError(f"the server answered {answer.status}")
     return json.loads(answer.data)
 
@@ -70,7 +72,8 @@ def main() -> int:
 
     def one(path: str) -> None:
         try:
-            found[path] = len(get(host, port, tls, token, path).get("items") or [])
+            answer = get(host, port, tls, token, path)
+            found[path] = "404" if answer.get("kind") == "Status" else len(answer.get("items") or [])
         except Exception as error:  # any failure is reported as one line, never a thread's traceback
             found[path] = error
 

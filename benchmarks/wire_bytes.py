@@ -31,23 +31,26 @@ from conftest import kubectl_path  # noqa: E402
 
 
 class CountingRelay:
-    """A TCP relay on loopback to ``upstream`` (host, port) that counts the bytes each way."""
+    """A TCP relay on loopback to ``upstream`` (host, port) that counts the bytes each way and the
+    connections made (benchmarks/real.py counts through it too)."""
 
     def __init__(self, upstream: tuple[str, int]) -> None:
         self.upstream = upstream
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
-        self.down = self.up = 0
+        self.down = self.up = self.connections = 0
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def reset(self) -> None:
         with self._lock:
-            self.down = self.up = 0
+            self.down = self.up = self.connections = 0
 
     def _accept(self) -> None:
         while True:
             client, _ = self.listener.accept()
+            with self._lock:
+                self.connections += 1  # a TCP connection, so a TLS handshake
             server = socket.create_connection(self.upstream)
             threading.Thread(target=relay, args=(client, server, self._count("up")), daemon=True).start()
             threading.Thread(target=relay, args=(server, client, self._count("down")), daemon=True).start()

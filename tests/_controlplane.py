@@ -23,6 +23,8 @@ A test's ``Cluster`` (fixture ``real``)::
 The ``ControlPlane`` (fixture ``control_plane``, shared by every test of the run)::
 
     plane = ControlPlane(workdir, binaries()); plane.start() ... plane.stop()
+    ControlPlane(workdir, binaries(), server_defaults=True)   # kube-apiserver's own LIST serving and
+                                                 # compaction (the benchmark's), not the tests' below
     plane.url, plane.ca_pem, plane.etcd_url      # "https://127.0.0.1:<port>", the CA, "http://127.0.0.1:<port>"
     plane.users                                  # "admin" (system:masters), "reader" (kvdtype-reader),
                                                  # "writer" (kvdtype-writer): manifests/rbac.yaml's roles;
@@ -36,7 +38,8 @@ The ``ControlPlane`` (fixture ``control_plane``, shared by every test of the run
     plane.request(method, path, body=None, user="admin", query=None, content_type=None) -> Answer
                                                  # .status, .body (parsed JSON), .text; any status
     plane.create(obj, user="admin", namespace=None, query=None) -> dict   # POST; else ApiFailure
-    plane.create_all(objects, namespace)         # many at once (concurrent POSTs), no status
+    plane.create_all(objects, namespace=None) -> list[dict]   # many at once (concurrent POSTs), no
+                                                 # status; each into its own namespace without one
     plane.apply(objects, namespace=None) -> list[dict]   # create, or merge-patch what exists, then
                                                  # each one's status through the status subresource
     plane.get(kind, namespace, name, user="admin") -> dict | None
@@ -230,9 +233,13 @@ def _in_own_group() -> None:
 class ControlPlane:
     """etcd and kube-apiserver for one test run (see the module docstring)."""
 
-    def __init__(self, workdir: Path, binaries: dict[str, Path]) -> None:
+    def __init__(self, workdir: Path, binaries: dict[str, Path], server_defaults: bool = False) -> None:
         self.workdir = Path(workdir)
         self.binaries = binaries
+        #: kube-apiserver with its own LIST serving and compaction (a production server's: continue
+        #: pages from the watch cache, etcd compacted every 5 minutes), for the benchmark; the tests'
+        #: default turns both off (see _start_apiserver), which the compaction tests need.
+        self.server_defaults = server_defaults
         self.users = tuple(USERS)
         self.ca_pem = TEST_CA_PEM
         self.setting_lag = 0.0
@@ -334,7 +341,8 @@ class ControlPlane:
             # pages read from etcd, so that compaction expires them at once (with ListFromCacheSnapshot,
             # beta and on since 1.34, the watch cache serves them until its own compactor catches up
             # with etcd's, up to 15 s later; clusters before 1.34 read them from etcd).
-            "--etcd-compaction-interval", "0", "--feature-gates", "ListFromCacheSnapshot=false",
+            *([] if self.server_defaults else [
+                "--etcd-compaction-interval", "0", "--feature-gates", "ListFromCacheSnapshot=false"]),
             "--profiling=false",
         ])
 
@@ -655,24 +663,30 @@ class ControlPlane:
         path = resource.path(namespace, obj["metadata"]["name"], "status")
         return self._checked("PATCH", path, {"status": obj["status"]}, content_type="application/merge-patch+json")
 
-    def create_all(self, objects: list[dict], namespace: str, writers: int = 16) -> None:
+    def create_all(self, objects: list[dict], namespace: Optional[str] = None, writers: int = 16) -> list[dict]:
         """Many objects created at once: concurrent POSTs, each writer on its kept-alive connection
-        (the API server, not the client, is what they wait on). No status is written."""
+        (the API server, not the client, is what they wait on); into ``namespace``, or each into
+        its own. No status is written. Returns the stored objects, in order."""
         failures: list[str] = []
+        stored: list[dict] = [{}] * len(objects)
 
-        def create(share: list[dict]) -> None:
-            for obj in share:
-                answer = self.request("POST", self._of(obj).path(namespace), obj)
+        def create(k: int) -> None:
+            for index in range(k, len(objects), writers):
+                obj = objects[index]
+                answer = self.request("POST", self._of(obj).path(namespace or obj["metadata"].get("namespace")), obj)
                 if answer.status != 201:
                     failures.append(f"{obj['metadata']['name']}: {answer.status} {answer.text[:200]}")
+                else:
+                    stored[index] = answer.body
 
-        threads = [threading.Thread(target=create, args=(objects[k::writers],)) for k in range(writers)]
+        threads = [threading.Thread(target=create, args=(k,)) for k in range(writers)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
         if failures:
             raise RuntimeError(f"{len(failures)} create(s) failed, the first: {failures[0]}")
+        return stored
 
     def apply(self, objects: Iterable[dict], namespace: Optional[str] = None) -> list[dict]:
         """Each object created (or, where it exists, merge-patched to it), then its status written

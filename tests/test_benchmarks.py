@@ -33,11 +33,7 @@ def _script(name: str, *args: str) -> str:
 
 def _phases() -> ModuleType:
     """benchmarks/phases.py as a module: its table of phases."""
-    spec = importlib.util.spec_from_file_location("phases", BENCHMARKS / "phases.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _module("phases.py")
 
 
 def test_phases_gives_every_phase_of_every_judging_subcommand_a_time():
@@ -60,3 +56,38 @@ def test_judging_judges_two_replicas_a_deployment():
     verdicts = ast.literal_eval(judged.group(2))
     assert int(judged.group(1)) == sum(verdicts.values()) == 40
     assert re.search(r"CPU: first run \(cold caches\) [\d.]+ s; median of the next 1: [\d.]+ s", out), out
+
+
+def _module(name: str) -> ModuleType:
+    """benchmarks/NAME as a module (nothing started: its servers start in main())."""
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), BENCHMARKS / name)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_real_benchmarks_cluster_is_the_shape_its_docs_give():
+    """benchmarks/real.py's cluster (docs/benchmarks.md): N deployments over N/5 Bindings in 50
+    namespaces, each on a Binding of its own namespace, a tenth of the roles passing their own flag,
+    two replicas a deployment owned by it, an injected Pod per ten owned by its namespace's
+    StatefulSet. Run whole only by hand (it starts kube-apiserver and toxiproxy)."""
+    real = _module("real.py")
+    n = 1000
+    bindings = {(b["metadata"]["namespace"], b["metadata"]["name"]) for b in map(real.binding, range(n // 5))}
+    deployments = [real.deployment(i) for i in range(n)]
+    assert len(bindings) == n // 5 and len({ns for ns, _ in bindings}) == real.NAMESPACES == 50
+    for md in deployments:
+        assert (md["metadata"]["namespace"], md["spec"]["kvCache"]["poolRef"]["name"]) in bindings
+    own = [md for md in deployments
+           if any(arg.startswith("--kv-cache-dtype") for arg in md["spec"]["roles"][0]["extraArgs"])]
+    assert len(own) == n // 10
+    stored = dict(deployments[7], metadata=dict(deployments[7]["metadata"], uid="the-uid"))
+    pods = real.replicas(stored)
+    assert len(pods) == 2 and {p["metadata"]["ownerReferences"][0]["uid"] for p in pods} == {"the-uid"}
+    owners = {f"team-{k:02d}": f"sts-uid-{k}" for k in range(real.NAMESPACES)}
+    injected = [real.injected(i, owners) for i in range(0, n, 10)]
+    assert len(injected) == n // 10
+    for pod in injected:
+        assert pod["metadata"]["ownerReferences"][0]["uid"] == owners[pod["metadata"]["namespace"]]
+        assert pod["metadata"]["labels"]["kvcache.gpustack.ai/inject"] == "true"

@@ -112,7 +112,8 @@ esac
 """
 
 
-def _build_with_fake_go(tmp_path: Path, succeeds: bool) -> subprocess.CompletedProcess:
+def _build_with_fake_go(tmp_path: Path, succeeds: bool, names: tuple[str, ...] = ("etcd",)
+                        ) -> subprocess.CompletedProcess:
     bindir = tmp_path / "bin"
     bindir.mkdir(exist_ok=True)
     (bindir / "go").write_text(FAKE_GO)
@@ -124,7 +125,7 @@ def _build_with_fake_go(tmp_path: Path, succeeds: bool) -> subprocess.CompletedP
     env.pop("GO_BUILD_SUCCEEDS", None)
     if succeeds:
         env["GO_BUILD_SUCCEEDS"] = "1"
-    return subprocess.run([sys.executable, str(script.ROOT / "scripts" / "control-plane"), "build", "etcd"],
+    return subprocess.run([sys.executable, str(script.ROOT / "scripts" / "control-plane"), "build", *names],
                           env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -145,3 +146,40 @@ def test_a_failed_build_leaves_nothing_that_looks_cached_and_a_good_one_is_found
     assert script.cached(etcd, cache)
     again = _build_with_fake_go(tmp_path, succeeds=False)  # a failing go is not even asked
     assert again.returncode == 0 and again.stdout.splitlines()[-1] == "control plane binaries: cached (etcd)"
+
+
+@pytest.mark.e2e  # runs the script, and a stand-in go
+def test_a_bare_build_leaves_the_on_demand_binaries_to_whoever_names_them(tmp_path):
+    """.ci/run's bare `build` never builds toxiproxy (the benchmark's, no CI test's); naming it does."""
+    cache = tmp_path / "cache"
+    bare = _build_with_fake_go(tmp_path, succeeds=True, names=())
+    assert bare.returncode == 0, bare.stderr
+    on_demand = [b for b in script.BINARIES if b.on_demand]
+    assert on_demand and "toxiproxy" in {b.name for b in on_demand}
+    for binary in script.BINARIES:
+        assert script.cached(binary, cache) is (not binary.on_demand), binary.name
+    named = _build_with_fake_go(tmp_path, succeeds=True, names=("toxiproxy",))
+    assert named.returncode == 0, named.stderr
+    assert script.cached(script.BY_NAME["toxiproxy"], cache)
+    assert named.stdout.splitlines()[-1].startswith("control plane binaries: built in ")
+
+
+@pytest.mark.e2e  # starts a stand-in kube-apiserver (/bin/true)
+@pytest.mark.parametrize("server_defaults", [False, True])
+def test_the_tests_list_serving_and_compaction_settings_unless_server_defaults(tmp_path, server_defaults):
+    """The tests' kube-apiserver reads continue pages from etcd and compacts only when asked (the
+    compaction tests need both); ``server_defaults`` (start --server-defaults, the benchmark's)
+    leaves both to kube-apiserver."""
+    from _controlplane import ControlPlane
+
+    plane = ControlPlane(tmp_path, {"kube-apiserver": Path("/bin/true"), "etcd": Path("/bin/true")},
+                         server_defaults=server_defaults)
+    plane.etcd_url = "http://127.0.0.1:1"
+    try:
+        plane._start_apiserver()
+        argv = plane._processes[-1][1].args
+    finally:
+        plane.stop()
+    tests_settings = ["--etcd-compaction-interval", "0", "--feature-gates", "ListFromCacheSnapshot=false"]
+    assert [setting for setting in tests_settings if setting in argv] == ([] if server_defaults else tests_settings)
+    assert "--etcd-servers" in argv and "--secure-port" in argv
