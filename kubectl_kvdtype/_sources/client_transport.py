@@ -32,14 +32,14 @@ from kubectl_kvdtype._sources.wire import MAX_BODY, too_large
 def open_client(resolved: Resolved) -> Connected:
     """The client configured for ``resolved`` (credentials loaded: an exec plugin runs here)."""
     configuration, namespace, description, impersonation = configure(resolved)
-    return Connected(ClientTransport(configuration, resolved.options.request_timeout), namespace, description,
-                     impersonation)
+    return Connected(ClientTransport(configuration, resolved.options.request_timeout, resolved.preferences),
+                     namespace, description, impersonation)
 
 
 class ClientTransport:
     """Requests through the client's REST client; its credentials refreshed as the client refreshes them."""
 
-    def __init__(self, configuration: Any, timeout: Optional[float]) -> None:
+    def __init__(self, configuration: Any, timeout: Optional[float], preferences: Any = None) -> None:
         self.host: str = configuration.host
         self._configuration = configuration
         self._rest = RESTClientObject(configuration)
@@ -51,6 +51,7 @@ class ClientTransport:
         self._rest.pool_manager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedHTTPSPool}
         self._shown_host = without_password(self.host)
         self._timeout = timeout
+        self._preferences = preferences  # kuberc's, whose policy a renewal's exec plugin must pass too
         # One credential refresh at a time: parallel LISTs would each run an expired token's exec
         # plugin; and once it has failed, the others say so rather than run it again.
         self._credentials = threading.Lock()
@@ -62,7 +63,7 @@ class ClientTransport:
             if self._credentials_failed is not None:
                 raise self._credentials_failed
             try:
-                with _exec_bounded(self._timeout):
+                with _exec_bounded(self._timeout, self._preferences):
                     settings = self._configuration.auth_settings().get("BearerToken")
             except KvdtypeError as failure:
                 self._credentials_failed = failure

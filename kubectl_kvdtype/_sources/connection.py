@@ -101,9 +101,11 @@ CONNECTION_FLAGS: tuple[ConnectionFlag, ...] = (
                    metavar="PASSWORD", secret=True, replaces=("user", "password")),
     ConnectionFlag(("--cache-dir",), "cache_dir", "accepted for kubectl compatibility; unused: the plugin keeps no "
                    "cache", metavar="DIR", option=None, completes="files"),
+    ConnectionFlag(("--kuberc",), "kuberc", "path to the kuberc file whose credential plugin policy is honoured "
+                   "(as kubectl's: KUBERC, else ~/.kube/kuberc)", metavar="PATH", completes="files"),
 )
 #: The flags that only choose what to read (which file, which context), not what to override.
-SELECTING = ("kubeconfig", "context")
+SELECTING = ("kubeconfig", "context", "kuberc")
 
 
 @record_type(frozen=True)
@@ -129,6 +131,7 @@ class ConnectionOptions:
     impersonate_uid: Optional[str] = None
     username: Optional[str] = None
     password: Optional[str] = field(default=None, repr=False)
+    kuberc: Optional[str] = None
     #: The table the options were read by.
     table: tuple[ConnectionFlag, ...] = field(default=CONNECTION_FLAGS, repr=False, compare=False)
 

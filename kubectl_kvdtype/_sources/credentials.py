@@ -22,6 +22,7 @@ from kubectl_kvdtype._kits.status import (
     RequestTimeout,
 )
 from kubectl_kvdtype._sources import client_packages as _client_packages
+from kubectl_kvdtype._sources import kuberc as _kuberc
 from kubectl_kvdtype._sources.kubeconfig import DirectSettings
 from kubectl_kvdtype._sources.transport import first_line, seconds
 
@@ -141,6 +142,12 @@ class ExecProvider(_client_exec.ExecProvider):
     """The client's exec protocol, with its failures said in one sentence (inside ``_exec_bounded``)."""
 
     def run(self, previous_response: Any = None) -> Any:
+        preferences = getattr(_EXEC, "preferences", None)
+        if preferences is not None:  # kuberc's credential plugin policy, before the plugin starts (every time)
+            try:
+                self.args[0] = preferences.policy().check(str(self.args[0]), self.cwd or os.getcwd())
+            except KvdtypeError as refusal:
+                raise _CredentialPluginFailed(refusal) from None
         interactive = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()  # the client's own test
         try:
             with _INTERACTIVE_PLUGIN if interactive else contextlib.nullcontext():
@@ -164,17 +171,19 @@ _client_exec.subprocess = types.SimpleNamespace(Popen=_BoundedPopen, PIPE=subpro
 
 
 @contextmanager
-def _exec_bounded(timeout: Optional[float]) -> Iterator[None]:
+def _exec_bounded(timeout: Optional[float], preferences: Optional[_kuberc.Preferences] = None) -> Iterator[None]:
     """Credentials loaded or refreshed inside run an exec plugin for at most ``timeout`` seconds
-    (None or 0: no limit); a plugin that fails or runs out raises its ``KvdtypeError``."""
-    previous = getattr(_EXEC, "active", False), getattr(_EXEC, "timeout", None)
-    _EXEC.active, _EXEC.timeout = True, timeout
+    (None or 0: no limit), once ``preferences``' credential plugin policy allows it; a plugin that
+    fails, runs out or is not allowed raises its ``KvdtypeError``."""
+    previous = (getattr(_EXEC, "active", False), getattr(_EXEC, "timeout", None),
+                getattr(_EXEC, "preferences", None))
+    _EXEC.active, _EXEC.timeout, _EXEC.preferences = True, timeout, preferences
     try:
         yield
     except _CredentialPluginFailed as failure:
         raise failure.error from None
     finally:
-        _EXEC.active, _EXEC.timeout = previous
+        _EXEC.active, _EXEC.timeout, _EXEC.preferences = previous
 
 
 # --- Exec credential plugins on the direct transport ---------------------------------------
@@ -212,6 +221,7 @@ class ExecCredential:
         self._provider = ExecProvider(_Node(settings.exec_plugin or {}), settings.exec_dir or None,
                                       _Node(settings.exec_cluster or {}))
         self._timeout = timeout
+        self._preferences = settings.exec_preferences
         self._lock = threading.Lock()
         self._failed: Optional[KvdtypeError] = None
         self._token: Optional[str] = None
@@ -223,7 +233,7 @@ class ExecCredential:
 
     def _run(self) -> dict:
         """The plugin run once more; its token and expiry taken as the client's loader takes them."""
-        with _exec_bounded(self._timeout):
+        with _exec_bounded(self._timeout, self._preferences):
             status: dict = self._provider.run()
         if "token" in status:
             self._token = f"Bearer {status['token']}"

@@ -21,6 +21,7 @@ from kubectl_kvdtype._kits.status import (
     KvdtypeError,
     UsageError,
 )
+from kubectl_kvdtype._sources import kuberc as _kuberc
 from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources.connection import ConnectionOptions, kubeconfig_names, kubeconfig_paths, read_kubeconfig
 
@@ -54,6 +55,11 @@ class Resolved:
     impersonation: Headers = field(default_factory=list)
 
     @property
+    def preferences(self) -> _kuberc.Preferences:
+        """Where kuberc, whose credential plugin policy an exec plugin must pass, is found."""
+        return _kuberc.Preferences(self.options.kuberc, self.environ)
+
+    @property
     def config(self) -> dict:
         """The one-context kubeconfig the client's loader gets (context ``kvdtype``)."""
         return {"clusters": [{"name": "c", "cluster": self.cluster}], "users": [{"name": "u", "user": self.user}],
@@ -80,7 +86,7 @@ def configure(resolved: Resolved) -> tuple[Configuration, str, str, Headers]:
     if resolved.in_cluster:
         return _in_cluster(configuration, options, resolved.environ)
     try:
-        with _exec_bounded(options.request_timeout):
+        with _exec_bounded(options.request_timeout, resolved.preferences):
             KubeConfigLoader(config_dict=resolved.config, active_context="kvdtype",
                              config_base_path=resolved.user_dir).load_and_set(configuration)
     except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
@@ -142,6 +148,8 @@ class DirectSettings:
     exec_plugin: Optional[dict] = field(default=None, repr=False)
     exec_cluster: Optional[dict] = field(default=None, repr=False)
     exec_dir: str = ""
+    #: Where kuberc is found, whose credential plugin policy the exec plugin must pass.
+    exec_preferences: Optional[_kuberc.Preferences] = field(default=None, repr=False)
 
 
 def direct_settings(resolved: Resolved) -> Optional[DirectSettings]:
@@ -161,7 +169,7 @@ def direct_settings(resolved: Resolved) -> Optional[DirectSettings]:
     if settings is None or not exec_user:
         return settings
     return replace(settings, exec_plugin=resolved.user["exec"], exec_cluster=resolved.cluster,
-                   exec_dir=resolved.user_dir)
+                   exec_dir=resolved.user_dir, exec_preferences=resolved.preferences)
 
 
 def _plain_exec(plugin: Any) -> bool:
