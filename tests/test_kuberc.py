@@ -273,7 +273,7 @@ def _refused_alike(theirs: tuple, mine: tuple, phrase: str) -> None:
 def _served_alike(theirs: tuple, mine: tuple) -> None:
     (kubectl, kubectl_runs), (plugin, plugin_runs) = theirs, mine
     assert kubectl.returncode == 0, kubectl.stderr
-    assert plugin.returncode in (0, 1) and "NAMESPACE" in plugin.stdout, plugin.stderr
+    assert plugin.returncode in (0, 1) and "In any namespace:" in plugin.stdout, plugin.stderr  # the server answered
     assert kubectl_runs >= 1 and plugin_runs == 1
 
 
@@ -304,7 +304,7 @@ def test_kubectls_credential_plugin_policy_holds_for_the_plugin_it_dispatches(re
     assert direct.returncode == 3 and f"no valid preferences found in {broken}" in direct.stderr and runs == 0
     # A fleet: refused on each context, the plugin never run.
     fleet, runs = case.run([kubectl_path(), "kvdtype", "check", "-A", "--all-contexts"], case.env(KUBERC=str(deny)))
-    assert fleet.returncode == 3 and denied in fleet.stderr and runs == 0, fleet.stderr
+    assert fleet.returncode == 3 and fleet.stdout.count(denied) == 2 and runs == 0, fleet.stdout  # its table
 
 
 def test_the_policy_holds_on_the_clients_transport_too(real, tmp_path):
