@@ -100,11 +100,6 @@ with _standing_in({"requests_oauthlib": _StandIn("requests_oauthlib"), "oauthlib
                   sys.modules["kubernetes.client"],
                   {"ApiClient": _Deferred("kubernetes.client.api_client", "ApiClient")}):
     from kubernetes.config.config_exception import ConfigException as ConfigException  # noqa: E402
-    from kubernetes.config.incluster_config import load_incluster_config as load_incluster_config  # noqa: E402
     from kubernetes.config.kube_config import KubeConfigLoader as KubeConfigLoader  # noqa: E402
-
-from kubectl_kvdtype._sources import credentials as _credentials  # noqa: E402
-
-sys.modules["kubernetes.config.kube_config"].ExecProvider = _credentials.ExecProvider  # type: ignore[attr-defined]
 
 

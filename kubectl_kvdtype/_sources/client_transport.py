@@ -13,7 +13,7 @@ from urllib3 import HTTPHeaderDict
 from kubectl_kvdtype._kits.secrets import without_password
 from kubectl_kvdtype._kits.status import ClusterError, KvdtypeError
 from kubectl_kvdtype._sources.client import ApiException, RESTClientObject
-from kubectl_kvdtype._sources.credentials import _exec_bounded, checked_credential
+from kubectl_kvdtype._sources.credentials import checked_credential
 from kubectl_kvdtype._sources.kubeconfig import Resolved, configure
 from kubectl_kvdtype._sources.transport import (
     IN_FLIGHT,
@@ -32,14 +32,14 @@ from kubectl_kvdtype._sources.wire import MAX_BODY, too_large
 def open_client(resolved: Resolved) -> Connected:
     """The client configured for ``resolved`` (credentials loaded: an exec plugin runs here)."""
     configuration, namespace, description, impersonation = configure(resolved)
-    return Connected(ClientTransport(configuration, resolved.options.request_timeout, resolved.preferences),
-                     namespace, description, impersonation)
+    return Connected(ClientTransport(configuration, resolved.options.request_timeout), namespace, description,
+                     impersonation)
 
 
 class ClientTransport:
     """Requests through the client's REST client; its credentials refreshed as the client refreshes them."""
 
-    def __init__(self, configuration: Any, timeout: Optional[float], preferences: Any = None) -> None:
+    def __init__(self, configuration: Any, timeout: Optional[float]) -> None:
         self.host: str = configuration.host
         self._configuration = configuration
         self._rest = RESTClientObject(configuration)
@@ -51,7 +51,6 @@ class ClientTransport:
         self._rest.pool_manager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedHTTPSPool}
         self._shown_host = without_password(self.host)
         self._timeout = timeout
-        self._preferences = preferences  # kuberc's, whose policy a renewal's exec plugin must pass too
         # One credential refresh at a time: parallel LISTs would each run an expired token's exec
         # plugin; and once it has failed, the others say so rather than run it again.
         self._credentials = threading.Lock()
@@ -63,8 +62,8 @@ class ClientTransport:
             if self._credentials_failed is not None:
                 raise self._credentials_failed
             try:
-                with _exec_bounded(self._timeout, self._preferences):
-                    settings = self._configuration.auth_settings().get("BearerToken")
+                # An exec plugin's token is renewed by its hook (``kubeconfig.configure``), bounded.
+                settings = self._configuration.auth_settings().get("BearerToken")
             except KvdtypeError as failure:
                 self._credentials_failed = failure
                 raise

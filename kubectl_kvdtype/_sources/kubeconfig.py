@@ -21,6 +21,7 @@ from kubectl_kvdtype._kits.status import (
     KvdtypeError,
     UsageError,
 )
+from kubectl_kvdtype._sources import incluster as _incluster
 from kubectl_kvdtype._sources import kuberc as _kuberc
 from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources.connection import ConnectionOptions, kubeconfig_names, kubeconfig_paths, read_kubeconfig
@@ -28,7 +29,6 @@ from kubectl_kvdtype._sources.connection import ConnectionOptions, kubeconfig_na
 if TYPE_CHECKING:
     from kubectl_kvdtype._sources.client import Configuration
 
-_IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 
@@ -50,6 +50,7 @@ class Resolved:
     cluster: dict = field(default_factory=dict, repr=False)
     user: dict = field(default_factory=dict, repr=False)
     user_dir: str = ""
+    user_name: str = ""
     what: str = ""
     namespace: str = "default"
     impersonation: Headers = field(default_factory=list)
@@ -73,7 +74,6 @@ def configure(resolved: Resolved) -> tuple[Configuration, str, str, Headers]:
     import urllib3
 
     from kubectl_kvdtype._sources.client import ConfigException, Configuration, KubeConfigLoader
-    from kubectl_kvdtype._sources.credentials import _exec_bounded
     from kubectl_kvdtype._sources.transport import first_line
 
     configuration = Configuration()
@@ -82,16 +82,44 @@ def configure(resolved: Resolved) -> tuple[Configuration, str, str, Headers]:
     # Nor does it honour Retry-After itself (it would sleep for whatever the server asks): the
     # plugin's retries do, within what is left of the request timeout.
     configuration.retries = urllib3.Retry(total=1, read=0, respect_retry_after_header=False)
-    options = resolved.options
-    if resolved.in_cluster:
-        return _in_cluster(configuration, options, resolved.environ)
+    user, credential = _exec_credential(resolved)
+    config = {**resolved.config, "users": [{"name": "u", "user": user}]}
     try:
-        with _exec_bounded(options.request_timeout, resolved.preferences):
-            KubeConfigLoader(config_dict=resolved.config, active_context="kvdtype",
-                             config_base_path=resolved.user_dir).load_and_set(configuration)
+        KubeConfigLoader(config_dict=config, active_context="kvdtype",
+                         config_base_path=resolved.user_dir).load_and_set(configuration)
     except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
         raise KvdtypeError(f"cannot use the {resolved.what} of the kubeconfig: {first_line(error)}") from None
+    if credential is not None and credential.authorization() is not None:
+        # The plugin's token, renewed when due: through Configuration's own refresh hook.
+        def renewed(configuration: Any) -> None:
+            configuration.api_key["BearerToken"] = credential.authorization()
+
+        renewed(configuration)
+        configuration.refresh_api_key_hook = renewed  # type: ignore[assignment]  # typed None, takes a callable
     return configuration, context_namespace(resolved), resolved.what, resolved.impersonation
+
+
+def _exec_credential(resolved: Resolved) -> tuple[dict, Any]:
+    """(the user as the client's loader gets it, the exec plugin's credential or None). The client
+    never runs an exec plugin: it is run here, by ``_sources.credentials`` (kuberc's policy, bounds,
+    client-go's protocol), where kubectl runs it (no token, basic auth or auth provider beside it),
+    and its client certificate handed to the loader as the user's own."""
+    from kubectl_kvdtype._sources.credentials import ExecCredential, ExecPlugin
+
+    user = {key: value for key, value in resolved.user.items() if key != "exec"}
+    if "exec" not in resolved.user or any(user.get(key) for key in ("token", "username", "password",
+                                                                      "auth-provider")):
+        return user, None
+    plugin = ExecPlugin(resolved.user["exec"], resolved.cluster, resolved.user_dir, resolved.user_name,
+                        resolved.preferences)
+    credential = ExecCredential(plugin, resolved.options.request_timeout)
+    if credential.certificate is not None:
+        user.pop("client-certificate", None)
+        user.pop("client-key", None)
+        certificate, key = credential.certificate
+        user["client-certificate-data"] = base64.b64encode(certificate).decode("ascii")
+        user["client-key-data"] = base64.b64encode(key).decode("ascii")
+    return user, credential
 
 
 def context_namespace(resolved: Resolved) -> str:
@@ -148,13 +176,14 @@ class DirectSettings:
     exec_plugin: Optional[dict] = field(default=None, repr=False)
     exec_cluster: Optional[dict] = field(default=None, repr=False)
     exec_dir: str = ""
+    exec_user: str = ""
     #: Where kuberc is found, whose credential plugin policy the exec plugin must pass.
     exec_preferences: Optional[_kuberc.Preferences] = field(default=None, repr=False)
 
 
 def direct_settings(resolved: Resolved) -> Optional[DirectSettings]:
     """The direct transport's settings of ``resolved``, or None where the client must connect."""
-    if resolved.in_cluster or _proxied(resolved.environ) or _proxied(os.environ):
+    if _proxied(resolved.environ) or _proxied(os.environ):
         return None
     exec_user = "exec" in resolved.user
     if not (set(resolved.cluster) <= _DIRECT_CLUSTER and set(resolved.user) <= (
@@ -169,7 +198,7 @@ def direct_settings(resolved: Resolved) -> Optional[DirectSettings]:
     if settings is None or not exec_user:
         return settings
     return replace(settings, exec_plugin=resolved.user["exec"], exec_cluster=resolved.cluster,
-                   exec_dir=resolved.user_dir, exec_preferences=resolved.preferences)
+                   exec_dir=resolved.user_dir, exec_user=resolved.user_name, exec_preferences=resolved.preferences)
 
 
 def _plain_exec(plugin: Any) -> bool:
@@ -239,7 +268,7 @@ def resolve(options: ConnectionOptions, environ: dict) -> Resolved:
         if not environ.get("KUBERNETES_SERVICE_HOST"):
             raise KvdtypeError("no kubeconfig found (~/.kube/config, KUBECONFIG, --kubeconfig) and not running "
                                "in a cluster: pass --kubeconfig, or --server")
-        return Resolved(options, environ, in_cluster=True)
+        return _in_cluster(options, environ)
     documents = [(path, read_kubeconfig(path, options.request_timeout)) for path in paths]
     context_name = options.context or next(
         (d.get("current-context") for _, d in documents if d.get("current-context")), None)
@@ -268,8 +297,8 @@ def resolve(options: ConnectionOptions, environ: dict) -> Resolved:
     _refuse_unsendable_headers(user, user_name)
     what = f'context "{context_name}"' if context_name else f"the server {without_password(str(cluster.get('server')))}"
     namespace = entry.get("namespace") or "default"
-    return Resolved(options, environ, cluster=cluster, user=user, user_dir=user_dir, what=what, namespace=namespace,
-                    impersonation=_impersonation(user))
+    return Resolved(options, environ, cluster=cluster, user=user, user_dir=user_dir, user_name=user_name, what=what,
+                    namespace=namespace, impersonation=_impersonation(user))
 
 
 #: A token file: a token is a few kB at most. A FIFO is refused, not waited on (kubectl hangs on
@@ -387,10 +416,6 @@ def _override_user(user: dict, options: ConnectionOptions) -> dict:
     return user
 
 
-def _absolute(path: Optional[str]) -> Optional[str]:
-    return os.path.abspath(os.path.expanduser(path)) if path else None
-
-
 def _refusals(cluster_name: str, cluster: dict, user_name: str, user: dict) -> list[str]:
     """What kubectl refuses to run with, in kubectl's words (its kubeconfig validation)."""
     errors = []
@@ -493,29 +518,18 @@ def context_names(explicit: Optional[str], environ: dict) -> list[str]:
     return kubeconfig_names(explicit, environ, "contexts")
 
 
-def _in_cluster(configuration: Configuration, options: ConnectionOptions,
-                environ: dict) -> tuple[Configuration, str, str, Headers]:
-    from kubectl_kvdtype._sources.client import ConfigException, load_incluster_config
-
-    try:
-        load_incluster_config(client_configuration=configuration)
-    except ConfigException as error:
-        raise KvdtypeError(f"cannot use the in-cluster service account: {error}") from None
-    # kubectl in a pod: --token and --certificate-authority replace the service account's.
-    if options.token:
-        configuration.api_key = {"BearerToken": f"Bearer {options.token}"}
-        configuration.refresh_api_key_hook = None
-    if options.certificate_authority:
-        configuration.ssl_ca_cert = _absolute(options.certificate_authority)
-    user = _override_user({}, options)
-    if user.get("as-uid") or user.get("as-groups"):
-        if not user.get("as"):
-            raise UsageError("requesting uid, groups or user-extra without impersonating a user")
-    try:
-        with open(_IN_CLUSTER_NAMESPACE, encoding="utf-8") as handle:
-            namespace = handle.read().strip() or "default"
-    except OSError:
-        namespace = "default"
-    _names.check_configured("namespace", namespace, _names.LABEL, _IN_CLUSTER_NAMESPACE)
-    return configuration, namespace, "the in-cluster service account", _impersonation(user)
-
+def _in_cluster(options: ConnectionOptions, environ: dict) -> Resolved:
+    """The in-cluster service account (``_sources.incluster``) as a cluster and a user, the flags
+    applied as kubectl applies them in a Pod (``--token``, ``--certificate-authority``, ``--as``...):
+    either transport then serves it as it serves a kubeconfig."""
+    account = _incluster.service_account(environ)
+    cluster = _override_cluster({"server": account.server, **(
+        {"certificate-authority": account.ca_file} if account.ca_file else {})}, options)
+    user = _override_user({"token": account.token}, options)
+    refusals = _refusals("", cluster, "", user)
+    if refusals:
+        raise (UsageError if options.overrides else KvdtypeError)("; ".join(refusals))
+    _refuse_unsendable_headers(user, "")
+    return Resolved(options, environ, in_cluster=True, cluster=cluster, user=user, user_dir=os.getcwd(),
+                    what="the in-cluster service account", namespace=account.namespace,
+                    impersonation=_impersonation(user))
