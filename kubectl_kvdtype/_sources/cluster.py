@@ -33,9 +33,10 @@ from kubectl_kvdtype._kits.status import (
     NotServed,
 )
 from kubectl_kvdtype._sources import names as _names
+from kubectl_kvdtype._sources.chooser import connect
 from kubectl_kvdtype._sources.kinds import FIELD_MANAGER, OPERATOR_GROUPS, Kind, Projection
 from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions, Resolved, resolve
-from kubectl_kvdtype._sources.transport import Ahead, Clock, HeaderLines, connect, first_line
+from kubectl_kvdtype._sources.transport import Ahead, Clock, HeaderLines, first_line
 
 PAGE_SIZE = 500
 #: Pages one LIST may take before it is abandoned as endless: 500,000 objects at PAGE_SIZE, five
@@ -70,7 +71,7 @@ class ClusterSource:
         """``resolved``: the kubeconfig already resolved for ``options`` (``kubeconfig.resolve``,
         which a caller runs before importing this module); else it is resolved here."""
         environ = dict(os.environ if environ is None else environ)
-        connected = connect(resolved or resolve(options, environ))  # the transport (_sources.transport)
+        connected = connect(resolved or resolve(options, environ))  # the transport (_sources.chooser)
         self._transport = connected.transport
         self._namespace, self.description = connected.namespace, connected.description
         #: The server as messages name it: a password in its URL shown as ``user:***``.

@@ -1,17 +1,17 @@
 """The kubeconfig resolved like kubectl: files merged, the connection flags' overrides applied
 (the flags and ``ConnectionOptions`` are ``_sources.connection``'s), in-cluster configuration, what is
-refused before any request.
+refused before any request, and whether the direct transport can serve it (:func:`direct_settings`).
 
-Resolving (:func:`resolve`) imports nothing of the kubernetes client: a kubeconfig refused, a
-context that does not exist, end the run before the client stack (urllib3, the client's
-configuration and REST modules) is imported; :func:`configure` imports it, once the first request
-is due."""
+The bottom of the connection's modules (with ``connection``, ``kuberc`` and ``incluster``): it imports
+none of the credentials, transports or the kubernetes client, so a kubeconfig refused, a context that
+does not exist, end the run before any of them is imported (``client_transport.configure`` hands a
+resolved kubeconfig to the client's loader)."""
 
 from __future__ import annotations
 
 import base64
 import os
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import Any, Iterator, Optional
 from urllib.parse import urlsplit
 
 from kubectl_kvdtype._kits import files as _files
@@ -25,12 +25,6 @@ from kubectl_kvdtype._sources import incluster as _incluster
 from kubectl_kvdtype._sources import kuberc as _kuberc
 from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources.connection import ConnectionOptions, kubeconfig_names, kubeconfig_paths, read_kubeconfig
-
-if TYPE_CHECKING:
-    from kubectl_kvdtype._sources.client import Configuration
-
-
-
 
 # --- Kubeconfig, resolved like kubectl -----------------------------------------------------
 
@@ -65,61 +59,6 @@ class Resolved:
         """The one-context kubeconfig the client's loader gets (context ``kvdtype``)."""
         return {"clusters": [{"name": "c", "cluster": self.cluster}], "users": [{"name": "u", "user": self.user}],
                 "contexts": [{"name": "kvdtype", "context": {"cluster": "c", "user": "u"}}]}
-
-
-def configure(resolved: Resolved) -> tuple[Configuration, str, str, Headers]:
-    """(client configuration, the context's namespace, a description, impersonation headers) of a
-    resolved kubeconfig (or of the in-cluster service account), credentials loaded (an exec plugin
-    runs here); never writes a file. Imports the client stack."""
-    import urllib3
-
-    from kubectl_kvdtype._sources.client import ConfigException, Configuration, KubeConfigLoader
-    from kubectl_kvdtype._sources.transport import first_line
-
-    configuration = Configuration()
-    # One quiet retry of a dropped connection, never of a read that timed out: the request
-    # timeout bounds the whole call (see transport.Clock), so urllib3 must not start the clock again.
-    # Nor does it honour Retry-After itself (it would sleep for whatever the server asks): the
-    # plugin's retries do, within what is left of the request timeout.
-    configuration.retries = urllib3.Retry(total=1, read=0, respect_retry_after_header=False)
-    user, credential = _exec_credential(resolved)
-    config = {**resolved.config, "users": [{"name": "u", "user": user}]}
-    try:
-        KubeConfigLoader(config_dict=config, active_context="kvdtype",
-                         config_base_path=resolved.user_dir).load_and_set(configuration)
-    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
-        raise KvdtypeError(f"cannot use the {resolved.what} of the kubeconfig: {first_line(error)}") from None
-    if credential is not None and credential.authorization() is not None:
-        # The plugin's token, renewed when due: through Configuration's own refresh hook.
-        def renewed(configuration: Any) -> None:
-            configuration.api_key["BearerToken"] = credential.authorization()
-
-        renewed(configuration)
-        configuration.refresh_api_key_hook = renewed  # type: ignore[assignment]  # typed None, takes a callable
-    return configuration, context_namespace(resolved), resolved.what, resolved.impersonation
-
-
-def _exec_credential(resolved: Resolved) -> tuple[dict, Any]:
-    """(the user as the client's loader gets it, the exec plugin's credential or None). The client
-    never runs an exec plugin: it is run here, by ``_sources.credentials`` (kuberc's policy, bounds,
-    client-go's protocol), where kubectl runs it (no token, basic auth or auth provider beside it),
-    and its client certificate handed to the loader as the user's own."""
-    from kubectl_kvdtype._sources.credentials import ExecCredential, ExecPlugin
-
-    user = {key: value for key, value in resolved.user.items() if key != "exec"}
-    if "exec" not in resolved.user or any(user.get(key) for key in ("token", "username", "password",
-                                                                      "auth-provider")):
-        return user, None
-    plugin = ExecPlugin(resolved.user["exec"], resolved.cluster, resolved.user_dir, resolved.user_name,
-                        resolved.preferences)
-    credential = ExecCredential(plugin, resolved.options.request_timeout)
-    if credential.certificate is not None:
-        user.pop("client-certificate", None)
-        user.pop("client-key", None)
-        certificate, key = credential.certificate
-        user["client-certificate-data"] = base64.b64encode(certificate).decode("ascii")
-        user["client-key-data"] = base64.b64encode(key).decode("ascii")
-    return user, credential
 
 
 def context_namespace(resolved: Resolved) -> str:

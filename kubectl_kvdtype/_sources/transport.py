@@ -1,7 +1,7 @@
 """How a request reaches the API server, and the time it may take.
 
 Two transports carry the cluster source's requests (``_sources.cluster``), chosen per kubeconfig
-by :func:`connect`:
+by ``_sources.chooser.connect``:
 
 - ``_sources.direct``: a socket and ``ssl`` of the standard library, speaking the HTTP/1.1 of
   ``_sources.wire``, for a kubeconfig that needs nothing more (a token or basic auth, client
@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Optional, Protocol
 
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.status import RequestTimeout
-from kubectl_kvdtype._sources.kubeconfig import Headers, Resolved, context_namespace, direct_settings
+from kubectl_kvdtype._sources.kubeconfig import Headers
 
 #: A header line as sent: a repeated name (Impersonate-Group) is a line each.
 HeaderLines = list[tuple[str, str]]
@@ -77,21 +77,6 @@ class Connected(NamedTuple):
     namespace: str
     description: str
     impersonation: Headers
-
-
-def connect(resolved: Resolved) -> Connected:
-    """The transport for ``resolved``: the direct one where it serves, else the client's (whose
-    import is paid for here, and only here)."""
-    settings = direct_settings(resolved)
-    if settings is not None:
-        from kubectl_kvdtype._sources import direct
-
-        transport = direct.open_direct(settings, resolved.options.request_timeout)
-        if transport is not None:
-            return Connected(transport, context_namespace(resolved), resolved.what, resolved.impersonation)
-    from kubectl_kvdtype._sources import client_transport
-
-    return client_transport.open_client(resolved)
 
 
 # --- The request timeout, for the whole request ----------------------------------------------
