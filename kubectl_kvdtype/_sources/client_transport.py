@@ -17,8 +17,8 @@ from kubectl_kvdtype._sources.client import (
     ApiException,
     ConfigException,
     Configuration,
-    KubeConfigLoader,
     RESTClientObject,
+    load_kube_config_from_dict,
 )
 from kubectl_kvdtype._sources.credentials import ExecCredential, ExecPlugin, checked_credential
 from kubectl_kvdtype._sources.kubeconfig import Headers, Resolved, context_namespace
@@ -56,8 +56,8 @@ def configure(resolved: Resolved) -> tuple[Any, str, str, Headers]:
     user, credential = _exec_credential(resolved)
     config = {**resolved.config, "users": [{"name": "u", "user": user}]}
     try:
-        KubeConfigLoader(config_dict=config, active_context="kvdtype",
-                         config_base_path=resolved.user_dir).load_and_set(configuration)
+        # Its paths are absolute already (``kubeconfig.resolve``); persisting nothing: it never writes a file.
+        load_kube_config_from_dict(config, context="kvdtype", client_configuration=configuration, persist_config=False)
     except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
         raise KvdtypeError(f"cannot use the {resolved.what} of the kubeconfig: {first_line(error)}") from None
     if credential is not None and credential.authorization() is not None:
