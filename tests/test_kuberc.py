@@ -170,6 +170,27 @@ def test_a_command_is_matched_as_written_or_as_found_on_path(tmp_path, monkeypat
     assert kuberc.Policy().check("cred", kubeconfig_dir) == "cred"
 
 
+@pytest.mark.e2e  # importing the kubernetes client binds a socket
+def test_neither_transport_starts_a_plugin_the_policy_forbids(tmp_path):
+    """In-process, whichever transport the chooser would take: the direct transport's credential and
+    the client's configuration both ask the policy first, and are refused before any process starts
+    (the plugin named does not even exist)."""
+    from kubectl_kvdtype._sources import client_transport, direct
+    from kubectl_kvdtype._sources.connection import ConnectionOptions
+    from kubectl_kvdtype._sources.kubeconfig import direct_settings, resolve
+
+    (tmp_path / "kuberc").write_text(HEAD + "credentialPluginPolicy: DenyAll\n")
+    kubeconfig = _dead_kubeconfig(tmp_path, str(tmp_path / "cred"))
+    resolved = resolve(ConnectionOptions(kubeconfig=str(kubeconfig)), {"KUBERC": str(tmp_path / "kuberc")})
+    kuberc._READ.clear()
+    settings = direct_settings(resolved)
+    assert settings is not None
+    with pytest.raises(kuberc.KubercError, match=f'plugin "{tmp_path / "cred"}" not allowed: policy set to "DenyAll"'):
+        direct.open_direct(settings, 1.0)
+    with pytest.raises(kuberc.KubercError, match='not allowed: policy set to "DenyAll"'):
+        client_transport.configure(resolved)
+
+
 # --- The same texts, asked of kubectl ----------------------------------------------------------------
 
 def _dead_kubeconfig(tmp_path: Path, command: str) -> Path:
