@@ -69,6 +69,11 @@ def test_the_switches_and_the_flag_together_are_refused_as_kubectl_refuses_them(
         _policy(tmp_path, None, flag="/x", KUBERC="off")
     with pytest.raises(KvdtypeError, match="kuberc file is not found"):
         _policy(tmp_path, None, flag="")
+    from kubectl_kvdtype._sources.connection import ConnectionOptions
+    from kubectl_kvdtype._sources.kubeconfig import resolve
+
+    with pytest.raises(UsageError, match="unknown flag: --kuberc"):  # whatever the run: before any kubeconfig
+        resolve(ConnectionOptions(kuberc="/x", server="https://127.0.0.1:1"), {"KUBECTL_KUBERC": "false"})
 
 
 def test_a_named_kuberc_must_be_read_and_the_home_one_is_skipped_when_it_cannot_be(tmp_path):

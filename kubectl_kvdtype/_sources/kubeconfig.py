@@ -202,6 +202,7 @@ def _proxied(environ: Any) -> bool:
 def resolve(options: ConnectionOptions, environ: dict) -> Resolved:
     """The kubeconfig of a run, resolved as kubectl resolves it, and refused as kubectl refuses
     it, with no client import (see the module's docstring)."""
+    _kuberc.check_switches(options.kuberc, environ)
     paths = kubeconfig_paths(options.kubeconfig, environ)
     if not paths and not options.server:
         if not environ.get("KUBERNETES_SERVICE_HOST"):

@@ -152,15 +152,23 @@ def policy(flag: Optional[str], environ: Any) -> Policy:
         return _READ[key]
 
 
-def _policy(flag: Optional[str], environ: Any) -> Policy:
+def check_switches(flag: Optional[str], environ: Any) -> None:
+    """``--kuberc`` where kubectl refuses it whatever the run (kuberc turned off), read from the
+    environment alone: a run checks it when it resolves its kubeconfig, before any file is read."""
+    if flag is None:
+        return
     if str(environ.get("KUBECTL_KUBERC", "")).lower() == "false":
-        if flag is not None:
-            raise UsageError("unknown flag: --kuberc (KUBECTL_KUBERC=false turns kuberc off, as in kubectl)")
+        raise UsageError("unknown flag: --kuberc (KUBECTL_KUBERC=false turns kuberc off, as in kubectl)")
+    if environ.get("KUBERC") == "off":
+        raise KubercError("kuberc: disabling kuberc via KUBERC=off and passing kuberc flag are mutually exclusive")
+
+
+def _policy(flag: Optional[str], environ: Any) -> Policy:
+    check_switches(flag, environ)
+    if str(environ.get("KUBECTL_KUBERC", "")).lower() == "false":
         return Policy()
     variable = environ.get("KUBERC") or ""
     if flag is not None:
-        if variable == "off":
-            raise KubercError("kuberc: disabling kuberc via KUBERC=off and passing kuberc flag are mutually exclusive")
         if not flag:
             raise KubercError("kuberc: kuberc file is not found (--kuberc is empty)")
         return _validated(_read(flag, strict=True))
