@@ -50,7 +50,9 @@ def test_the_layers_contract_holds():
 
 @pytest.mark.e2e  # runs lint-imports
 @pytest.mark.parametrize(("module", "injected"), [
-    ("_kits/report.py", "from kubectl_kvdtype._sources import cluster as _cluster\n"),  # a lower layer imports up
+    # a lower layer imports up (the lowest of _sources: a higher one there breaks its own order too, through _kits)
+    ("_kits/report.py", "from kubectl_kvdtype._sources import kinds as _kinds\n"),
+    ("_sources/kubeconfig.py", "def f():\n    from kubectl_kvdtype._sources import direct\n"),  # the connection's order
     ("check.py", "def f():\n    from kubectl_kvdtype import verify\n"),  # a subcommand imports another
     ("_changes/rebind/steps.py", "from kubectl_kvdtype._changes.rebind import plan as _plan\n"),  # within a layer
     ("_engines/records.py", "def f():\n    from kubectl_kvdtype._engines import verdicts\n"),  # the engine wing

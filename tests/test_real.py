@@ -194,7 +194,9 @@ def test_a_kubeconfig_kubectl_wrote_and_an_exec_plugin_are_served_directly_by_th
     yaml_kc.write_text(written.stdout, encoding="utf-8")
     token = config["users"][0]["user"].pop("token")
     plugin = exec_plugin(tmp_path / "cred-plugin", f"printf '%s' '{exec_credential({'token': token})}'\n")
-    config["users"][0]["user"]["exec"] = {"apiVersion": EXEC_API_VERSION, "command": str(plugin)}
+    # v1 needs interactiveMode (kubectl refuses the setting without it, and so does the plugin).
+    config["users"][0]["user"]["exec"] = {"apiVersion": EXEC_API_VERSION, "command": str(plugin),
+                                          "interactiveMode": "Never"}
     exec_kc = tmp_path / "exec"
     exec_kc.write_text(json.dumps(config), encoding="utf-8")
     runs = {}

@@ -277,9 +277,9 @@ def _runs(directory: Path) -> int:
 
 
 def test_an_exec_plugin_is_run_for_the_direct_transport_without_the_clients_transport(fake, kube_env, tmp_path):
-    """An exec plugin's user is served directly: the plugin runs once (the client's exec protocol
-    alone), its token goes with every request, the report is the token kubeconfig's, and neither
-    urllib3 nor the client's loader, Configuration or PyYAML is imported."""
+    """An exec plugin's user is served directly: the plugin runs once (by the plugin's own code),
+    its token goes with every request, the report is the token kubeconfig's, and nothing of the
+    kubernetes client, urllib3 or PyYAML is imported."""
     seed(fake, documents(EXAMPLES))
     token_run = kvdtype(kube_env, "check", "-A", "-o", "json")
     plugin = _plugin(tmp_path, {"token": fake.token})
@@ -289,8 +289,7 @@ def test_an_exec_plugin_is_run_for_the_direct_transport_without_the_clients_tran
     assert result.returncode == 1 and result.stdout == token_run.stdout, result.stderr
     assert _runs(tmp_path) == 1
     assert {r.headers.get("Authorization") for r in fake.requests} == {f"Bearer {fake.token}"}
-    assert "kubernetes.config.exec_provider" in modules
-    assert {"urllib3", "yaml", "kubernetes.config.kube_config", "kubernetes.client.configuration"} & modules == set()
+    assert {"urllib3", "yaml", "kubernetes"} & modules == set()
 
 
 @pytest.mark.parametrize("expires_in, renewed", [(-60, True), (120, True), (3600, False)],

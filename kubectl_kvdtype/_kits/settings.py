@@ -25,6 +25,7 @@ WHOLE = "whole"
 SECONDS = "seconds"
 SWITCH = "switch"
 PATH = "path"
+DIRECTORY = "directory"
 #: ``Setting.audience``: documented to users (docs/reference.md), or for tests only
 #: (docs/development.md, "Test-only settings").
 USER = "user"
@@ -57,14 +58,16 @@ class Setting:
             return f"a number of seconds from {self.low:g} to {self.high:g}"
         if self.kind == SWITCH:
             return "1 or 0 (also true/false, yes/no)"
-        return "the path of a file"
+        return "the path of a directory" if self.kind == DIRECTORY else "the path of a file"
 
     @property
     def default_text(self) -> str:
         """The default as the docs and the man page say it."""
         if self.kind == SWITCH:
             return "0"
-        return "none" if self.default is None else f"{self.default:g}"
+        if self.default is None or isinstance(self.default, str):
+            return "none" if self.default is None else self.default
+        return f"{self.default:g}"
 
     def parse(self, text: str) -> Any:
         """The typed value of ``text`` (unset or blank: the default); a bad one raises UsageError."""
@@ -113,9 +116,14 @@ PROGRESS_DELAY = Setting(
     "KUBECTL_KVDTYPE_PROGRESS_DELAY", "seconds before the progress line first shows on a terminal; 0 shows it at once, "
     "so a test of the line does not depend on how long the work takes on its machine", SECONDS, 1.0, 0, 3600,
     audience=TEST)
+SERVICE_ACCOUNT_DIR = Setting(
+    "KUBECTL_KVDTYPE_SERVICE_ACCOUNT_DIR", "the directory the in-cluster service account's token, ca.crt and "
+    "namespace are read from, as kubectl reads them in a Pod; a test gives its own", DIRECTORY,
+    "/var/run/secrets/kubernetes.io/serviceaccount", audience=TEST)
 
 #: Every setting, in the order the docs list them.
-SETTINGS: tuple[Setting, ...] = (DEBUG, ENGINE_TABLES, MAX_FILE_MB, MAX_PAGES, COMPLETION_TIMEOUT, PROGRESS_DELAY)
+SETTINGS: tuple[Setting, ...] = (DEBUG, ENGINE_TABLES, MAX_FILE_MB, MAX_PAGES, COMPLETION_TIMEOUT, PROGRESS_DELAY,
+                                 SERVICE_ACCOUNT_DIR)
 
 
 def check(environ: Mapping[str, str], settings: tuple[Setting, ...] = SETTINGS) -> None:

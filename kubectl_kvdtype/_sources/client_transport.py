@@ -1,9 +1,10 @@
 """The client's transport: requests through the kubernetes client's REST client over urllib3, for
-the kubeconfigs the direct transport does not serve (auth providers, the in-cluster
-service account, an exec plugin beside another credential: ``_sources.transport`` says which)."""
+the kubeconfigs the direct transport does not serve (auth providers, an exec plugin beside another
+credential: ``_sources.transport`` says which), through the proxy ``_sources.proxy`` chooses."""
 
 from __future__ import annotations
 
+import base64
 import threading
 from typing import Any, Optional
 
@@ -12,9 +13,16 @@ from urllib3 import HTTPHeaderDict
 
 from kubectl_kvdtype._kits.secrets import without_password
 from kubectl_kvdtype._kits.status import ClusterError, KvdtypeError
-from kubectl_kvdtype._sources.client import ApiException, RESTClientObject
-from kubectl_kvdtype._sources.credentials import _exec_bounded, checked_credential
-from kubectl_kvdtype._sources.kubeconfig import Resolved, configure
+from kubectl_kvdtype._sources import proxy as _proxy
+from kubectl_kvdtype._sources.client import (
+    ApiException,
+    ConfigException,
+    Configuration,
+    RESTClientObject,
+    load_kube_config_from_dict,
+)
+from kubectl_kvdtype._sources.credentials import ExecCredential, ExecPlugin, checked_credential
+from kubectl_kvdtype._sources.kubeconfig import Headers, Resolved, context_namespace
 from kubectl_kvdtype._sources.transport import (
     IN_FLIGHT,
     Clock,
@@ -34,6 +42,57 @@ def open_client(resolved: Resolved) -> Connected:
     configuration, namespace, description, impersonation = configure(resolved)
     return Connected(ClientTransport(configuration, resolved.options.request_timeout), namespace, description,
                      impersonation)
+
+
+def configure(resolved: Resolved) -> tuple[Any, str, str, Headers]:
+    """(client configuration, the context's namespace, a description, impersonation headers) of a
+    resolved kubeconfig (or of the in-cluster service account), credentials loaded (an exec plugin
+    runs here); never writes a file. Imports the client stack."""
+    configuration = Configuration()
+    # One quiet retry of a dropped connection, never of a read that timed out: the request
+    # timeout bounds the whole call (see transport.Clock), so urllib3 must not start the clock again.
+    # Nor does it honour Retry-After itself (it would sleep for whatever the server asks): the
+    # plugin's retries do, within what is left of the request timeout.
+    configuration.retries = urllib3.Retry(total=1, read=0, respect_retry_after_header=False)
+    user, credential = _exec_credential(resolved)
+    config = {**resolved.config, "users": [{"name": "u", "user": user}]}
+    try:
+        # Its paths are absolute already (``kubeconfig.resolve``); persisting nothing: it never writes a file.
+        load_kube_config_from_dict(config, context="kvdtype", client_configuration=configuration, persist_config=False)
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+        raise KvdtypeError(f"cannot use the {resolved.what} of the kubeconfig: {first_line(error)}") from None
+    # kubectl's proxy, not the one the client reads from the environment itself (ALL_PROXY too).
+    chosen = _proxy.for_server(configuration.host, resolved.environ, resolved.cluster.get("proxy-url"))
+    configuration.proxy, configuration.no_proxy = (chosen.whole_url if chosen else None), None
+    if credential is not None and credential.authorization() is not None:
+        # The plugin's token, renewed when due: through Configuration's own refresh hook.
+        def renewed(configuration: Any) -> None:
+            configuration.api_key["BearerToken"] = credential.authorization()
+
+        renewed(configuration)
+        configuration.refresh_api_key_hook = renewed  # type: ignore[assignment]  # typed None, takes a callable
+    return configuration, context_namespace(resolved), resolved.what, resolved.impersonation
+
+
+def _exec_credential(resolved: Resolved) -> tuple[dict, Any]:
+    """(the user as the client's loader gets it, the exec plugin's credential or None). The client
+    never runs an exec plugin: it is run here, by ``_sources.credentials`` (kuberc's policy, bounds,
+    client-go's protocol), where kubectl runs it (no token, basic auth or auth provider beside it),
+    and its client certificate handed to the loader as the user's own."""
+    user = {key: value for key, value in resolved.user.items() if key != "exec"}
+    if "exec" not in resolved.user or any(user.get(key) for key in ("token", "username", "password",
+                                                                      "auth-provider")):
+        return user, None
+    plugin = ExecPlugin(resolved.user["exec"], resolved.cluster, resolved.user_dir, resolved.user_name,
+                        resolved.preferences)
+    credential = ExecCredential(plugin, resolved.options.request_timeout)
+    if credential.certificate is not None:
+        user.pop("client-certificate", None)
+        user.pop("client-key", None)
+        certificate, key = credential.certificate
+        user["client-certificate-data"] = base64.b64encode(certificate).decode("ascii")
+        user["client-key-data"] = base64.b64encode(key).decode("ascii")
+    return user, credential
 
 
 class ClientTransport:
@@ -62,8 +121,8 @@ class ClientTransport:
             if self._credentials_failed is not None:
                 raise self._credentials_failed
             try:
-                with _exec_bounded(self._timeout):
-                    settings = self._configuration.auth_settings().get("BearerToken")
+                # An exec plugin's token is renewed by its hook (``configure``), bounded.
+                settings = self._configuration.auth_settings().get("BearerToken")
             except KvdtypeError as failure:
                 self._credentials_failed = failure
                 raise

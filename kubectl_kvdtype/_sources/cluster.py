@@ -35,9 +35,10 @@ from kubectl_kvdtype._kits.status import (
 from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources import requestlog as _requestlog
 from kubectl_kvdtype._sources import server_warnings as _server_warnings
+from kubectl_kvdtype._sources.chooser import connect
 from kubectl_kvdtype._sources.kinds import FIELD_MANAGER, OPERATOR_GROUPS, Kind, Projection
 from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions, Resolved, resolve
-from kubectl_kvdtype._sources.transport import Ahead, Clock, HeaderLines, connect, first_line
+from kubectl_kvdtype._sources.transport import Ahead, Clock, HeaderLines, first_line
 
 PAGE_SIZE = 500
 #: Pages one LIST may take before it is abandoned as endless: 500,000 objects at PAGE_SIZE, five
@@ -81,7 +82,7 @@ class ClusterSource:
         where ``-v`` 6 and above writes each request (``_sources.requestlog``)."""
         environ = dict(os.environ if environ is None else environ)
         resolved = resolved or resolve(options, environ)
-        connected = connect(resolved)  # the transport (_sources.transport)
+        connected = connect(resolved)  # the transport (_sources.chooser)
         self._transport = _requestlog.logged(connected.transport, options.verbosity, log)
         self._namespace, self.description = connected.namespace, connected.description
         #: The server as messages name it: a password in its URL shown as ``user:***``.

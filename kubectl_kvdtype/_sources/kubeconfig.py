@@ -1,17 +1,17 @@
 """The kubeconfig resolved like kubectl: files merged, the connection flags' overrides applied
 (the flags and ``ConnectionOptions`` are ``_sources.connection``'s), in-cluster configuration, what is
-refused before any request.
+refused before any request, and whether the direct transport can serve it (:func:`direct_settings`).
 
-Resolving (:func:`resolve`) imports nothing of the kubernetes client: a kubeconfig refused, a
-context that does not exist, end the run before the client stack (urllib3, the client's
-configuration and REST modules) is imported; :func:`configure` imports it, once the first request
-is due."""
+The bottom of the connection's modules (with ``connection``, ``kuberc`` and ``incluster``): it imports
+none of the credentials, transports or the kubernetes client, so a kubeconfig refused, a context that
+does not exist, end the run before any of them is imported (``client_transport.configure`` hands a
+resolved kubeconfig to the client's loader)."""
 
 from __future__ import annotations
 
 import base64
 import os
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import Any, Iterator, Optional
 from urllib.parse import urlsplit
 
 from kubectl_kvdtype._kits import files as _files
@@ -21,17 +21,12 @@ from kubectl_kvdtype._kits.status import (
     KvdtypeError,
     UsageError,
 )
+from kubectl_kvdtype._sources import incluster as _incluster
+from kubectl_kvdtype._sources import kuberc as _kuberc
 from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources import proxy as _proxy
 from kubectl_kvdtype._sources.connection import ConnectionOptions, kubeconfig_names, kubeconfig_paths, read_kubeconfig
 from kubectl_kvdtype._sources.proxy import Proxy
-
-if TYPE_CHECKING:
-    from kubectl_kvdtype._sources.client import Configuration
-
-_IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
 
 # --- Kubeconfig, resolved like kubectl -----------------------------------------------------
 
@@ -51,46 +46,21 @@ class Resolved:
     cluster: dict = field(default_factory=dict, repr=False)
     user: dict = field(default_factory=dict, repr=False)
     user_dir: str = ""
+    user_name: str = ""
     what: str = ""
     namespace: str = "default"
     impersonation: Headers = field(default_factory=list)
+
+    @property
+    def preferences(self) -> _kuberc.Preferences:
+        """Where kuberc, whose credential plugin policy an exec plugin must pass, is found."""
+        return _kuberc.Preferences(self.options.kuberc, self.environ)
 
     @property
     def config(self) -> dict:
         """The one-context kubeconfig the client's loader gets (context ``kvdtype``)."""
         return {"clusters": [{"name": "c", "cluster": self.cluster}], "users": [{"name": "u", "user": self.user}],
                 "contexts": [{"name": "kvdtype", "context": {"cluster": "c", "user": "u"}}]}
-
-
-def configure(resolved: Resolved) -> tuple[Configuration, str, str, Headers]:
-    """(client configuration, the context's namespace, a description, impersonation headers) of a
-    resolved kubeconfig (or of the in-cluster service account), credentials loaded (an exec plugin
-    runs here); never writes a file. Imports the client stack."""
-    import urllib3
-
-    from kubectl_kvdtype._sources.client import ConfigException, Configuration, KubeConfigLoader
-    from kubectl_kvdtype._sources.credentials import _exec_bounded
-    from kubectl_kvdtype._sources.transport import first_line
-
-    configuration = Configuration()
-    # One quiet retry of a dropped connection, never of a read that timed out: the request
-    # timeout bounds the whole call (see transport.Clock), so urllib3 must not start the clock again.
-    # Nor does it honour Retry-After itself (it would sleep for whatever the server asks): the
-    # plugin's retries do, within what is left of the request timeout.
-    configuration.retries = urllib3.Retry(total=1, read=0, respect_retry_after_header=False)
-    options = resolved.options
-    if resolved.in_cluster:
-        return _in_cluster(configuration, options, resolved.environ)
-    try:
-        with _exec_bounded(options.request_timeout):
-            KubeConfigLoader(config_dict=resolved.config, active_context="kvdtype",
-                             config_base_path=resolved.user_dir).load_and_set(configuration)
-        # kubectl's proxy, not the one the client reads from the environment itself (ALL_PROXY too).
-        chosen = _proxy.for_server(configuration.host, resolved.environ, resolved.cluster.get("proxy-url"))
-        configuration.proxy, configuration.no_proxy = (chosen.whole_url if chosen else None), None
-    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
-        raise KvdtypeError(f"cannot use the {resolved.what} of the kubeconfig: {first_line(error)}") from None
-    return configuration, context_namespace(resolved), resolved.what, resolved.impersonation
 
 
 def context_namespace(resolved: Resolved) -> str:
@@ -149,12 +119,13 @@ class DirectSettings:
     #: The proxy requests go through (``_sources.proxy``: the cluster's proxy-url, else the
     #: environment's, as kubectl's), or None.
     proxy: Optional[Proxy] = None
+    exec_user: str = ""
+    #: Where kuberc is found, whose credential plugin policy the exec plugin must pass.
+    exec_preferences: Optional[_kuberc.Preferences] = field(default=None, repr=False)
 
 
 def direct_settings(resolved: Resolved) -> Optional[DirectSettings]:
     """The direct transport's settings of ``resolved``, or None where the client must connect."""
-    if resolved.in_cluster:
-        return None
     exec_user = "exec" in resolved.user
     if not (set(resolved.cluster) <= _DIRECT_CLUSTER and set(resolved.user) <= (
             _DIRECT_EXEC_USER if exec_user else _DIRECT_USER)):
@@ -172,7 +143,7 @@ def direct_settings(resolved: Resolved) -> Optional[DirectSettings]:
     if not exec_user:
         return settings
     return replace(settings, exec_plugin=resolved.user["exec"], exec_cluster=resolved.cluster,
-                   exec_dir=resolved.user_dir)
+                   exec_dir=resolved.user_dir, exec_user=resolved.user_name, exec_preferences=resolved.preferences)
 
 
 def _plain_exec(plugin: Any) -> bool:
@@ -233,12 +204,13 @@ def _decoded(value: Any) -> bytes:
 def resolve(options: ConnectionOptions, environ: dict) -> Resolved:
     """The kubeconfig of a run, resolved as kubectl resolves it, and refused as kubectl refuses
     it, with no client import (see the module's docstring)."""
+    _kuberc.check_switches(options.kuberc, environ)
     paths = kubeconfig_paths(options.kubeconfig, environ)
     if not paths and not options.server:
         if not environ.get("KUBERNETES_SERVICE_HOST"):
             raise KvdtypeError("no kubeconfig found (~/.kube/config, KUBECONFIG, --kubeconfig) and not running "
                                "in a cluster: pass --kubeconfig, or --server")
-        return Resolved(options, environ, in_cluster=True)
+        return _in_cluster(options, environ)
     documents = [(path, read_kubeconfig(path, options.request_timeout)) for path in paths]
     context_name = options.context or next(
         (d.get("current-context") for _, d in documents if d.get("current-context")), None)
@@ -267,8 +239,8 @@ def resolve(options: ConnectionOptions, environ: dict) -> Resolved:
     _refuse_unsendable_headers(user, user_name)
     what = f'context "{context_name}"' if context_name else f"the server {without_password(str(cluster.get('server')))}"
     namespace = entry.get("namespace") or "default"
-    return Resolved(options, environ, cluster=cluster, user=user, user_dir=user_dir, what=what, namespace=namespace,
-                    impersonation=_impersonation(user))
+    return Resolved(options, environ, cluster=cluster, user=user, user_dir=user_dir, user_name=user_name, what=what,
+                    namespace=namespace, impersonation=_impersonation(user))
 
 
 #: A token file: a token is a few kB at most. A FIFO is refused, not waited on (kubectl hangs on
@@ -389,10 +361,6 @@ def _override_user(user: dict, options: ConnectionOptions) -> dict:
         user.setdefault("username", "")
         user.setdefault("password", "")
     return user
-
-
-def _absolute(path: Optional[str]) -> Optional[str]:
-    return os.path.abspath(os.path.expanduser(path)) if path else None
 
 
 def _refusals(cluster_name: str, cluster: dict, user_name: str, user: dict) -> list[str]:
@@ -522,29 +490,18 @@ def context_names(explicit: Optional[str], environ: dict) -> list[str]:
     return kubeconfig_names(explicit, environ, "contexts")
 
 
-def _in_cluster(configuration: Configuration, options: ConnectionOptions,
-                environ: dict) -> tuple[Configuration, str, str, Headers]:
-    from kubectl_kvdtype._sources.client import ConfigException, load_incluster_config
-
-    try:
-        load_incluster_config(client_configuration=configuration)
-    except ConfigException as error:
-        raise KvdtypeError(f"cannot use the in-cluster service account: {error}") from None
-    # kubectl in a pod: --token and --certificate-authority replace the service account's.
-    if options.token:
-        configuration.api_key = {"BearerToken": f"Bearer {options.token}"}
-        configuration.refresh_api_key_hook = None
-    if options.certificate_authority:
-        configuration.ssl_ca_cert = _absolute(options.certificate_authority)
-    user = _override_user({}, options)
-    if user.get("as-uid") or user.get("as-groups") or user.get("as-user-extra"):
-        if not user.get("as"):
-            raise UsageError("requesting uid, groups or user-extra without impersonating a user")
-    try:
-        with open(_IN_CLUSTER_NAMESPACE, encoding="utf-8") as handle:
-            namespace = handle.read().strip() or "default"
-    except OSError:
-        namespace = "default"
-    _names.check_configured("namespace", namespace, _names.LABEL, _IN_CLUSTER_NAMESPACE)
-    return configuration, namespace, "the in-cluster service account", _impersonation(user)
-
+def _in_cluster(options: ConnectionOptions, environ: dict) -> Resolved:
+    """The in-cluster service account (``_sources.incluster``) as a cluster and a user, the flags
+    applied as kubectl applies them in a Pod (``--token``, ``--certificate-authority``, ``--as``...):
+    either transport then serves it as it serves a kubeconfig."""
+    account = _incluster.service_account(environ)
+    cluster = _override_cluster({"server": account.server, **(
+        {"certificate-authority": account.ca_file} if account.ca_file else {})}, options)
+    user = _override_user({"token": account.token}, options)
+    refusals = _refusals("", cluster, "", user)
+    if refusals:
+        raise (UsageError if options.overrides else KvdtypeError)("; ".join(refusals))
+    _refuse_unsendable_headers(user, "")
+    return Resolved(options, environ, in_cluster=True, cluster=cluster, user=user, user_dir=os.getcwd(),
+                    what="the in-cluster service account", namespace=account.namespace,
+                    impersonation=_impersonation(user))

@@ -1,15 +1,16 @@
 """How a request reaches the API server, and the time it may take.
 
 Two transports carry the cluster source's requests (``_sources.cluster``), chosen per kubeconfig
-by :func:`connect`:
+by ``_sources.chooser.connect``:
 
 - ``_sources.direct``: a socket and ``ssl`` of the standard library, speaking the HTTP/1.1 of
   ``_sources.wire``, for a kubeconfig that needs nothing more (a token or basic auth, client
-  certificates, an exec credential plugin alone, a CA, a proxy: ``_sources.tunnel``): most kubeconfigs, and the
-  cheapest start a small run can have, since importing urllib3 and the kubernetes client costs
-  about as much as two kubectl listings of a small cluster;
+  certificates, an exec credential plugin alone, a CA, the in-cluster service account, a proxy:
+  ``_sources.tunnel``): most kubeconfigs, and the cheapest start a small run can have, since
+  importing urllib3 and the kubernetes client costs about as much as two kubectl listings of a
+  small cluster;
 - ``_sources.client_transport``: the kubernetes client over urllib3, for what only it does (auth
-  providers, the in-cluster service account, an exec plugin beside another credential).
+  providers, an exec plugin beside another credential).
 
 Both answer an :class:`Exchange` and fail in the same sentences; the request timeout bounds a
 whole request on both, through the :class:`Clock` here.
@@ -27,7 +28,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Optional, Protocol
 
 from kubectl_kvdtype._kits import threads
 from kubectl_kvdtype._kits.status import RequestTimeout
-from kubectl_kvdtype._sources.kubeconfig import Headers, Resolved, context_namespace, direct_settings
+from kubectl_kvdtype._sources.kubeconfig import Headers
 
 #: A header line as sent: a repeated name (Impersonate-Group) is a line each.
 HeaderLines = list[tuple[str, str]]
@@ -79,21 +80,6 @@ class Connected(NamedTuple):
     namespace: str
     description: str
     impersonation: Headers
-
-
-def connect(resolved: Resolved) -> Connected:
-    """The transport for ``resolved``: the direct one where it serves, else the client's (whose
-    import is paid for here, and only here)."""
-    settings = direct_settings(resolved)
-    if settings is not None:
-        from kubectl_kvdtype._sources import direct
-
-        transport = direct.open_direct(settings, resolved.options.request_timeout)
-        if transport is not None:
-            return Connected(transport, context_namespace(resolved), resolved.what, resolved.impersonation)
-    from kubectl_kvdtype._sources import client_transport
-
-    return client_transport.open_client(resolved)
 
 
 # --- The request timeout, for the whole request ----------------------------------------------
