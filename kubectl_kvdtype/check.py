@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kubectl_kvdtype._commands.command import Command, Context
 from kubectl_kvdtype._judging.bindings import BindingInventory, build_check_report
-from kubectl_kvdtype._judging.guard import note_guard
+from kubectl_kvdtype._judging.guard import GUARD_NOTED, guard_gets, note_guard
 from kubectl_kvdtype._judging.managed import name_managers, reader_for
 from kubectl_kvdtype._kits.report import Report
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD
@@ -28,11 +28,12 @@ class CheckCommand(Command):
     )
 
     def run(self, context: Context) -> Report:
-        inventory = BindingInventory.read(context.source, context.namespace, context.system_namespace)
+        inventory = BindingInventory.read(context.source, context.namespace, context.system_namespace,
+                                          beside=() if context.offline else guard_gets(GUARD_NOTED))
         report = build_check_report(inventory, context.system_namespace, offline=context.offline)
         name_managers(report, reader_for(context.source, context.offline, (BINDING.name, inventory.bindings),
                                          (DEPLOYMENT.name, inventory.deployments), (POD.name, inventory.pods)),
                       item_kind=BINDING.name)
         if not context.offline:
-            note_guard(report, context.source)
+            note_guard(report, inventory.beside)
         return report

@@ -30,7 +30,8 @@ EXPECTED = re.compile(r"^/(version|api|apis|api/v1(/namespaces/[a-z0-9-]+)?/pods
                       r"|apis/(apps|batch)/v1(/namespaces/[a-z0-9-]+)?/(deployments|statefulsets|daemonsets|jobs|cronjobs)"
                       r"|apis/(worker\.)?gpustack\.ai(/v1(alpha1)?(/namespaces/[a-z0-9-]+)?"
                       r"(/(kvcachepoolbindings|kvcachepools|modeldeployments|settings)(/[a-z0-9.-]+)?)?)?"
-                      r"|apis/authorization\.k8s\.io/v1/selfsubjectaccessreviews)$")
+                      r"|apis/authorization\.k8s\.io/v1/selfsubjectaccessreviews"
+                      r"|apis/admissionregistration\.k8s\.io/v1/validatingadmissionpolicybindings/kubectl-kvdtype-guard-[a-z]+)$")
 STEER = "../../../../../../api/v1/namespaces/kube-system/secrets/db-pass"
 
 

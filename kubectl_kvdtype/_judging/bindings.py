@@ -10,7 +10,7 @@ the same way. A layer below the subcommands, so that none of them imports anothe
 from __future__ import annotations
 
 import functools
-from typing import Iterable, Optional, Union
+from typing import Iterable, Optional, Sequence, Union
 
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import verdicts as _verdicts
@@ -85,20 +85,23 @@ class BindingInventory:
     setting_error: Optional[str]
     #: The injected Pods read (their consumers are in ``consumers``): who manages one is its owner's.
     pods: list[dict] = field(default_factory=list)
+    #: What the ``beside`` GETs of ``read`` answered, in order (each a list or the error it met).
+    beside: list[Union[list[dict], KvdtypeError]] = field(default_factory=list)
 
     @classmethod
     def read(cls, source: Source, namespace: Optional[str], system_namespace: str,
-             whole: bool = False) -> "BindingInventory":
+             whole: bool = False, beside: Sequence[Get] = ()) -> "BindingInventory":
         """One LIST per kind, side by side; ``whole``: the Bindings and deployments as they come
-        (a write backs them up), else without what judging never reads."""
+        (a write backs them up), else without what judging never reads. ``beside``: GETs sent
+        alongside (whether a guard is installed), answered in ``beside``, never raised."""
         project = _model.judged_only(whole)
-        *lists, setting_read = list_many(source, [
+        results = list_many(source, [
             Query(BINDING, namespace, project=project), Query(DEPLOYMENT, namespace, project=project),
             Query(POD, namespace, f"{_model.INJECT_LABEL}=true", _model.slim_pod), setting_get(system_namespace),
-        ])
-        bindings, deployments, pods = unwrap(lists)
-        setting, error = setting_of(setting_read, system_namespace)
-        return cls(bindings, consumers_of(deployments, pods), deployments, setting, error, pods)
+            *beside])
+        bindings, deployments, pods = unwrap(results[:3])
+        setting, error = setting_of(results[3], system_namespace)
+        return cls(bindings, consumers_of(deployments, pods), deployments, setting, error, pods, results[4:])
 
 
 def consumers_of(deployments: Iterable[dict], pods: Iterable[dict]) -> list[Consumer]:

@@ -6,7 +6,7 @@ layers, never each other). ``find_flags`` is the command; this is what it report
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import verdicts as _verdicts
@@ -49,23 +49,27 @@ class FlagInventory:
     namespace: Optional[str] = None
     #: The Setting's read (``bindings.setting_of`` words it), when ``read`` was asked for it.
     setting_read: Union[list[dict], KvdtypeError, None] = None
+    #: What the ``beside`` GETs of ``read`` answered, in order (each a list or the error it met).
+    beside: list[Union[list[dict], KvdtypeError]] = field(default_factory=list)
     _reader: Optional[ManagerReader] = field(default=None, repr=False, compare=False)
 
     @classmethod
     def read(cls, source: Source, namespace: Optional[str], setting_in: Optional[str] = None,
-             whole: bool = False) -> "FlagInventory":
+             whole: bool = False, beside: Sequence[Get] = ()) -> "FlagInventory":
         """One LIST per kind, side by side; with ``setting_in`` (preflight's system namespace) the
         Setting's GET beside them. ``whole``: the deployments and Bindings as they come (``--fix``
-        backs them up), else without what judging never reads."""
+        backs them up), else without what judging never reads. ``beside``: GETs sent alongside
+        (whether a guard is installed), answered in ``beside``, never raised."""
         project = _model.judged_only(whole)
         queries: list[Union[Query, Get]] = [
             Query(DEPLOYMENT, namespace, project=project), Query(BINDING, namespace, project=project),
             Query(POD, namespace, f"{_model.INJECT_LABEL}=true"), *(Query(k, namespace) for k in WORKLOADS),
             *([setting_get(setting_in)] if setting_in is not None else [])]
-        results = list_many(source, queries)
+        results = list_many(source, [*queries, *beside])
+        results, beside_read = results[:len(queries)], results[len(queries):]
         deployments, bindings, pods = unwrap(results[:3])
         inventory = cls(deployments, bindings, pods, namespace=namespace,
-                        setting_read=results[-1] if setting_in is not None else None)
+                        setting_read=results[-1] if setting_in is not None else None, beside=beside_read)
         for kind, result in zip(WORKLOADS, results[3:3 + len(WORKLOADS)], strict=True):
             if not_readable(result):
                 # Workload templates are a bonus over the guide (docs/reference.md, "Kinds that

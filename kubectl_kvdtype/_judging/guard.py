@@ -74,11 +74,25 @@ class Installed:
         return bool(self.present) and self.records != {current}
 
 
+def guard_gets(kinds: Sequence[Kind] = GUARD_KINDS) -> list[Get]:
+    """A GET of each of the guard's objects of ``kinds``, by name: the reader role may get these names only."""
+    return [Get(kind, None, name) for kind in kinds for name in _rules.POLICY_NAMES]
+
+
 def read_installed(source: Source, kinds: Sequence[Kind] = GUARD_KINDS) -> Installed:
-    """Each of the guard's objects, by name (a GET each, side by side): the reader role may get these
-    names only. A read refused (403) or a kind not served (404) raises, for the caller to word."""
-    gets = [Get(kind, None, name) for kind in kinds for name in _rules.POLICY_NAMES]
-    results = list_many(source, gets)
+    """Each of the guard's objects, by name (a GET each, side by side). A read refused (403) or a
+    kind not served (404) raises, for the caller to word."""
+    gets = guard_gets(kinds)
+    return installed_of(gets, list_many(source, gets))
+
+
+#: What check and preflight read beside their LISTs (``BindingInventory.read``, ``FlagInventory.read``)
+#: to say whether a guard is installed: its policy bindings, so that saying it costs no round trip.
+GUARD_NOTED = (POLICY_BINDING,)
+
+
+def installed_of(gets: Sequence[Get], results: Sequence[Union[list[dict], KvdtypeError]]) -> Installed:
+    """The guard's objects ``gets`` read (``list_many``'s results, in order); an error met raises."""
     installed = Installed()
     for query, result in zip(gets, results, strict=True):
         if isinstance(result, KvdtypeError):
@@ -159,12 +173,13 @@ def coverage(source: Source) -> Union[list[Coverage], str]:
 
 # --- What check and preflight say ----------------------------------------------------------
 
-def note_guard(report: Report, source: Source, ignore: Sequence[str] = ()) -> None:
+def note_guard(report: Report, reads: Sequence[Union[list[dict], KvdtypeError]], ignore: Sequence[str] = ()) -> None:
     """When a guard is installed: a finding saying so, in which mode, and whether it is stale
-    (``ignore``: codes --ignore drops), and ``summary.guard``. None installed, or none this user may
-    read, says nothing: the report is then the one ``-f`` gives of the same objects."""
+    (``ignore``: codes --ignore drops), and ``summary.guard``. ``reads``: what ``guard_gets(GUARD_NOTED)``
+    read beside the run's LISTs. None installed, or none this user may read, says nothing: the report
+    is then the one ``-f`` gives of the same objects."""
     try:
-        installed = read_installed(source, (POLICY_BINDING,))
+        installed = installed_of(guard_gets(GUARD_NOTED), reads)
     except KvdtypeError as error:
         if not_readable(error):
             return  # a user who may not read it: said nowhere, as when none is installed

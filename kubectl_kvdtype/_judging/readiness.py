@@ -16,7 +16,7 @@ from kubectl_kvdtype._commands.command import Context
 from kubectl_kvdtype._judging import bindings as _bindings
 from kubectl_kvdtype._judging import upgrade as _upgrade
 from kubectl_kvdtype._judging.flags import FlagInventory, build_find_flags_report
-from kubectl_kvdtype._judging.guard import note_guard
+from kubectl_kvdtype._judging.guard import GUARD_NOTED, guard_gets, note_guard
 from kubectl_kvdtype._judging.managed import name_managers
 from kubectl_kvdtype._judging.todo import COLUMNS, guard_items, in_context, todo
 from kubectl_kvdtype._kits.codes import PREDICTED_DEPENDS, PREDICTED_FAILURE
@@ -43,7 +43,8 @@ def preflight(context: Context) -> Report:
     """The PreflightReport of the run's cluster or manifests: one read of each kind (find-flags'
     inventory, which holds check's), then ``build_report``; with ``--context`` the to-do list's
     commands name it, to reach the cluster judged rather than the current context."""
-    flags_inventory = FlagInventory.read(context.source, context.namespace, setting_in=context.system_namespace)
+    flags_inventory = FlagInventory.read(context.source, context.namespace, setting_in=context.system_namespace,
+                                         beside=() if context.offline else guard_gets(GUARD_NOTED))
     setting, setting_error = _bindings.setting_of(flags_inventory.setting_read or [], context.system_namespace)
     check_inventory = _bindings.BindingInventory(
         flags_inventory.bindings, _bindings.consumers_of(flags_inventory.deployments, flags_inventory.pods),
@@ -53,7 +54,7 @@ def preflight(context: Context) -> Report:
                           source_findings=getattr(context.source, "findings", []),
                           managers=flags_inventory.managers_reader(context.source, context.offline))
     if not context.offline:
-        note_guard(report, context.source, context.common.ignore)
+        note_guard(report, flags_inventory.beside, context.common.ignore)
         in_force = _model.setting_values(setting)[1] if setting else None
         report.items += guard_items(report.findings, in_force == "true", len(report.items))
     named = context.common.connection.context
