@@ -21,7 +21,6 @@ the API server's budget whatever the object's size.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Optional, Sequence
 
@@ -374,7 +373,11 @@ def tables_named() -> list[str]:
 
 
 def fingerprint(specs: Sequence[dict]) -> str:
-    """What identifies the rules: a digest of the policies' specs (the records and reader they come from)."""
+    """What identifies the rules: a digest of the policies' specs (the records and reader they come from).
+    ``hashlib`` is imported here: check and preflight import this module and need a digest only when a
+    guard is installed (its import is a few milliseconds of every small run)."""
+    import hashlib
+
     text = json.dumps([p["spec"] for p in specs], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
