@@ -263,11 +263,7 @@ class ExecCredential:
 
     ``certificate`` is the (certificate, key) PEM pair the plugin gave, if it did."""
 
-    def __init__(self, plugin: Any, timeout: Optional[float]) -> None:
-        """``plugin``: an ``ExecPlugin``, or the direct transport's settings (``kubeconfig.DirectSettings``) of one."""
-        if not isinstance(plugin, ExecPlugin):
-            plugin = ExecPlugin(plugin.exec_plugin, plugin.exec_cluster or {}, plugin.exec_dir, plugin.exec_user,
-                                plugin.exec_preferences)
+    def __init__(self, plugin: ExecPlugin, timeout: Optional[float]) -> None:
         self._plugin = plugin
         self._timeout = timeout
         self._lock = threading.Lock()

@@ -45,9 +45,12 @@ def open_direct(settings: DirectSettings, timeout: Optional[float] = None) -> Op
         return None
     credential = None
     if settings.exec_plugin is not None:
-        from kubectl_kvdtype._sources.credentials import ExecCredential  # the client's exec protocol, for an exec user
+        # An exec user's plugin, run as client-go runs it (imported only for such a user).
+        from kubectl_kvdtype._sources.credentials import ExecCredential, ExecPlugin
 
-        credential = ExecCredential(settings, timeout)
+        plugin = ExecPlugin(settings.exec_plugin, settings.exec_cluster or {}, settings.exec_dir, settings.exec_user,
+                            settings.exec_preferences)
+        credential = ExecCredential(plugin, timeout)
         if credential.certificate is not None and context is not None:
             # The client certificate and key it returned instead of a token, loaded as the kubeconfig's own.
             cert, key = credential.certificate

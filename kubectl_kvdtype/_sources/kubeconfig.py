@@ -74,7 +74,7 @@ def context_namespace(resolved: Resolved) -> str:
 # A kubeconfig whose credentials are a token, basic auth, a client certificate or an exec plugin
 # alone, with a CA (or none, or verification off), through a proxy or not, needs nothing of the kubernetes
 # client's transport: the direct transport (``_sources.direct``) sends its requests over a socket
-# and ``ssl`` (an exec plugin runs through the client's exec protocol alone, ``_sources.credentials``). Anything
+# and ``ssl`` (an exec plugin is run by ``_sources.credentials``, as client-go runs it). Anything
 # else, or a setting of a type or form the direct transport would have to guess about, goes to the
 # client, whose loader reads it (and words its refusal) as it always has. The settings are read as
 # the client's loader reads them (``KubeConfigLoader``: a token before basic auth, TLS settings
