@@ -210,3 +210,20 @@ def test_the_man_page_prints_each_global_flag_once():
         if getattr(action, "global_flag", False):
             long = next(o for o in action.option_strings if o.startswith("--"))
             assert page.count("\\fB" + long.replace("-", "\\-") + "\\fR") == 1, long
+
+
+def test_each_flag_says_what_it_is_to_a_run_and_only_overriding_ones_make_a_refusal_a_usage_error():
+    """A row's role is the one statement of it: --help's selecting group and ``overrides`` derive from it."""
+    from kubectl_kvdtype._sources.connection import (
+        CONNECTION_FLAGS,
+        HOW_IT_RUNS,
+        OVERRIDES,
+        SELECTING,
+        SELECTS,
+        ConnectionOptions,
+    )
+
+    assert {flag.role for flag in CONNECTION_FLAGS} == {OVERRIDES, SELECTS, HOW_IT_RUNS}
+    assert SELECTING == ("kubeconfig", "context")
+    assert not ConnectionOptions(kuberc="k", verbosity=6, warnings_as_errors=True, context="c").overrides
+    assert ConnectionOptions(server="https://x").overrides and ConnectionOptions(impersonate="u").overrides

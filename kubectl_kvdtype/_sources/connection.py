@@ -22,6 +22,9 @@ from kubectl_kvdtype._kits.status import KvdtypeError
 if TYPE_CHECKING:
     from kubectl_kvdtype._kits import files as _files
 
+#: ``ConnectionFlag.role``: what a flag says of a run.
+OVERRIDES, SELECTS, HOW_IT_RUNS = "overrides", "selects", "how"
+
 #: ``ConnectionFlag.value``: one string, a switch (no value; kubectl's ``=true``/``=false`` too), or a
 #: string each time it is given (repeatable).
 VALUE = "value"
@@ -59,6 +62,10 @@ class ConnectionFlag:
     refused: Optional[str] = None
     #: The values that ask nothing of kubectl either (its default), accepted where ``refused`` is set.
     idle: tuple[str, ...] = ()
+    #: What it says of a run: ``OVERRIDES`` (which cluster or who), ``SELECTS`` (only which file or
+    #: context to read) or ``HOW_IT_RUNS`` (what it logs, what a warning does, kubectl's preferences).
+    #: Only an overriding flag makes a refused kubeconfig a usage error.
+    role: str = OVERRIDES
 
     @property
     def flag(self) -> str:
@@ -76,8 +83,9 @@ class ConnectionFlag:
 
 #: Every connection flag, in the order ``--help`` lists them.
 CONNECTION_FLAGS: tuple[ConnectionFlag, ...] = (
-    ConnectionFlag(("--kubeconfig",), "kubeconfig", "path to the kubeconfig file", metavar="PATH", completes="files"),
-    ConnectionFlag(("--context",), "context", "the kubeconfig context to use", completes="contexts"),
+    ConnectionFlag(("--kubeconfig",), "kubeconfig", "path to the kubeconfig file", metavar="PATH", completes="files",
+                   role=SELECTS),
+    ConnectionFlag(("--context",), "context", "the kubeconfig context to use", completes="contexts", role=SELECTS),
     ConnectionFlag(("--cluster",), "cluster", "the kubeconfig cluster to use (instead of the context's)",
                    completes="clusters"),
     ConnectionFlag(("--user",), "user", "the kubeconfig user to use (instead of the context's)", completes="users"),
@@ -115,11 +123,12 @@ CONNECTION_FLAGS: tuple[ConnectionFlag, ...] = (
                    "answers (replaces the cluster's disable-compression)", value=SWITCH,
                    replaces=("cluster", "disable-compression")),
     ConnectionFlag(("--warnings-as-errors",), "warnings_as_errors", "a warning from the API server ends the run with "
-                   "exit 3", value=SWITCH),
+                   "exit 3", value=SWITCH, role=HOW_IT_RUNS),
     ConnectionFlag(("--kuberc",), "kuberc", "kubectl's kuberc file, for its credential plugin policy (default: "
-                   "KUBERC, else ~/.kube/kuberc)", metavar="PATH", completes="files"),
+                   "KUBERC, else ~/.kube/kuberc)", metavar="PATH", completes="files", role=HOW_IT_RUNS),
     ConnectionFlag(("-v", "--v"), "verbosity", "kubectl's log level: from 6, each request's method, URL, status and "
-                   "time on stderr (credentials never shown)", metavar="LEVEL", form="level"),
+                   "time on stderr (credentials never shown)", metavar="LEVEL", form="level",
+                   role=HOW_IT_RUNS),
     ConnectionFlag(("--cache-dir",), "cache_dir", "accepted for kubectl compatibility; unused: the plugin keeps no "
                    "cache", metavar="DIR", option=None, completes="files"),
     ConnectionFlag(("--match-server-version",), "match_server_version", "refused: kubectl compares the server's "
@@ -139,11 +148,8 @@ CONNECTION_FLAGS: tuple[ConnectionFlag, ...] = (
                    "as kubectl checks it); unused: the plugin writes each log line at once", metavar="DURATION",
                    option=None, form="flush"),
 )
-#: The flags that only choose what to read (which file, which context), not what to override.
-SELECTING = ("kubeconfig", "context")
-#: The flags that say how a run goes (what it logs, what a warning does, kubectl's preferences), not
-#: which cluster or who: a kubeconfig refused with them given is not a usage error.
-HOW = ("kuberc", "verbosity", "warnings_as_errors")
+#: The flags that only choose what to read (which file, which context), not what to override: their rows'.
+SELECTING = tuple(flag.dest for flag in CONNECTION_FLAGS if flag.role == SELECTS)
 
 
 @record_type(frozen=True)
@@ -200,7 +206,7 @@ class ConnectionOptions:
     def overrides(self) -> bool:
         """Whether any flag overrides the kubeconfig (then a refusal is a usage error)."""
         return any(getattr(self, flag.field, None) for flag in self.table
-                   if flag.field is not None and flag.dest not in SELECTING + HOW)
+                   if flag.field is not None and flag.role == OVERRIDES)
 
     def replaced(self, section: str) -> dict[str, Any]:
         """The kubeconfig ``section``'s settings (``cluster``, ``user``) that flags replace one for one."""
