@@ -223,3 +223,104 @@ def test_each_manager_is_recognized_served_by_the_fake_exercised_and_in_the_refe
     assert set(tools) <= expected, "every manager needs a case in tests/_managed_cases.py"
     extras = {obj["kind"] for case in CASES for obj in case.extra}
     assert {kind.name for kind in MANAGER_KINDS} <= extras
+
+
+# --- What a judged read keeps of managedFields (_sources.model.without_status) -------------------------
+
+_ROLE_KEYS = ('k:{"name":"server"}', 'k:{"name":"router"}')
+
+
+@pytest.mark.parametrize("fields", [
+    {"f:spec": {"f:roles": {}}},
+    {"f:spec": {}},  # the whole spec, atomically: still the whole spec once pruned
+    {"f:spec": {"f:model": {"f:name": {}}}},  # nothing judged: no f:spec left, which owns nothing
+    {"f:spec": {"f:model": {}, "f:roles": {_ROLE_KEYS[0]: {"f:extraArgs": {}}}}},
+    {"f:spec": {"f:kvCache": {"f:poolRef": {"f:name": {}}}, "f:engine": {"f:version": {}}}},
+    {"f:spec": {"f:domain": {"f:dtype": {}}, "f:quota": {}}},
+    {"f:spec": {"f:domain": {"f:name": {}}}},
+    {"f:metadata": {"f:labels": {"f:app": {}}}},
+    {},
+])
+def test_a_judged_read_keeps_every_answer_managed_fields_give(fields):
+    """Whatever a manager owns, the fields a judgement asks about (every one changed_fields names
+    for a deployment or a Binding) are owned by the same managers before and after the pruning."""
+    from kubectl_kvdtype._sources.model import without_status
+
+    asked = {f for code in ("role-flag", "replica-dtype-mismatch", "") for role in ("server", "router", "injected")
+             for kind in ("ModelDeployment", "KVCachePoolBinding")
+             for f in changed_fields(kind, {"role": role}, code)}
+    obj = {"metadata": {"managedFields": [_entry("ci-deploy", json.loads(json.dumps(fields)))]}, "status": {"x": 1}}
+    pruned = without_status(json.loads(json.dumps(obj)))
+    assert "status" not in pruned
+    for field in asked:
+        assert [m.name for m in field_managers(pruned, [field])] == [m.name for m in field_managers(obj, [field])]
+
+
+def test_every_field_a_judgement_asks_about_lies_in_a_branch_the_judged_read_keeps():
+    from kubectl_kvdtype._sources.model import JUDGED_SPEC_FIELDS
+
+    asked = {f for code in ("role-flag", "replica-dtype-mismatch", "") for role in ("server", "injected", "")
+             for kind in ("ModelDeployment", "KVCachePoolBinding") for f in changed_fields(kind, {"role": role}, code)}
+    assert {f"f:{f.steps[1]}" for f in asked if f.steps[0] == "spec"} == set(JUDGED_SPEC_FIELDS)
+    assert all(f.steps[0] == "spec" for f in asked)
+
+
+# --- The owners a report's Pods climb to, read side by side (ManagerReader.read_owners) -------------
+
+class _Counting:
+    """A source answering GETs of owners from ``objects``, counting each and how many ran at once."""
+
+    parallel = True
+
+    def __init__(self, objects: list[dict]) -> None:
+        import threading
+
+        self._objects = {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects}
+        self.asked: list[tuple[str, str, str]] = []
+        self.most = 0
+        self._now = 0
+        self._lock = threading.Lock()
+        self._all_in = threading.Barrier(3, timeout=5)
+
+    def get(self, kind, namespace, name):
+        with self._lock:
+            self.asked.append((kind.name, namespace, name))
+            self._now += 1
+            self.most = max(self.most, self._now)
+        try:
+            if len(self.asked) <= 3:
+                self._all_in.wait()  # the first three meet here: they can only if read side by side
+        finally:
+            with self._lock:
+                self._now -= 1
+        return self._objects.get((kind.name, namespace, name))
+
+
+def _owned(kind: str, namespace: str, name: str, owner_kind: str, owner: str, group: str = "apps/v1") -> dict:
+    return {"kind": kind, "metadata": {"name": name, "namespace": namespace, "ownerReferences": [
+        {"apiVersion": group, "kind": owner_kind, "name": owner, "uid": "u", "controller": True}]}}
+
+
+def test_the_owners_of_a_reports_pods_are_read_side_by_side_a_level_at_a_time_each_once():
+    replica_sets = [_owned("ReplicaSet", f"ns-{i}", "web-1", "Deployment", "web") for i in range(3)]
+    deployments = [{"kind": "Deployment", "metadata": {"name": "web", "namespace": f"ns-{i}"}} for i in range(3)]
+    pods = [_owned("Pod", f"ns-{i}", f"web-1-{p}", "ReplicaSet", "web-1", "apps/v1") for i in range(3) for p in "ab"]
+    source = _Counting(replica_sets + deployments)
+    reader = ManagerReader(source)
+    reader.read_owners(pods)
+    assert source.most == 3  # the three ReplicaSets at once, then the three Deployments
+    assert sorted(source.asked) == sorted([("ReplicaSet", f"ns-{i}", "web-1") for i in range(3)]
+                                          + [("Deployment", f"ns-{i}", "web") for i in range(3)])
+    for pod in pods:  # the climb answers from what was read: nothing more is asked
+        kind, owner = reader.top_owner("Pod", pod)
+        assert (kind, owner["metadata"]["name"]) == ("Deployment", "web")
+    assert len(source.asked) == 6
+
+
+def test_read_owners_reads_nothing_offline_nor_what_the_run_read_already():
+    pod = _owned("Pod", "ns", "p", "StatefulSet", "s")
+    owner = {"kind": "StatefulSet", "metadata": {"name": "s", "namespace": "ns"}}
+    source = _Counting([owner])
+    ManagerReader(source, offline=True).read_owners([pod])
+    ManagerReader(source, known={("StatefulSet", "ns", "s"): owner}).read_owners([pod])
+    assert source.asked == []

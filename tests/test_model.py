@@ -159,3 +159,33 @@ def test_without_status_keeps_all_but_the_status_and_the_manifests_keep_theirs(t
     assert [sorted(o) for o in source.list(BINDING, None, project=_model.without_status)] == [
         ["apiVersion", "kind", "metadata", "spec"]]
     assert source.list(BINDING, None)[0]["status"] == binding["status"]
+
+
+def test_replicas_running_one_argv_share_one_list_once_slimmed():
+    from kubectl_kvdtype._sources.model import slim_pod
+
+    def pod(name: str, command: list) -> dict:
+        return {"metadata": {"name": name}, "spec": {"containers": [{"name": "main", "command": command}]},
+                "status": {"phase": "Running"}}
+
+    argv = ["vllm", "serve", "m", "--kv-cache-dtype", "fp8"]
+    first, second = (slim_pod(pod(n, list(argv)))["spec"]["containers"][0]["command"] for n in ("a", "b"))
+    assert first == second == argv and first is second
+    other = slim_pod(pod("c", [*argv, "--port", "8000"]))["spec"]["containers"][0]["command"]
+    assert other is not first and other == [*argv, "--port", "8000"]
+    odd = slim_pod(pod("d", ["vllm", {"not": "text"}]))["spec"]["containers"][0]["command"]  # a hand-written dump's
+    assert odd == ["vllm", {"not": "text"}]
+
+
+@pytest.mark.parametrize("limit, size, expected", [
+    (500, 500 * 900, 2330),  # small objects: as many as 2 MiB holds
+    (500, 500 * 100, 5000),  # tiny ones: no more than MAX_PAGE_SIZE
+    (500, 500 * 8000, 500),  # large Pods: never fewer than the first page's
+    (2330, 2330 * 900, 2330),  # a page as big as the last holds as many again
+    (500, 0, 5000),  # an empty page that goes on (a filtering server): the most
+])
+def test_a_later_page_holds_what_page_bytes_holds_at_the_objects_of_the_page_before(limit, size, expected):
+    from kubectl_kvdtype._sources.cluster import MAX_PAGE_SIZE, PAGE_BYTES, PAGE_SIZE, next_limit
+
+    assert (PAGE_SIZE, PAGE_BYTES, MAX_PAGE_SIZE) == (500, 2 * 1024 * 1024, 5000)  # the docs' figures
+    assert next_limit(limit, size) == expected

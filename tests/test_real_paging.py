@@ -12,14 +12,14 @@ import pytest
 
 from _proxy import ApiProxy
 from _support import assert_one_clean_line
-from kubectl_kvdtype._sources.cluster import peek_continue
+from kubectl_kvdtype._sources.cluster import MAX_PAGE_SIZE, PAGE_SIZE, next_limit, peek_continue
 
 pytestmark = pytest.mark.real
 
-#: More than four pages of the plugin's 500 (kubectl_kvdtype._sources.cluster.PAGE_SIZE): the last
-#: one is short, so the page count shows the server ended the list, not the plugin.
-BINDINGS = 2100
-PAGE = 500
+#: More than a first page of the plugin's 500 (kubectl_kvdtype._sources.cluster.PAGE_SIZE) and
+#: more than the first page of Bindings measures for the next (``next_limit``): three pages, the
+#: last one short, so the page count shows the server ended the list, not the plugin.
+BINDINGS = 5600
 LISTS = r"/kvcachepoolbindings$"
 
 
@@ -59,9 +59,15 @@ def test_a_list_of_thousands_is_read_in_the_plugins_pages_and_each_object_judged
     names = _names(real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", server=proxy.url))
     assert sorted(names) == [f"b{i:04d}" for i in range(BINDINGS)]
     pages = _pages(proxy)
-    assert [p.status for p in pages] == [200] * 5
-    assert [p.query.get("limit") for p in pages] == [str(PAGE)] * 5
-    assert [len(p.json["items"]) for p in pages] == [PAGE] * 4 + [BINDINGS - 4 * PAGE]  # the server's own pages
+    assert [p.status for p in pages] == [200] * 3
+    # The first page is kubectl's chunk; each later one as big as the page before it measures
+    # its objects to fit in PAGE_BYTES, up to MAX_PAGE_SIZE.
+    limits = [PAGE_SIZE]
+    for page in pages[:-1]:
+        limits.append(next_limit(limits[-1], len(page.body)))
+    assert [p.query.get("limit") for p in pages] == [str(limit) for limit in limits]
+    assert PAGE_SIZE < limits[1] < MAX_PAGE_SIZE and limits[2] == limits[1]
+    assert [len(p.json["items"]) for p in pages] == [*limits[:2], BINDINGS - sum(limits[:2])]  # the server's own
     # Each page after the first continues from the token the previous one carried; the last carries none.
     assert "continue" not in pages[0].query
     assert [p.query["continue"] for p in pages[1:]] == [p.json["metadata"]["continue"] for p in pages[:-1]]
@@ -90,7 +96,7 @@ def test_a_continue_token_expired_by_compaction_mid_list_restarts_the_list(real,
     names = _names(real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", server=proxy.url))
     assert sorted(names) == [f"b{i:04d}" for i in range(BINDINGS)]
     pages = _pages(proxy)
-    assert [p.status for p in pages] == [200, 410] + [200] * 5
+    assert [p.status for p in pages] == [200, 410] + [200] * 3
     assert pages[1].json["reason"] == "Expired"  # the server's own answer, not the proxy's
     assert "continue" in pages[1].query and "continue" not in pages[2].query
 

@@ -435,8 +435,8 @@ def test_pages_asked_ahead_are_the_servers_pages_and_no_more(fake, kube_env):
     result = kvdtype(kube_env, "check", "-n", "team-a", "-o", "json")
     assert sorted(item["name"] for item in report(result)["items"]) == [f"b{i:04d}" for i in range(1100)]
     pages = _binding_pages(fake)
-    assert [r.status for r in pages] == [200] * 3
-    assert "continue" not in pages[0].query and pages[1].query["continue"] != pages[2].query["continue"]
+    assert [r.status for r in pages] == [200] * 2  # 500, then the rest in a page measured by the first
+    assert "continue" not in pages[0].query and pages[1].query["continue"]
 
 
 def test_the_next_page_is_asked_for_before_this_one_is_decoded(fake, tmp_path):
@@ -461,7 +461,7 @@ def test_the_next_page_is_asked_for_before_this_one_is_decoded(fake, tmp_path):
         return obj
 
     assert len(source.list(BINDING, "team-a", project=project)) == 1100
-    assert asked_by_then == [2] and len(_binding_pages(fake)) == 3
+    assert asked_by_then == [2] and len(_binding_pages(fake)) == 2
 
 
 def test_a_page_whose_text_belies_its_decoded_token_is_read_by_the_decoded_one(fake, kube_env, tmp_path):

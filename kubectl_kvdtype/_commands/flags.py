@@ -425,9 +425,10 @@ def add_judging_flags(parser: argparse.ArgumentParser) -> None:
 
 
 #: Contexts judged at once by --contexts/--all-contexts unless --parallel says otherwise: each one
-#: waits on its cluster most of its time, and a 10,000-deployment context holds up to ~200 MB while
-#: it is judged, so four keep two cores busy within ~0.8 GB (docs/reference.md, "Fleets").
-DEFAULT_PARALLEL = 4
+#: waits on its cluster most of its time (on a link tens of milliseconds away, most of a small
+#: one's run), and a 10,000-deployment context holds up to ~150 MB while it is judged, so eight keep
+#: two cores busy within ~1.2 GB (docs/reference.md, "Fleets").
+DEFAULT_PARALLEL = 8
 
 
 def _positive_int(text: str) -> int:

@@ -54,8 +54,11 @@ def _todo(findings: list[Finding], consumers: list[_bindings.Consumer]) -> list[
     for finding in findings:
         if finding.code == _codes.DTYPE_REJECTED:
             rejected.setdefault((finding.object.namespace, finding.object.name), []).append(finding)
+    by_binding: dict[tuple, list[_bindings.Consumer]] = {}  # one pass: a scan per Binding was N x M
+    for consumer in consumers:
+        by_binding.setdefault((consumer.namespace, consumer.binding), []).append(consumer)
     for (namespace, name), group in rejected.items():
-        items.append(_rebind_item(namespace, name, group, consumers))
+        items.append(_rebind_item(namespace, name, group, by_binding.get((namespace, name), [])))
     items += [_binding_item(f) for f in findings if f.code == _codes.BINDING_MISSING]
     items += [_remove_flag_item(f) for f in findings if f.code in (_codes.ROLE_FLAG, _codes.POD_FLAG)]
     items += [_todo_item(INVESTIGATE, f, None, f.message) for f in findings if f.code == PREDICTED_FAILURE]
@@ -101,10 +104,10 @@ def _todo_item(action: str, finding: Finding, command: Optional[str], what: str,
 
 
 def _rebind_item(namespace: str, name: str, group: list[Finding], consumers: list[_bindings.Consumer]) -> dict:
-    """One item per rejected Binding: rebind (the same or a different dtype), upgrade, or split."""
+    """One item per rejected Binding: rebind (the same or a different dtype), upgrade, or split
+    (``consumers``: the Binding's own)."""
     dtype = group[0].fields.get("dtype") or ""
-    pairs = [(c.engine.name, c.engine.version) for c in consumers
-             if (c.namespace, c.binding) == (namespace, name) and c.engine.name and c.receives_flag]
+    pairs = [(c.engine.name, c.engine.version) for c in consumers if c.engine.name and c.receives_flag]
     fix = _verdicts.remedy(dtype, pairs)
     engines = " and ".join(f"{f.fields.get('engine')} {f.fields.get('engineVersion')}" for f in group)
     why = f"{engines} reject{'s' if len(group) == 1 else ''} {dtype}"
@@ -115,13 +118,12 @@ def _rebind_item(namespace: str, name: str, group: list[Finding], consumers: lis
             " (a different dtype: it changes the KV-cache precision)")
         action = REBIND
     elif fix.kind in (_records.UPGRADE, _records.NO_FIX):
-        names = ", ".join(f"{c.kind} {c.name}" for c in consumers
-                          if (c.namespace, c.binding) == (namespace, name) and c.receives_flag)
+        names = ", ".join(f"{c.kind} {c.name}" for c in consumers if c.receives_flag)
         command = None
         what = f"{why}: {fix.text} (spec.engine.version of {names}, and the image it runs)"
         action = UPGRADE_ENGINE
     else:
-        attached = [c for c in consumers if (c.namespace, c.binding) == (namespace, name) and c.receives_flag]
+        attached = [c for c in consumers if c.receives_flag]
         command = None
         what = f"{why}, and no dtype suits every engine consuming it: split its consumers by engine onto " \
                f"Bindings of their own ({_split_plan(dtype, attached)})"

@@ -107,7 +107,8 @@ MAX_FILE_MB = Setting(
     "KUBECTL_KVDTYPE_MAX_FILE_MB", "the most -f reads of one file or of standard input, in MiB", WHOLE, 512,
     1, 1 << 20, "MiB")
 MAX_PAGES = Setting(
-    "KUBECTL_KVDTYPE_MAX_PAGES", "the most pages (of 500 objects) one LIST may take before it is abandoned as endless",
+    "KUBECTL_KVDTYPE_MAX_PAGES",
+    "the most pages (of 500 objects or more) one LIST may take before it is abandoned as endless",
     WHOLE, 1000, 1, 10 ** 9, "pages")
 COMPLETION_TIMEOUT = Setting(
     "KUBECTL_KVDTYPE_COMPLETION_TIMEOUT", "seconds shell completion waits for names from the cluster", SECONDS, 2.0,

@@ -40,9 +40,16 @@ from kubectl_kvdtype._sources.kinds import FIELD_MANAGER, OPERATOR_GROUPS, Kind,
 from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions, Resolved, resolve
 from kubectl_kvdtype._sources.transport import Ahead, Clock, HeaderLines, first_line
 
+#: The first page of a LIST (kubectl's --chunk-size): a small LIST is one page, a first answer comes soon.
 PAGE_SIZE = 500
-#: Pages one LIST may take before it is abandoned as endless: 500,000 objects at PAGE_SIZE, five
-#: times a 100,000-Pod cluster; ``MAX_PAGES_VARIABLE`` sets another (docs/reference.md, "Limits").
+#: The JSON a later page holds at most, as the page before it measures its objects: on a link tens
+#: of milliseconds away each page is a round trip more, while a page's text and its decoding are
+#: what a run holds in memory beyond the objects it keeps (docs/development.md, "Speed on big clusters").
+PAGE_BYTES = 2 * 1024 * 1024
+#: The most objects a page asks for, however small they are.
+MAX_PAGE_SIZE = 5000
+#: Pages one LIST may take before it is abandoned as endless: 500,000 objects or more (a page holds
+#: PAGE_SIZE or more), five times a 100,000-Pod cluster; ``MAX_PAGES_VARIABLE`` sets another.
 MAX_PAGES: int = _settings.MAX_PAGES.default
 MAX_PAGES_VARIABLE = _settings.MAX_PAGES.name
 #: Attempts for a request answered 429 or 5xx (reads), or 429 (writes, which a 5xx may have done).
@@ -306,6 +313,7 @@ class ClusterSource:
                 finally:
                     ahead = None
                     _progress.done()
+                query["limit"] = next_limit(query["limit"], len(data))
                 if number < self._max_pages:  # past the budget, no page is asked for
                     ahead = self._ask_ahead(path, query, data, seen, kind, namespace)
                 page = _json(data, "list", kind, namespace, path)
@@ -328,7 +336,7 @@ class ClusterSource:
             if ahead is not None:
                 ahead.request.drop()
         raise ClusterError(f"{_describe('list', kind, namespace, path)}: still not complete after {self._max_pages} "
-                           f"pages of {PAGE_SIZE}, the most one LIST may take (set {MAX_PAGES_VARIABLE} for more)")
+                           f"pages, the most one LIST may take (set {MAX_PAGES_VARIABLE} for more)")
 
     def _ask_ahead(self, path: str, query: dict[str, Any], data: bytes, seen: set[str], kind: Kind,
                    namespace: Optional[str]) -> Optional[_AskedAhead]:
@@ -416,6 +424,14 @@ def _shown_on_stderr(text: str) -> None:
     from kubectl_kvdtype._kits.env import Environment
 
     Environment().warn(text)
+
+
+def next_limit(limit: int, size: int) -> int:
+    """The next page's limit after a page of ``size`` bytes asked with ``limit``: as many objects
+    as ``PAGE_BYTES`` holds at that page's bytes per object (a page that goes on is full), from
+    ``PAGE_SIZE`` to ``MAX_PAGE_SIZE``."""
+    per_object = max(1, size // max(1, limit))
+    return max(PAGE_SIZE, min(MAX_PAGE_SIZE, PAGE_BYTES // per_object))
 
 
 class _AskedAhead(NamedTuple):

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 from kubectl_kvdtype._kits.records import field, record_type, replace
 from kubectl_kvdtype._kits.status import ApiError, KvdtypeError, NotServed
@@ -46,8 +46,10 @@ from kubectl_kvdtype._sources.kinds import (
     KUSTOMIZATION,
     REPLICASET,
     WORKLOADS,
+    Get,
     Kind,
     Source,
+    list_many,
 )
 
 HELM, ARGOCD, FLUX, CONTROLLER, FIELDS = "Helm", "Argo CD", "Flux", "controller", "field manager"
@@ -321,15 +323,30 @@ class ManagerReader:
         found: Optional[tuple[str, dict]] = None
         current, namespace = obj, _model.namespace_of(obj)
         for _ in range(_MAX_CHAIN):
-            reference = _controller(current)
-            owner_kind = _CLIMBED.get(_model.text((reference or {}).get("kind")) or "")
-            if reference is None or owner_kind is None or not _same_group(reference, owner_kind):
+            climbed = _climbed_to(current)
+            if climbed is None:
                 return found
-            owner = self._object(owner_kind, namespace, _model.text(reference.get("name")) or "")
+            owner_kind = _CLIMBED[climbed[0]]
+            owner = self._object(owner_kind, namespace, climbed[2])
             if owner is None:
                 return found
             found, current = (owner_kind.name, owner), owner
         return found
+
+    def read_owners(self, pods: Iterable[dict]) -> None:
+        """The controllers ``top_owner`` will climb to from ``pods``, read now, side by side, a
+        level at a time (``list_many``), where the climb asks for them one after another: on a link
+        tens of milliseconds away, a round trip for all in place of one each. Nothing offline
+        (the climb reads the manifests), nothing already read or known."""
+        if self.offline:
+            return
+        current = [pod for pod in pods if isinstance(pod, dict)]
+        for _ in range(_MAX_CHAIN):
+            wanted = {key: Get(_CLIMBED[key[0]], key[1], key[2]) for key in map(_climbed_to, current)
+                      if key is not None and key not in self.known and key not in self._reads}
+            for key, answer in zip(wanted, list_many(self.source, list(wanted.values())), strict=True):
+                self._reads[key] = _answered(answer, _CLIMBED[key[0]], key[1])
+            current = [read.obj for read in (self._reads[key] for key in wanted) if read.obj is not None]
 
     # --- Each manager --------------------------------------------------------------------------
 
@@ -479,20 +496,37 @@ def helm_values_command(release: str, namespace: Optional[str]) -> Optional[str]
 def _reading(read: Any, kind: Kind, namespace: Optional[str]) -> _Read:
     """A read of a manager's object, its failure said in a few words, never raised: a missing CRD
     or a refused read must not fail the run."""
-    where = f" in namespace {namespace}" if namespace else " in any namespace"
     try:
         obj = read()
-    except NotServed:
-        return _Read(why=f"{kind.resource} is not installed on this cluster", absent=True)
-    except ApiError as error:
-        if error.code == 403:
-            return _Read(why=f"you may not read {kind.resource}{where} (403 Forbidden)", denied=True)
-        if error.code == 404:
-            return _Read(why=f"{kind.resource} is not installed on this cluster", absent=True)
-        return _Read(why=error.message)
     except KvdtypeError as error:
-        return _Read(why=error.message)
+        return _failed(error, kind, namespace)
     return _Read(obj=obj) if obj is not None else _Read(missing=True)
+
+
+def _answered(answer: Union[list[dict], KvdtypeError], kind: Kind, namespace: Optional[str]) -> _Read:
+    """A ``Get``'s answer from ``list_many`` (a list of the object, none, or the error met) as ``_reading`` says it."""
+    if isinstance(answer, KvdtypeError):
+        return _failed(answer, kind, namespace)
+    return _Read(obj=answer[0]) if answer else _Read(missing=True)
+
+
+def _failed(error: KvdtypeError, kind: Kind, namespace: Optional[str]) -> _Read:
+    code = error.code if isinstance(error, ApiError) else None
+    if isinstance(error, NotServed) or code == 404:
+        return _Read(why=f"{kind.resource} is not installed on this cluster", absent=True)
+    if code == 403:
+        where = f" in namespace {namespace}" if namespace else " in any namespace"
+        return _Read(why=f"you may not read {kind.resource}{where} (403 Forbidden)", denied=True)
+    return _Read(why=error.message)
+
+
+def _climbed_to(obj: dict) -> Optional[ObjectKey]:
+    """The (kind, namespace, name) of the owner ``top_owner`` climbs to from ``obj``, if it climbs."""
+    reference = _controller(obj)
+    owner_kind = _CLIMBED.get(_model.text((reference or {}).get("kind")) or "")
+    if reference is None or owner_kind is None or not _same_group(reference, owner_kind):
+        return None
+    return owner_kind.name, _model.namespace_of(obj), _model.text(reference.get("name")) or ""
 
 
 def _controller(obj: dict) -> Optional[dict]:

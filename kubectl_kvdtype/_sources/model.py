@@ -294,18 +294,42 @@ _POD_METADATA = ("name", "namespace", "labels", "annotations", "ownerReferences"
 _CONTAINER_KEPT = ("name", "command", "args")
 
 
+#: One list for each argv met (``_shared_argv``), up to this many different ones.
+_SHARED_ARGVS = 4096
+_shared_argvs: dict[tuple, list] = {}
+
+
+def _shared_argv(argv: list) -> list:
+    """``argv``, or the equal list a Pod listed before it kept: a deployment's replicas run one
+    argv, and a list of its own per replica was a large share of ``verify -A``'s memory. Judging
+    never changes a listed argv in place (what it renders is a new list). Past ``_SHARED_ARGVS``
+    different argvs, a new one is kept as it is (the table would cost more than it saves)."""
+    try:
+        key = tuple(argv)
+        shared = _shared_argvs.get(key)
+    except TypeError:  # an entry that is no string (a hand-written manifest's mapping)
+        return argv
+    if shared is not None:
+        return shared
+    if len(_shared_argvs) < _SHARED_ARGVS:
+        _shared_argvs[key] = argv
+    return argv
+
+
 def _slim_container(container: dict) -> dict:
     slim = {}
     for key in _CONTAINER_KEPT:
         if key in container:
-            slim[key] = container[key]
+            value = container[key]
+            slim[key] = _shared_argv(value) if type(value) is list else value
     if refers_to_env(container):
         slim["env"] = container["env"]
     return slim
 
 
 def without_status(obj: dict) -> dict:
-    """A Binding or a ModelDeployment as judging reads it: all but its ``status``.
+    """A Binding or a ModelDeployment as judging reads it: all but its ``status``, and of its
+    ``managedFields`` only what a judgement asks of them (``JUDGED_SPEC_FIELDS``).
 
     What a subcommand reads of either is its metadata (identity, and what names its managers) and
     its spec; the status the operator writes back is never read, and is a large share of a listed
@@ -313,7 +337,29 @@ def without_status(obj: dict) -> dict:
     them. Changed in place (a projection is handed the object's own top level, see
     ``kinds.Projection``): a copy of each was a measurable share of a big LIST's reading."""
     obj.pop("status", None)
+    metadata = obj.get("metadata")
+    entries = metadata.get("managedFields") if isinstance(metadata, dict) else None
+    if isinstance(entries, list):
+        for entry in entries:
+            if isinstance(entry, dict) and isinstance(entry.get("fieldsV1"), dict):
+                entry["fieldsV1"] = _judged_fields(entry["fieldsV1"])
     return obj
+
+
+#: The branches of ``spec`` whose fields a judgement asks who else manages (``_sources.managers``:
+#: a deployment's Binding and roles, a Binding's dtype); ``without_status`` keeps only these of
+#: each ``managedFields`` entry, the rest of which is a large share of a listed object.
+JUDGED_SPEC_FIELDS = frozenset({"f:kvCache", "f:roles", "f:domain"})
+
+
+def _judged_fields(fields_v1: dict) -> dict:
+    """A FieldsV1 document with only ``spec``'s judged branches. An empty ``f:spec`` is kept (it
+    owns the whole spec); one with no judged branch is dropped, since an empty one would say that."""
+    spec = fields_v1.get("f:spec")
+    if not isinstance(spec, dict) or not spec:
+        return {"f:spec": spec} if isinstance(spec, dict) else {}
+    kept = {key: value for key, value in spec.items() if key in JUDGED_SPEC_FIELDS}
+    return {"f:spec": kept} if kept else {}
 
 
 def judged_only(whole: bool) -> Optional[Callable[[dict], dict]]:
