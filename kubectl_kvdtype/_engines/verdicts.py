@@ -453,8 +453,7 @@ def read_flag(fields: Sequence[tuple[str, object]], engine: Optional[str], versi
     value that wins is refused at engine start instead. A value the spelling tables do not list, or
     one that depends on something outside the object, makes the reading UNSURE, never FAILED.
     """
-    argv, _ = _joined(fields)
-    relevant_env = env if env and any("$" in t for t in argv) else None  # only a variable can use it
+    relevant_env = env if env and any("$" in t for t in _joined(fields)[0]) else None  # only a variable can use it
     try:
         key = tuple((name, tuple(values) if isinstance(values, list) else None) for name, values in fields)
         # The env as a key: most argvs use no variable, and json.dumps is a tenth of a large run's judging.
