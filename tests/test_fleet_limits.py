@@ -92,9 +92,10 @@ def _read(path: Path) -> str:
 @pytest.mark.parametrize("limit", [256, 32, 1])
 def test_under_a_limit_of_threads_the_fleet_finishes_or_says_so_in_one_line(fleet_env, limit):
     """The plugin in a pids cgroup of ``limit`` threads (a container's pids limit). At 256 the
-    200 context threads and the run's helpers fit; at 32 the contexts wait for a thread that has
-    finished one, and all are judged still; at 1 (no thread but the run's own) the request
-    timeout's watch cannot be had, and the run says so in one line, exit 3."""
+    200 context threads fit, and the helpers the limit leaves (a helper refused is a read its
+    context makes itself); at 32 the contexts wait for a thread that has finished one, and all are
+    judged still; at 1 (no thread but the run's own) the request timeout's watch cannot be had, and
+    the run says so in one line, exit 3."""
     fake, env = fleet_env
     group = _pids_cgroup(limit)
     try:
@@ -138,3 +139,14 @@ def test_requests_side_by_side_take_helpers_from_one_budget_and_do_the_rest_them
         assert source.readers == {threading.current_thread().name}
     finally:
         release.set()
+
+
+def test_the_helper_budget_lets_the_default_fleets_reads_all_go_side_by_side():
+    """Each of the default fleet's contexts has every read of ``list_many`` in flight at once: the
+    context's own thread and MAX_IN_FLIGHT - 1 helpers each, from the run's one budget."""
+    from kubectl_kvdtype._commands.flags import DEFAULT_PARALLEL
+    from kubectl_kvdtype._kits import threads
+    from kubectl_kvdtype._sources import kinds
+
+    wanted = DEFAULT_PARALLEL * (kinds.MAX_IN_FLIGHT - 1)
+    assert wanted <= threads.MAX_HELPERS < 2 * wanted

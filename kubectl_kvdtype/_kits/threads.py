@@ -64,8 +64,10 @@ def start(thread: threading.Thread, what: str = "the run") -> threading.Thread:
 #: Helper threads a whole run may have at once for requests side by side (``_sources.kinds``'
 #: parallel LISTs), whatever the number of contexts: a fleet's contexts each run in their own
 #: thread already, and each one's LISTs take helpers from this one budget, or run in that thread
-#: when none is left. Enough for the default fleet's contexts to each have their reads side by side.
-MAX_HELPERS = 32
+#: when none is left. Enough for the default fleet's contexts to each have their reads side by side
+#: (``--parallel``'s default times ``list_many``'s helpers; a test ties the three): on a link tens of
+#: milliseconds away, a read left to its context's own thread is a round trip more.
+MAX_HELPERS = 64
 _HELPERS = threading.BoundedSemaphore(MAX_HELPERS)
 
 
