@@ -140,13 +140,3 @@ def test_requests_side_by_side_take_helpers_from_one_budget_and_do_the_rest_them
     finally:
         release.set()
 
-
-def test_the_helper_budget_lets_the_default_fleets_reads_all_go_side_by_side():
-    """Each of the default fleet's contexts has every read of ``list_many`` in flight at once: the
-    context's own thread and MAX_IN_FLIGHT - 1 helpers each, from the run's one budget."""
-    from kubectl_kvdtype._commands.flags import DEFAULT_PARALLEL
-    from kubectl_kvdtype._kits import threads
-    from kubectl_kvdtype._sources import kinds
-
-    wanted = DEFAULT_PARALLEL * (kinds.MAX_IN_FLIGHT - 1)
-    assert wanted <= threads.MAX_HELPERS < 2 * wanted

@@ -159,3 +159,14 @@ def test_a_report_kept_as_its_json_text_gives_the_same_fleet_document():
     assert document == json.loads(render_fleet(plain, "json"))
     assert document["contexts"][0]["report"] == json.loads(to_json(plain.members[0].report.to_dict()))
     assert document["summary"]["failing"] == ["a"]
+
+
+def test_the_helper_budget_lets_the_default_fleets_reads_all_go_side_by_side():
+    """Each of the default fleet's contexts has every read of ``list_many`` in flight at once: the
+    context's own thread and MAX_IN_FLIGHT - 1 helpers each, from the run's one budget."""
+    from kubectl_kvdtype._commands.flags import DEFAULT_PARALLEL
+    from kubectl_kvdtype._kits import threads
+    from kubectl_kvdtype._sources import kinds
+
+    wanted = DEFAULT_PARALLEL * (kinds.MAX_IN_FLIGHT - 1)
+    assert wanted <= threads.MAX_HELPERS < 2 * wanted

@@ -22,6 +22,7 @@ from typing import Iterable, Optional
 
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import verdicts as _verdicts
+from kubectl_kvdtype._kits.memo import memoized
 from kubectl_kvdtype._kits.records import field, record_type
 from kubectl_kvdtype._kits.report import FieldPath
 from kubectl_kvdtype._sources import model as _model
@@ -104,9 +105,15 @@ def rendered_role_argv(deployment: dict, role: dict, dtype: str) -> list[str]:
     """The container command the upgraded operator builds for a managed role (the base command
     from the engine's record; none for an engine this tool does not know)."""
     engine = _model.deployment_engine(deployment).name
-    model = _model.text(_model.dig(deployment, "spec", "model", "name")) or ""
+    return _rendered(engine, _model_name(deployment), _model.role_extra_args(role), dtype)
+
+
+def _model_name(deployment: dict) -> str:
+    return _model.text(_model.dig(deployment, "spec", "model", "name")) or ""
+
+
+def _rendered(engine: Optional[str], model: str, extra: list[str], dtype: str) -> list[str]:
     base = _records.record(engine).command(model) if engine is not None else []
-    extra = _model.role_extra_args(role)
     tail = []
     for option, value in zip(HOST_PORT[::2], HOST_PORT[1::2], strict=True):
         if not any(arg == option or arg.startswith(option + "=") for arg in extra):
@@ -133,14 +140,23 @@ def predict_role(deployment: dict, role: dict, dtypes: dict) -> Prediction:
     assert dtype, "_missing answers for a Binding without a dtype"
     if engine.name is None:
         return prediction(outcome=NOT_JUDGED, text=_not_judged(engine))
-    name = engine.name
-    argv = rendered_role_argv(deployment, role, dtype)
-    extra = _model.role_extra_args(role)
-    own = [o for o in _verdicts.find_in_fields([("extraArgs", extra)], name, engine.version) if o.read]
+    outcome, argv = _role_outcome(engine.name, engine.version, _model_name(deployment),
+                                  tuple(_model.role_extra_args(role)), dtype)
+    return prediction(**outcome, argv=argv)
+
+
+@memoized(maxsize=4096)
+def _role_outcome(name: str, version: Optional[str], model: str, extra: tuple[str, ...],
+                  dtype: str) -> tuple[dict, tuple[str, ...]]:
+    """(outcome fields, rendered argv) of a managed role; memoized: a cluster's roles repeat a few
+    engines, models, extraArgs and dtypes, and reading each rendered argv twice through the
+    engine's parser was most of a 10,000-deployment preflight's prediction. The fields are
+    unpacked into each Prediction, never changed."""
+    argv = _rendered(name, model, list(extra), dtype)
+    own = [o for o in _verdicts.find_in_fields([("extraArgs", list(extra))], name, version) if o.read]
     at = argv.index(FLAG)
-    control = _read(name, engine.version, [*argv[:at], FLAG, CONTROL_DTYPE, *argv[at + 2:]], [])
-    outcome = _outcome(name, _read(name, engine.version, argv, []), dtype, bool(own), "role", control)
-    return prediction(**outcome, argv=tuple(argv))
+    control = _read(name, version, [*argv[:at], FLAG, CONTROL_DTYPE, *argv[at + 2:]], [])
+    return _outcome(name, _read(name, version, argv, []), dtype, bool(own), "role", control), tuple(argv)
 
 
 # --- Injected Pods ----------------------------------------------------------------------------
