@@ -216,9 +216,9 @@ def test_paging_reads_every_object_with_one_list_per_page(fake, kube_env):
     assert len(found["items"]) == 1203
     lists = [r for r in fake.requests if r.path.endswith("/kvcachepoolbindings")]
     # 500 (kubectl's chunk), then the other 703 in one page: as many as PAGE_BYTES holds of these
-    assert [r.query.get("limit") for r in lists] == ["500", lists[1].query.get("limit")]
-    from kubectl_kvdtype._sources.cluster import MAX_PAGE_SIZE
+    from kubectl_kvdtype._sources.cluster import MAX_PAGE_SIZE, PAGE_SIZE
 
+    assert len(lists) == 2 and lists[0].query.get("limit") == str(PAGE_SIZE)
     assert 703 <= int(lists[1].query["limit"]) <= MAX_PAGE_SIZE
 
 
@@ -335,3 +335,62 @@ def test_the_setting_is_read_beside_the_lists(cluster, fake, command):
     thread.join()
     assert result.returncode in (0, 1, 4), result.stderr
     assert seen, "the Setting was read only once the LISTs were answered"
+
+
+def _owned_by(kind: str, name: str, owner_kind: str, owner: str) -> dict:
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {
+        "name": name, "namespace": "team-a",
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner_kind, "name": owner, "uid": f"u-{owner}",
+                             "controller": True}]}}
+
+
+def test_the_owners_of_a_bindings_injected_consumers_are_read_side_by_side_a_level_at_a_time(cluster, fake):
+    """Naming who manages a rejected Binding's injected Pods climbs Pod -> ReplicaSet ->
+    Deployment (``ManagerReader.read_owners``): the three ReplicaSets are asked for while the first
+    is still unanswered, each owner once however many Pods it has, and the Deployments after them."""
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"w-{r}-{p}", "namespace": "team-a", "labels": {"kvcache.gpustack.ai/inject": "true"},
+        "annotations": {"kvcache.gpustack.ai/binding": "b", "kvcache.gpustack.ai/engine": "vLLM"},
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"rs-{r}", "uid": f"u-rs-{r}",
+                             "controller": True}]},
+        "spec": {"containers": [{"name": "vllm", "command": ["vllm", "serve", "m"]}]}} for r in range(3) for p in "ab"]
+    seed(fake, [
+        {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
+         "metadata": {"name": "b", "namespace": "team-a"},
+         "spec": {"poolRef": {"name": "shared-dram"}, "domain": {"name": "d", "dtype": "bf16"}}},
+        *pods,
+        *(_owned_by("ReplicaSet", f"rs-{r}", "Deployment", f"web-{r}") for r in range(3)),
+        *({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+            "name": f"web-{r}", "namespace": "team-a", "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {"meta.helm.sh/release-name": f"web-{r}"}}} for r in range(3))])
+    fake.clear_log()
+    held = fake.hold("GET", r"/replicasets/rs-0$")
+    others: list = []
+
+    def watch() -> None:
+        try:
+            held.wait_arrived()
+            for _ in range(400):  # up to 20 s: ReplicaSets read one after another never arrive while one is held
+                others[:] = [r.path for r in list(fake.requests) if r.path.endswith(("/rs-1", "/rs-2"))]
+                if len(others) == 2:
+                    break
+                time.sleep(0.05)
+        finally:
+            held.release()
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    result = kvdtype(cluster, "check", "-n", "team-a", "-o", "json")
+    thread.join()
+    assert result.returncode == 1, result.stderr
+    assert sorted(others) == [f"/apis/apps/v1/namespaces/team-a/replicasets/rs-{r}" for r in (1, 2)]
+    owners = [r.path.rsplit("/", 2)[-2:] for r in fake.requests
+              if r.method == "GET" and ("/replicasets/" in r.path or "/deployments/" in r.path)]
+    assert sorted(map(tuple, owners)) == sorted([("replicasets", f"rs-{r}") for r in range(3)]
+                                                + [("deployments", f"web-{r}") for r in range(3)])  # each once
+    times = {tuple(r.path.rsplit("/", 2)[-2:]): r.time for r in fake.requests}
+    assert min(times[("deployments", f"web-{r}")] for r in range(3)) > \
+        max(times[("replicasets", f"rs-{r}")] for r in range(3))  # the next level once this one is read
+    consumers = json.loads(result.stdout)["findings"][0]["consumers"]
+    assert {c["name"]: c["managedBy"][0]["object"]["name"] for c in consumers} == {
+        f"w-{r}-{p}": f"web-{r}" for r in range(3) for p in "ab"}

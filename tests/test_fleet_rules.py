@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from _support import assert_one_clean_line, in_process
+from _support import ROOT, assert_one_clean_line, in_process
 from kubectl_kvdtype._cli.fleet import REFUSED, select
 from kubectl_kvdtype._kits.report import ERROR, Finding, FleetMember, FleetReport, ObjectRef, Report
 from kubectl_kvdtype._kits.status import ExitStatus
@@ -170,3 +170,6 @@ def test_the_helper_budget_lets_the_default_fleets_reads_all_go_side_by_side():
 
     wanted = DEFAULT_PARALLEL * (kinds.MAX_IN_FLIGHT - 1)
     assert wanted <= threads.MAX_HELPERS < 2 * wanted
+    reference = " ".join((ROOT / "docs" / "reference.md").read_text().split())  # and the docs say both
+    assert f"contexts are judged at once (default {DEFAULT_PARALLEL})" in reference
+    assert f"({threads.MAX_HELPERS}, enough for the default" in reference

@@ -185,7 +185,18 @@ def test_replicas_running_one_argv_share_one_list_once_slimmed():
     (500, 0, 5000),  # an empty page that goes on (a filtering server): the most
 ])
 def test_a_later_page_holds_what_page_bytes_holds_at_the_objects_of_the_page_before(limit, size, expected):
-    from kubectl_kvdtype._sources.cluster import MAX_PAGE_SIZE, PAGE_BYTES, PAGE_SIZE, next_limit
+    from kubectl_kvdtype._sources.cluster import next_limit
 
-    assert (PAGE_SIZE, PAGE_BYTES, MAX_PAGE_SIZE) == (500, 2 * 1024 * 1024, 5000)  # the docs' figures
     assert next_limit(limit, size) == expected
+
+
+def test_the_docs_give_the_page_sizes_the_source_asks_for():
+    from _support import ROOT
+    from kubectl_kvdtype._sources.cluster import MAX_PAGE_SIZE, PAGE_BYTES, PAGE_SIZE
+
+    said = f"the first of {PAGE_SIZE} objects; each later one as many as {PAGE_BYTES // 2 ** 20} MiB of JSON holds " \
+           f"at the objects of the page before it, from {PAGE_SIZE} to {MAX_PAGE_SIZE:,}"
+    assert said in (ROOT / "docs" / "reference.md").read_text()
+    development = " ".join((ROOT / "docs" / "development.md").read_text().split())
+    assert f"as many as {PAGE_BYTES // 2 ** 20} MiB of JSON holds" in development
+    assert f"from {PAGE_SIZE} to {MAX_PAGE_SIZE:,} (`next_limit`)" in development
