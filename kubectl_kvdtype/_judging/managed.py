@@ -89,16 +89,27 @@ def name_managers(report: Report, reader: ManagerReader, item_kind: Optional[str
 
 
 def _pods_named(report: Report, reader: ManagerReader) -> list[dict]:
-    """The Pods the report's findings are about, or name as a Binding's consumers, as the run read them."""
-    keys: dict[ObjectKey, None] = {}
-    for finding in report.findings:
-        if finding.object.kind == POD.name:
-            keys[(POD.name, finding.object.namespace or "", finding.object.name)] = None
-        consumers = finding.fields.get(_CONSUMERS) if finding.object.kind == BINDING.name else None
-        for consumer in consumers if isinstance(consumers, list) else []:
-            if isinstance(consumer, dict) and consumer.get("kind") == POD.name:
-                keys[(POD.name, str(consumer.get("namespace") or ""), str(consumer.get("name")))] = None
-    return [obj for obj in (reader.known.get(key) for key in keys) if obj is not None]
+    """The Pods the report's findings are about, or name as a Binding's consumers, as the run read
+    them: the objects ``mark`` will climb from."""
+    refs = [finding.object for finding in report.findings]
+    refs += [_consumer_ref(c) for f in report.findings for c in _consumer_list(f) if isinstance(c, dict)]
+    pods = (_known(ref, reader) for ref in dict.fromkeys(refs) if ref.kind == POD.name)
+    return [pod for pod in pods if pod is not None]
+
+
+def _known(ref: ObjectRef, reader: ManagerReader) -> Optional[dict]:
+    """The object ``ref`` names, as the run read it (None: not read)."""
+    return reader.known.get((ref.kind, ref.namespace or "", ref.name))
+
+
+def _consumer_ref(consumer: dict) -> ObjectRef:
+    return ObjectRef(str(consumer.get("kind")), consumer.get("namespace"), str(consumer.get("name")))
+
+
+def _consumer_list(finding: Finding) -> list:
+    """A Binding finding's consumers (``consumers`` of dtype-rejected); none for any other."""
+    consumers = finding.fields.get(_CONSUMERS)
+    return consumers if finding.object.kind == BINDING.name and isinstance(consumers, list) else []
 
 
 def mark(finding: Finding, reader: ManagerReader) -> Finding:
@@ -124,7 +135,7 @@ def mark(finding: Finding, reader: ManagerReader) -> Finding:
 
 def managers_of(ref: ObjectRef, reader: ManagerReader, fields: dict, code: str = "") -> list[Manager]:
     """The managers of the object a finding (of ``code``) is about: for a Pod, of its top owner."""
-    obj = reader.known.get((ref.kind, ref.namespace or "", ref.name))
+    obj = _known(ref, reader)
     if obj is None:
         return []
     if ref.kind != POD.name:
@@ -160,15 +171,15 @@ def changed_fields(kind: str, fields: dict, code: str = "") -> list[Field]:
 
 def _consumers(finding: Finding, reader: ManagerReader) -> tuple[Optional[list], list[tuple[str, list[Manager]]]]:
     """A Binding's consumers (``consumers`` of dtype-rejected), each with its managers."""
-    consumers = finding.fields.get(_CONSUMERS)
-    if finding.object.kind != BINDING.name or not isinstance(consumers, list):
+    consumers = _consumer_list(finding)
+    if not consumers:
         return None, []
     marked, said = [], []
     for consumer in consumers:
         if not isinstance(consumer, dict):
             marked.append(consumer)
             continue
-        ref = ObjectRef(str(consumer.get("kind")), consumer.get("namespace"), str(consumer.get("name")))
+        ref = _consumer_ref(consumer)
         managers = managers_of(ref, reader, {})
         if managers:
             consumer = {**consumer, "managedBy": [m.to_dict() for m in managers]}
