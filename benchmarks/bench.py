@@ -471,7 +471,8 @@ def write_floor(directory: Path, python: str) -> None:
     directory.mkdir()
     shutil.copy(ROOT / "benchmarks" / "floor.py", directory / "floor.py")
     py_compile.compile(str(directory / "floor.py"), doraise=True)
-    write_script(directory / "kubectl-floor", python, "import sys\nfrom floor import main\nsys.exit(main())\n")
+    write_script(directory / "kubectl-floor", python,
+                 "import sys\nfrom floor import main\nsys.exit(main(sys.argv[1:]))\n")
 
 
 def write_script(path: Path, python: str, body: str) -> None:

@@ -15,6 +15,10 @@ kubectl do), reads the whole answer (``Wire`` decodes a gzip-coded one), decodes
 and prints the number of items per path as one JSON line ("404" for a missing object). Every
 read is bounded as the plugin bounds it (wire.py: a line, the headers, the body) and each socket
 wait (TIMEOUT). Exit 1 with a message on stderr if any GET fails (a status other than 200 or 404).
+
+`kubectl floor --all-contexts PATH...` reads the same paths from every context of the kubeconfig
+at once, all in the one process (a line per context): the least a fleet run of a Python plugin
+takes (benchmarks/real.py's fleet floor).
 """
 
 import base64
@@ -32,13 +36,22 @@ from kubectl_kvdtype._sources.wire import Wire
 TIMEOUT = 60.0
 
 
-def cluster() -> tuple[str, int, ssl.SSLContext, str]:
-    """(host, port, a TLS context trusting the cluster's CA, the bearer token) of the current context."""
+#: A cluster as a GET needs it: host, port, a TLS context trusting its CA, the bearer token.
+Cluster = tuple[str, int, ssl.SSLContext, str]
+
+
+def kubeconfig() -> dict:
+    """The kubeconfig named by $KUBECONFIG, as bench.py writes it."""
     with open(os.environ["KUBECONFIG"], encoding="utf-8") as handle:
         config = loads_block_mapping(handle.read())
     if config is None:
         raise ValueError("the kubeconfig is not the block YAML kubectl writes")
-    context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
+    return config
+
+
+def cluster(config: dict, name: str) -> Cluster:
+    """The cluster of the context ``name``."""
+    context = next(c["context"] for c in config["contexts"] if c["name"] == name)
     server = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
     user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
     scheme, _, address = server["server"].partition("://")
@@ -49,10 +62,11 @@ def cluster() -> tuple[str, int, ssl.SSLContext, str]:
     return host, int(port), ssl.create_default_context(cadata=authority), user["token"]
 
 
-def get(host: str, port: int, tls: ssl.SSLContext, token: str, path: str) -> dict:
+def get(target: Cluster, path: str) -> dict:
     """One GET (a LIST, or an object that may be missing) over its own TLS connection, spoken by the
     plugin's own HTTP/1.1 (``_sources.wire``, every line, the header count and the body bounded):
     the decoded answer, a 404's Status included (an answer the plugin reads too)."""
+    host, port, tls, token = target
     with socket.create_connection((host, port), timeout=TIMEOUT) as raw:
         wire = Wire(tls.wrap_socket(raw, server_hostname=host), f"{host}:{port}")
         try:
@@ -66,28 +80,33 @@ def get(host: str, port: int, tls: ssl.SSLContext, token: str, path: str) -> dic
     return json.loads(answer.data)
 
 
-def main() -> int:
-    host, port, tls, token = cluster()
-    found: dict[str, object] = {}
+def main(argv: list[str]) -> int:
+    config = kubeconfig()
+    every = argv[:1] == ["--all-contexts"]
+    paths = argv[1:] if every else argv
+    names = [c["name"] for c in config["contexts"]] if every else [config["current-context"]]
+    targets = {name: cluster(config, name) for name in names}
+    found: dict[tuple[str, str], object] = {}
 
-    def one(path: str) -> None:
+    def one(name: str, path: str) -> None:
         try:
-            answer = get(host, port, tls, token, path)
-            found[path] = "404" if answer.get("kind") == "Status" else len(answer.get("items") or [])
+            answer = get(targets[name], path)
+            found[name, path] = "404" if answer.get("kind") == "Status" else len(answer.get("items") or [])
         except Exception as error:  # any failure is reported as one line, never a thread's traceback
-            found[path] = error
+            found[name, path] = error
 
-    threads = [threading.Thread(target=one, args=(path,)) for path in sys.argv[1:]]
+    threads = [threading.Thread(target=one, args=(name, path)) for name in names for path in paths]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    failed = {path: error for path, error in found.items() if isinstance(error, Exception)}
-    for path, error in failed.items():
-        print(f"kubectl-floor: GET {path}: {error}", file=sys.stderr)
-    print(json.dumps({path: found[path] for path in sys.argv[1:] if path not in failed}))
+    failed = {key: error for key, error in found.items() if isinstance(error, Exception)}
+    for (name, path), error in failed.items():
+        print(f"kubectl-floor: GET {path} ({name}): {error}", file=sys.stderr)
+    for name in names:
+        print(json.dumps({path: found[name, path] for path in paths if (name, path) not in failed}))
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

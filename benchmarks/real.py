@@ -335,6 +335,31 @@ def counted(plane: ControlPlane, argv: list[str], env: dict, relay: CountingRela
 
 # --- Measuring ----------------------------------------------------------------------------------
 
+def busy(seconds: float = 1.0) -> Optional[float]:
+    """The share of the machine's CPU time busy over ``seconds`` of nothing timed (Linux's
+    /proc/stat; None elsewhere): printed before each link's rows, so that a row slowed by something
+    else running (a server still settling, a process left over) shows it."""
+    def sample() -> list[int]:
+        with open("/proc/stat", encoding="ascii") as stat:
+            return [int(field) for field in stat.readline().split()[1:]]
+
+    try:
+        before = sample()
+        time.sleep(seconds)
+        after = sample()
+    except OSError:
+        return None
+    spent = [b - a for a, b in zip(before, after, strict=True)]
+    idle = spent[3] + spent[4]  # idle and iowait
+    return 1 - idle / sum(spent) if sum(spent) else None
+
+
+def print_busy(where: str) -> None:
+    share = busy()
+    if share is not None:
+        print(f"# {where}: the machine {100 * share:.0f}% busy over 1 s before it (nothing timed)", flush=True)
+
+
 def judged(kubectl: str) -> dict[str, tuple[str, list[str]]]:
     """Each subcommand timed and the guide's commands set against it: (label, command line)."""
     guide = guides(kubectl)
@@ -367,6 +392,7 @@ def bench_link(plane: ControlPlane, plugin: Plugin, n: int, link: str, server: s
                                                    f"https://127.0.0.1:{relay.port}")))
     floor_dir = home / "floor"
     write_floor(floor_dir, plugin.python)
+    print_busy(f"{link}, {n:,}")
     rows = []
     commands = registered()
     for name, (label, guide) in judged(kubectl).items():
@@ -426,9 +452,11 @@ def print_row(r: dict) -> None:
 
 
 def fleet(plane: ControlPlane, plugin: Plugin, proxy: Toxiproxy, options: argparse.Namespace,
-          home: Path) -> list[tuple[str, list[Run]]]:
+          home: Path, paths: list[str]) -> list[tuple[str, list[Run]]]:
     """--fleet contexts, each through its own shaped listener to the one kube-apiserver: one
-    `check -A --all-contexts` run against one run per context, one after another, interleaved."""
+    `check -A --all-contexts` run against one run per context, one after another, interleaved; then
+    its floor (``paths``, check -A's reads, read from every context at once by one `kubectl floor
+    --all-contexts` process) against the fleet run again."""
     kubectl = kubectl_path()
     upstream = plane.url.removeprefix("https://")
     one = json.loads(plane.write_kubeconfig(home / "one.json", ["admin"]).read_text())
@@ -441,12 +469,18 @@ def fleet(plane: ControlPlane, plugin: Plugin, proxy: Toxiproxy, options: argpar
         config["contexts"].append({"name": name, "context": {"cluster": name, "user": "admin"}})
     env = run_env(kubectl_style(home / "kubeconfig", config), str(home), plugin.bin_dir)
     names = " ".join(c["name"] for c in config["contexts"])
+    print_busy("the fleet")
+    plugin_fleet = [kubectl, "kvdtype", "check", "-A", "--all-contexts", "-o", "json"]
     together, apart = interleaved(
-        [kubectl, "kvdtype", "check", "-A", "--all-contexts", "-o", "json"],
+        plugin_fleet,
         ["bash", "-c", f"for c in {names}; do {kubectl} kvdtype check -A --context $c -o json; done"], env,
         options.repeat)
+    write_floor(home / "floor", plugin.python)
+    floors, _ = interleaved([kubectl, "floor", "--all-contexts", *paths], plugin_fleet, on_path(env, home / "floor"),
+                            options.repeat)
     return [(f"one fleet run: check -A --all-contexts ({options.fleet} shaped links)", together),
-            (f"{options.fleet} single runs, one after another", apart)]
+            (f"{options.fleet} single runs, one after another", apart),
+            (f"(floor: check -A's {len(paths)} reads of every context at once, one process)", floors)]
 
 
 @contextmanager
@@ -500,7 +534,9 @@ def report(rows: list[dict], fleet_rows: list[tuple[str, list[Run]]], contexts: 
         for label, runs in fleet_rows:
             print(f"| {label} | {median(runs):.2f} s | {median_cpu(runs):.2f} s | {max(r.rss_mb for r in runs):.0f} MB "
                   f"| {runs[-1].status} |")
-        print(f"\nfleet / one by one: {median(fleet_rows[0][1]) / median(fleet_rows[1][1]):.2f}")
+        together, apart, floor = (median(runs) for _, runs in fleet_rows)
+        print(f"\nfleet / one by one: {together / apart:.2f}; its floor / one by one: {floor / apart:.2f}; "
+              f"fleet x floor: {together / floor:.2f}")
 
 
 def main() -> int:
@@ -563,7 +599,7 @@ def run(options: argparse.Namespace, plugin: Plugin) -> tuple[list[dict], list[t
                         rows += bench_link(plane, plugin, n, link, links[link], options.repeat, work / f"{link}-{n}",
                                            seen)
                     if n == sizes[0] and options.fleet and proxy is not None:
-                        fleet_rows = fleet(plane, plugin, proxy, options, work / "fleet")
+                        fleet_rows = fleet(plane, plugin, proxy, options, work / "fleet", seen["check"])
         finally:
             if proxy is not None:
                 proxy.stop()
