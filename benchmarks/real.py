@@ -321,16 +321,26 @@ def served(plane: ControlPlane) -> tuple[int, int]:
     return total, lists
 
 
+_STORAGE_LIST = re.compile(r'^apiserver_storage_list_total\{[^}]*storage="etcd"[^}]*\} (\S+)$', re.M)
+
+
+def from_etcd(plane: ControlPlane) -> int:
+    """The LISTs kube-apiserver has served from etcd rather than its watch cache so far: a continue
+    page whose snapshot the cache no longer holds is one (``apiserver_storage_list_total``)."""
+    return sum(int(float(value)) for value in _STORAGE_LIST.findall(plane.request("GET", "/metrics").text))
+
+
 def counted(plane: ControlPlane, argv: list[str], env: dict, relay: CountingRelay) -> dict:
     """One run of ``argv`` through the counting relay (``env`` names it), after one that warms
-    kubectl's discovery cache for its address: what kube-apiserver served and what crossed it."""
+    kubectl's discovery cache for its address: what kube-apiserver served, how much of it from
+    etcd, and what crossed the relay."""
     run_once(argv, env)
     relay.reset()
-    before = served(plane)
+    before, etcd = served(plane), from_etcd(plane)
     run_once(argv, env)
     after = served(plane)
-    return {"requests": after[0] - before[0], "lists": after[1] - before[1], "connections": relay.connections,
-            "received": relay.down, "sent": relay.up}
+    return {"requests": after[0] - before[0], "lists": after[1] - before[1], "etcd": from_etcd(plane) - etcd,
+            "connections": relay.connections, "received": relay.down, "sent": relay.up}
 
 
 # --- Measuring ----------------------------------------------------------------------------------
@@ -446,9 +456,10 @@ def print_row(r: dict) -> None:
     g = r["guide_counts"]
     print(f"  [{r['link']}] {r['command']:<14} {r['ours']:7.2f} s (CPU {r['cpu']:.2f} s, {r['rss']:.0f} MB, "
           f"exit {r['status']})  vs {r['guide']:<40} {r['theirs']:7.2f} s  ratio {r['ours'] / r['theirs']:5.2f}  "
-          f"x floor {r['ours'] / r['floor_s']:5.2f}  requests {r['requests']} (LIST {r['lists']}), "
+          f"x floor {r['ours'] / r['floor_s']:5.2f}  requests {r['requests']} (LIST {r['lists']}, "
+          f"{r['etcd']} from etcd), "
           f"{r['connections']} conn, {r['received']:,} B in; guide's {g['requests']} ({g['lists']}), "
-          f"{g['connections']} conn, {g['received']:,} B", flush=True)
+          f"{g['connections']} conn, {g['received']:,} B; {g['etcd']} from etcd", flush=True)
 
 
 def fleet(plane: ControlPlane, plugin: Plugin, proxy: Toxiproxy, options: argparse.Namespace,
@@ -516,8 +527,8 @@ def toxiproxy_binary() -> Path:
 
 def report(rows: list[dict], fleet_rows: list[tuple[str, list[Run]]], contexts: int, size: int) -> None:
     print("\n| ModelDeployments | link | ours | wall | CPU | peak RSS | the guide's | wall | CPU | peak RSS "
-          "| ratio | x floor | requests (LIST) | connections | bytes in | the guide's requests (LIST) "
-          "| connections | bytes in |")
+          "| ratio | x floor | requests (LIST, from etcd) | connections | bytes in | the guide's requests (LIST, "
+          "from etcd) | connections | bytes in |")
     print("|---:|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         g = r["guide_counts"]
@@ -525,8 +536,8 @@ def report(rows: list[dict], fleet_rows: list[tuple[str, list[Run]]], contexts: 
         print(f"| {r['size']:,} | {r['link']} | {ours} | {r['ours']:.2f} s | {r['cpu']:.2f} s | {r['rss']:.0f} MB "
               f"| {r['guide'].replace('|', chr(92) + '|')} | {r['theirs']:.2f} s | {r['guide_cpu']:.2f} s "
               f"| {r['guide_rss']:.0f} MB | {r['ours'] / r['theirs']:.2f} | {r['ours'] / r['floor_s']:.2f} "
-              f"| {r['requests']} ({r['lists']}) | {r['connections']} | {r['received']:,} "
-              f"| {g['requests']} ({g['lists']}) | {g['connections']} | {g['received']:,} |")
+              f"| {r['requests']} ({r['lists']}, {r['etcd']}) | {r['connections']} | {r['received']:,} "
+              f"| {g['requests']} ({g['lists']}, {g['etcd']}) | {g['connections']} | {g['received']:,} |")
     if fleet_rows:
         print(f"\n| fleet: {contexts} contexts x {size:,} ModelDeployments, each its own shaped link | wall | CPU "
               "| peak RSS | exit |")
