@@ -36,13 +36,16 @@ least a Python plugin takes for those reads on that server and link. Each row gi
 time (user + system), peak RSS (GNU time), the ratio to the guide's, the ratio to its floor, and,
 from one more run of each side through a counting TCP relay in front of the link (kubectl's
 discovery cache warmed there first), the requests kube-apiserver served (apiserver_request_total,
-less what an idle server serves itself), the LISTs among them, the TCP connections opened (TLS
-handshakes) and the bytes received from the server.
+less what an idle server serves itself), the LISTs among them and those it read from etcd rather
+than its watch cache (apiserver_storage_list_total), the TCP connections opened (TLS handshakes)
+and the bytes received from the server. Before each link's rows it prints how busy the machine
+was over a second in which nothing is timed (`busy`).
 
 Then the fleet, at the first size: --fleet contexts (default 20), each its own toxiproxy listener
 shaped the same way in front of the one kube-apiserver, in one `check -A --all-contexts` run
-against the same contexts run one by one (a shell loop). Figures are whole-process times: only a
-run on an idle machine gives figures worth quoting.
+against the same contexts run one by one (a shell loop), and its floor (`kubectl floor
+--all-contexts`: check -A's reads of every context at once, one process) against the fleet run.
+Figures are whole-process times: only a run on an idle machine gives figures worth quoting.
 """
 
 from __future__ import annotations
@@ -308,26 +311,24 @@ _REQUEST = re.compile(r'^apiserver_request_total\{([^}]*)\} (\S+)$', re.M)
 _SERVERS_OWN = ('resource="leases"', 'subresource="openapi/v3"')
 
 
-def served(plane: ControlPlane) -> tuple[int, int]:
-    """(requests, LISTs) kube-apiserver has served so far, less what it serves itself when idle:
-    its lease renewals and the GETs of /openapi/v3 its own controllers make every few seconds
-    (neither kubectl's reads nor the plugin's ask for OpenAPI). The reading itself is not counted."""
+#: LISTs served from etcd rather than the watch cache: a continue page whose snapshot the cache
+#: no longer holds is one.
+_STORAGE_LIST = re.compile(r'^apiserver_storage_list_total\{[^}]*storage="etcd"[^}]*\} (\S+)$', re.M)
+
+
+def served(plane: ControlPlane) -> tuple[int, int, int]:
+    """(requests, LISTs, LISTs read from etcd) kube-apiserver has served so far, from one reading
+    of its metrics, less what it serves itself when idle: its lease renewals and the GETs of
+    /openapi/v3 its own controllers make every few seconds (neither kubectl's reads nor the
+    plugin's ask for OpenAPI). The reading itself is not counted."""
+    metrics = plane.request("GET", "/metrics").text
     total = lists = 0
-    for labels, value in _REQUEST.findall(plane.request("GET", "/metrics").text):
+    for labels, value in _REQUEST.findall(metrics):
         if any(own in labels for own in _SERVERS_OWN):
             continue
         total += int(float(value))
         lists += int(float(value)) if 'verb="LIST"' in labels else 0
-    return total, lists
-
-
-_STORAGE_LIST = re.compile(r'^apiserver_storage_list_total\{[^}]*storage="etcd"[^}]*\} (\S+)$', re.M)
-
-
-def from_etcd(plane: ControlPlane) -> int:
-    """The LISTs kube-apiserver has served from etcd rather than its watch cache so far: a continue
-    page whose snapshot the cache no longer holds is one (``apiserver_storage_list_total``)."""
-    return sum(int(float(value)) for value in _STORAGE_LIST.findall(plane.request("GET", "/metrics").text))
+    return total, lists, sum(int(float(value)) for value in _STORAGE_LIST.findall(metrics))
 
 
 def counted(plane: ControlPlane, argv: list[str], env: dict, relay: CountingRelay) -> dict:
@@ -336,10 +337,10 @@ def counted(plane: ControlPlane, argv: list[str], env: dict, relay: CountingRela
     etcd, and what crossed the relay."""
     run_once(argv, env)
     relay.reset()
-    before, etcd = served(plane), from_etcd(plane)
+    before = served(plane)
     run_once(argv, env)
     after = served(plane)
-    return {"requests": after[0] - before[0], "lists": after[1] - before[1], "etcd": from_etcd(plane) - etcd,
+    return {"requests": after[0] - before[0], "lists": after[1] - before[1], "etcd": after[2] - before[2],
             "connections": relay.connections, "received": relay.down, "sent": relay.up}
 
 
