@@ -11,10 +11,11 @@ transport speaks it, and its own reader of the block YAML kubectl writes
 It reads the kubeconfig named by $KUBECONFIG as bench.py writes it (the current context's
 server, certificate-authority-data and bearer token, nothing else), opens one TLS connection per
 API path, each in its own thread, sends `GET PATH` (unpaged, asking for gzip as the plugin and
-kubectl do), reads the whole answer (``Wire`` decodes a gzip-coded one), decodes it with `json`,
+kubectl do), decodes the answer's objects as they arrive as the plugin's direct transport does
+(``Wire`` decodes a gzip-coded body as it comes, ``_kits.jsonsplit`` takes each object from it),
 and prints the number of items per path as one JSON line ("404" for a missing object). Every
-read is bounded as the plugin bounds it (wire.py: a line, the headers, the body) and each socket
-wait (TIMEOUT). Exit 1 with a message on stderr if any GET fails (a status other than 200 or 404).
+read is bounded as the plugin bounds it (wire.py: a line, the headers; jsonsplit: each object)
+and each socket wait (TIMEOUT). Exit 1 with a message on stderr if any GET fails (a status other than 200 or 404).
 
 `kubectl floor --all-contexts PATH...` reads the same paths from every context of the kubeconfig
 at once, all in the one process (a line per context): the least a fleet run of a Python plugin
@@ -30,6 +31,7 @@ import sys
 import threading
 
 from kubectl_kvdtype._kits.blockyaml import loads_block_mapping
+from kubectl_kvdtype._kits.jsonsplit import ItemSplitter
 from kubectl_kvdtype._sources.wire import Wire
 
 #: Seconds the connection and each read on it may wait.
@@ -62,22 +64,28 @@ def cluster(config: dict, name: str) -> Cluster:
     return host, int(port), ssl.create_default_context(cadata=authority), user["token"]
 
 
-def get(target: Cluster, path: str) -> dict:
+def get(target: Cluster, path: str) -> object:
     """One GET (a LIST, or an object that may be missing) over its own TLS connection, spoken by the
-    plugin's own HTTP/1.1 (``_sources.wire``, every line, the header count and the body bounded):
-    the decoded answer, a 404's Status included (an answer the plugin reads too)."""
+    plugin's own HTTP/1.1 (``_sources.wire``, every line and the header count bounded): the number
+    of objects its answer lists, decoded as they arrive by the plugin's splitter
+    (``_kits.jsonsplit``, each object bounded), or "404" (an answer the plugin reads too)."""
     host, port, tls, token = target
     with socket.create_connection((host, port), timeout=TIMEOUT) as raw:
         wire = Wire(tls.wrap_socket(raw, server_hostname=host), f"{host}:{port}")
         try:
             wire.send("GET", path, [("Authorization", f"Bearer {token}"), ("Accept", "application/json"),
                                     ("Accept-Encoding", "gzip"), ("Connection", "close")], None)
-            answer = wire.answer("GET")
+            head = wire.head("GET")
+            if head.status == 404:
+                return "404"
+            if head.status != 200:
+                raise ValueError(f"the server answered {head.status}")
+            splitter, count = ItemSplitter(), 0
+            for piece in wire.body(head, None):
+                count += len(splitter.feed(piece))
+            return count + len(splitter.end())
         finally:
             wire.close()
-    if answer.status not in (200, 404):
-        raise ValueError(f"the server answered {answer.status}")
-    return json.loads(answer.data)
 
 
 def main(argv: list[str]) -> int:
@@ -90,8 +98,7 @@ def main(argv: list[str]) -> int:
 
     def one(name: str, path: str) -> None:
         try:
-            answer = get(targets[name], path)
-            found[name, path] = "404" if answer.get("kind") == "Status" else len(answer.get("items") or [])
+            found[name, path] = get(targets[name], path)
         except Exception as error:  # any failure is reported as one line, never a thread's traceback
             found[name, path] = error
 

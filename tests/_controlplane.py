@@ -847,16 +847,20 @@ class Cluster:
         return self.plane.env(user, self.home, self.namespace, server)
 
     def kubectl(self, *args: str, user: str = "admin", input: Optional[str] = None, timeout: float = 60,
-                server: Optional[str] = None, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+                server: Optional[str] = None, cwd: Optional[Path] = None,
+                extra: Optional[dict] = None) -> subprocess.CompletedProcess:
         """The real kubectl as ``user`` (through ``server``, e.g. a proxy's URL, when given), in
-        ``cwd`` (default: this test's HOME); never raises on a non-zero exit."""
-        return subprocess.run([self._kubectl, *args], env=self.env(user, server), input=input, text=True,
-                              capture_output=True, timeout=timeout, cwd=cwd or self.home)
+        ``cwd`` (default: this test's HOME), with the variables of ``extra`` set too; never raises on
+        a non-zero exit."""
+        return subprocess.run([self._kubectl, *args], env={**self.env(user, server), **(extra or {})}, input=input,
+                              text=True, capture_output=True, timeout=timeout, cwd=cwd or self.home)
 
     def kvdtype(self, *args: str, user: str = "admin", input: Optional[str] = None, timeout: float = 60,
-                server: Optional[str] = None, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+                server: Optional[str] = None, cwd: Optional[Path] = None,
+                extra: Optional[dict] = None) -> subprocess.CompletedProcess:
         """``kubectl kvdtype ARGS`` as ``user``: the real kubectl finds the plugin on PATH."""
-        return self.kubectl("kvdtype", *args, user=user, input=input, timeout=timeout, server=server, cwd=cwd)
+        return self.kubectl("kvdtype", *args, user=user, input=input, timeout=timeout, server=server, cwd=cwd,
+                            extra=extra)
 
     def apply(self, objects: Iterable[dict]) -> list[dict]:
         """``plane.apply`` into this test's namespace (cluster-scoped objects stay cluster-scoped)."""

@@ -135,6 +135,17 @@ class _Server:
         raise NotImplementedError
 
 
+def read_head(conn: socket.socket, piece: int = 65536) -> bytes:
+    """What a client sent up to the blank line that ends a request's head (less, if it closed first)."""
+    heard = b""
+    while b"\r\n\r\n" not in heard:
+        got = conn.recv(piece)
+        if not got:
+            break
+        heard += got
+    return heard
+
+
 class Listener(_Server):
     """A server on loopback that answers every connection with ``answer`` once it has heard a blank
     line, then closes it (at once when ``answer`` is None), recording what it heard: a proxy that
@@ -151,12 +162,7 @@ class Listener(_Server):
 
     def _handle(self, conn: socket.socket) -> None:
         with conn:
-            heard = b""
-            while self._answer is not None and b"\r\n\r\n" not in heard:
-                piece = conn.recv(65536)
-                if not piece:
-                    break
-                heard += piece
+            heard = read_head(conn) if self._answer is not None else b""
             self.heard.append(heard)
             if self._held is not None:
                 self._held.wait(60)
@@ -179,12 +185,9 @@ class TlsTunnel(_Server):
     def _handle(self, conn: socket.socket) -> None:
         try:
             client = self._context.wrap_socket(conn, server_side=True)
-            head = b""
-            while b"\r\n\r\n" not in head:
-                piece = client.recv(1)
-                if not piece:
-                    return
-                head += piece
+            head = read_head(client, 1)  # a byte at a time: what follows the head is the tunnel's
+            if not head.endswith(b"\r\n\r\n"):
+                return
             target = head.split(b" ")[1].decode()
             self.connects.append(target)
             host, port = target.rsplit(":", 1)

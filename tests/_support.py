@@ -144,6 +144,12 @@ def kubeconfig(fake: Any, path: Path, edit: Any = None) -> Path:
     return path
 
 
+def paged(env: dict) -> dict:
+    """``env`` asking for LISTs in pages, as kubectl reads them (KUBECTL_KVDTYPE_PAGED_LISTS): the
+    direct transport reads each LIST in one request otherwise, so a test of pages asks for them."""
+    return dict(env, KUBECTL_KVDTYPE_PAGED_LISTS="1")
+
+
 def with_kubeconfig(env: dict, path: Path) -> dict:
     return {**env, "KUBECONFIG": str(path)}
 

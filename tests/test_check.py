@@ -9,7 +9,18 @@ import time
 import pytest
 import yaml
 
-from _support import EXAMPLES, SETTING, assert_one_clean_line, codes, direct, documents, kvdtype, report, seed
+from _support import (
+    EXAMPLES,
+    SETTING,
+    assert_one_clean_line,
+    codes,
+    direct,
+    documents,
+    kvdtype,
+    paged,
+    report,
+    seed,
+)
 
 
 def test_every_finding_code_on_the_examples(cluster):
@@ -212,7 +223,7 @@ def test_paging_reads_every_object_with_one_list_per_page(fake, kube_env):
     ]
     seed(fake, bindings)
     fake.clear_log()
-    found = report(kvdtype(kube_env, "check", "-A", "-o", "json"))
+    found = report(kvdtype(paged(kube_env), "check", "-A", "-o", "json"))
     assert len(found["items"]) == 1203
     lists = [r for r in fake.requests if r.path.endswith("/kvcachepoolbindings")]
     # 500 (kubectl's chunk), then the other 703 in one page: as many as PAGE_BYTES holds of these
@@ -220,6 +231,11 @@ def test_paging_reads_every_object_with_one_list_per_page(fake, kube_env):
 
     assert len(lists) == 2 and lists[0].query.get("limit") == str(PAGE_SIZE)
     assert 703 <= int(lists[1].query["limit"]) <= MAX_PAGE_SIZE
+    # Unless pages are asked for, the direct transport reads the LIST in one request, as it comes.
+    fake.clear_log()
+    assert report(kvdtype(kube_env, "check", "-A", "-o", "json")) == found
+    lists = [r for r in fake.requests if r.path.endswith("/kvcachepoolbindings")]
+    assert len(lists) == 1 and "limit" not in lists[0].query and "continue" not in lists[0].query
 
 
 def _two_pages_of_bindings(fake) -> None:
@@ -233,7 +249,7 @@ def _two_pages_of_bindings(fake) -> None:
 def test_expired_continue_token_restarts_the_list(fake, kube_env):
     _two_pages_of_bindings(fake)
     fake.expire_continue(times=1)
-    found = report(kvdtype(kube_env, "check", "-A", "-o", "json"))
+    found = report(kvdtype(paged(kube_env), "check", "-A", "-o", "json"))
     assert len(found["items"]) == 700
     assert len({i["name"] for i in found["items"]}) == 700
 
@@ -241,7 +257,7 @@ def test_expired_continue_token_restarts_the_list(fake, kube_env):
 def test_a_continue_token_expiring_on_every_read_ends_the_run_in_one_sentence(fake, kube_env):
     _two_pages_of_bindings(fake)
     fake.expire_continue(times=3)
-    result = kvdtype(kube_env, "check", "-A", "-o", "json")
+    result = kvdtype(paged(kube_env), "check", "-A", "-o", "json")
     assert result.returncode == 3 and result.stdout == ""
     assert_one_clean_line(result.stderr)
     assert "list kvcachepoolbindings.worker.gpustack.ai in all namespaces" in result.stderr

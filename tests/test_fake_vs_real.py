@@ -37,7 +37,7 @@ import yaml
 
 from _controlplane import RBAC, SETTING, SYSTEM_NAMESPACE, documents
 from _proxy import ApiProxy
-from _support import EXAMPLES, JUDGING, direct, seed
+from _support import EXAMPLES, JUDGING, direct, paged, seed
 from conftest import kubectl_path
 from fakekube import FakeKube
 
@@ -119,12 +119,13 @@ class Server:
                    NO_COLOR="1", PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]))
         return env
 
-    def kubectl(self, *args: str, user: str = "admin", input: Optional[str] = None) -> subprocess.CompletedProcess:
-        return subprocess.run([kubectl_path(), *args], env=self.env(user), cwd=self.home, input=input, text=True,
-                              capture_output=True, timeout=60)
+    def kubectl(self, *args: str, user: str = "admin", input: Optional[str] = None,
+                extra: Optional[dict] = None) -> subprocess.CompletedProcess:
+        return subprocess.run([kubectl_path(), *args], env={**self.env(user), **(extra or {})}, cwd=self.home,
+                              input=input, text=True, capture_output=True, timeout=60)
 
-    def kvdtype(self, *args: str, user: str = "admin") -> subprocess.CompletedProcess:
-        return self.kubectl("kvdtype", *args, user=user)
+    def kvdtype(self, *args: str, user: str = "admin", extra: Optional[dict] = None) -> subprocess.CompletedProcess:
+        return self.kubectl("kvdtype", *args, user=user, extra=extra)
 
     def background(self, *args: str, user: str = "admin") -> subprocess.Popen:
         return subprocess.Popen([kubectl_path(), "kvdtype", *args], env=self.env(user), cwd=self.home, text=True,
@@ -333,7 +334,7 @@ def expired_continue(server: Server) -> Outcome:
     server.store([binding(f"b{i:03d}", "bfloat16") for i in range(501)])  # two pages of 500
     server.proxy.after(lambda exchange: server.expire_continue(), "GET", r"/kvcachepoolbindings$",
                        when=lambda e: "continue" not in e.query)
-    result = server.kvdtype("check", "-o", "json", user="reader")
+    result = server.kvdtype("check", "-o", "json", user="reader", extra=paged({}))
     pages = server.proxy.exchanges("GET", r"/kvcachepoolbindings$")
     expired = next(p for p in pages if p.status == 410).json
     return Outcome(result.returncode, len(_report(server, result)["items"]), [p.status for p in pages],

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from _support import EXAMPLES, client_kubeconfig, documents, imported_by, in_process, seed, with_kubeconfig
+from _support import EXAMPLES, client_kubeconfig, documents, imported_by, in_process, paged, seed, with_kubeconfig
 from conftest import kubectl_path
 from kubectl_kvdtype._kits.status import UsageError
 
@@ -227,7 +227,7 @@ def test_v6_logs_each_request_as_kubectl_does_on_both_transports(fake, kube_env,
     """The same line shape as the pinned kubectl's own at -v=6 against the same server; one line
     per request the server saw, with its status; no credential in the log; none below 6."""
     seed(fake, documents(EXAMPLES))
-    seed(fake, [{"apiVersion": "v1", "kind": "Pod", "metadata": {  # two pages of Pods: the second asked ahead
+    seed(fake, [{"apiVersion": "v1", "kind": "Pod", "metadata": {  # two pages of Pods, where pages are read
         "name": f"p{i}", "namespace": "paged", "labels": {"kvcache.gpustack.ai/inject": "true"}},
         "spec": {"containers": [{"name": "c", "image": "i"}]}} for i in range(1100)])
     kubectl_run = subprocess.run([kubectl_path(), "-v=6", "get", "--raw", "/api/v1/namespaces?limit=1"],
@@ -235,14 +235,15 @@ def test_v6_logs_each_request_as_kubectl_does_on_both_transports(fake, kube_env,
     assert kubectl_run.returncode == 0, kubectl_run.stderr
     assert _logged(kubectl_run.stderr) == [("GET", f"{fake.url}/api/v1/namespaces?limit=1", "200 OK")]
     token = fake.token
-    for env, client in ((kube_env, False), (with_kubeconfig(kube_env, client_kubeconfig(fake, tmp_path)), True)):
+    client_env = with_kubeconfig(kube_env, client_kubeconfig(fake, tmp_path))
+    for env, client, pages in ((kube_env, False, 0), (paged(kube_env), False, 1), (client_env, True, 1)):
         fake.clear_log()
         result, modules = imported_by(["check", "-A", "-v=6", "--as", "u"], env)
         assert ("urllib3" in modules) == client
         logged = _logged(result.stderr)
         asked = [(r.method, f"{fake.url}{r.target}", r.status) for r in fake.requests]
         assert sorted(logged) == sorted((m, u, f"{s} {_phrase(s)}") for m, u, s in asked), result.stderr
-        assert sum("continue=" in url for _, url, _ in logged) == 1
+        assert sum("continue=" in url for _, url, _ in logged) == pages  # a LIST streamed is one request
         assert _loaded(result.stderr) == [f"Config loaded from file:  {env['KUBECONFIG']}"]  # kubectl's first line
         assert token not in result.stderr and "Authorization" not in result.stderr and "Bearer" not in result.stderr
         quiet, _ = imported_by(["check", "-A", "-v=5"], env)

@@ -134,7 +134,7 @@ def test_v6_writes_kubectls_line_for_the_same_request(real, user):
     """The plugin's LIST of Bindings and kubectl's GET of the same URL, at -v=6 as the reader
     (200) and as a user bound to nothing (403): the same line but for the time, the process and
     the source; no credential in either."""
-    url = f"/apis/worker.gpustack.ai/v1/namespaces/{real.namespace}/kvcachepoolbindings?limit=500"
+    url = f"/apis/worker.gpustack.ai/v1/namespaces/{real.namespace}/kvcachepoolbindings"  # one request: no page's limit
     kubectl = real.kubectl("get", "--raw", url, "-v=6", user=user)
     plugin = real.kvdtype("check", "-v=6", user=user)
     theirs, mine = _requests_logged(kubectl.stderr), _requests_logged(plugin.stderr)

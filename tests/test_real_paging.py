@@ -1,5 +1,6 @@
-"""Paging on the real API server: a LIST of 2,000+ Bindings read in the plugin's pages, every object
-judged once; and an expired continue token, the real one, made by compacting etcd between two pages
+"""LISTs on the real API server: a LIST of thousands of Bindings read in one request, its gzip-coded
+chunked answer decoded as it comes, and (KUBECTL_KVDTYPE_PAGED_LISTS) in the plugin's pages, every
+object judged once; and, in pages, an expired continue token, the real one, made by compacting etcd between two pages
 of the plugin's own LIST (a proxy between the plugin and the server runs the compaction once the
 first page is answered, before the plugin reads it): the LIST is read again from its first page, as
 docs/reference.md says, and a token that expires every time ends the run in one sentence."""
@@ -11,8 +12,9 @@ import json
 import pytest
 
 from _proxy import ApiProxy
-from _support import assert_one_clean_line
-from kubectl_kvdtype._sources.cluster import MAX_PAGE_SIZE, PAGE_SIZE, next_limit, peek_continue
+from _support import assert_one_clean_line, paged
+from kubectl_kvdtype._sources.cluster import MAX_PAGE_SIZE, PAGE_SIZE, next_limit
+from kubectl_kvdtype._sources.lists import peek_continue
 
 pytestmark = pytest.mark.real
 
@@ -55,8 +57,26 @@ def _names(result) -> list[str]:
     return [item["name"] for item in json.loads(result.stdout)["items"]]
 
 
+#: What asks for pages: the plugin's LISTs are otherwise one request each.
+PAGED = paged({})
+
+
+def test_a_list_of_thousands_is_read_in_one_request_as_it_comes_and_each_object_judged_once(real, crowded, proxy):
+    """One unpaged LIST, straight to the server (its answer gzip-coded, decoded as it comes) and
+    through the proxy (which sends it on whole, with its length): the same report as the pages'."""
+    result = real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", extra={"KUBECTL_KVDTYPE_DEBUG": "1"})
+    assert sorted(_names(result)) == [f"b{i:04d}" for i in range(BINDINGS)]
+    through = real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", server=proxy.url)
+    assert through.stdout == result.stdout
+    [whole] = _pages(proxy)
+    assert "limit" not in whole.query and whole.status == 200 and len(whole.json["items"]) == BINDINGS
+    assert ("Content-Encoding", "gzip") in whole.headers  # asked for, as kubectl asks
+    in_pages = real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", extra=PAGED)
+    assert in_pages.stdout == result.stdout
+
+
 def test_a_list_of_thousands_is_read_in_the_plugins_pages_and_each_object_judged_once(real, crowded, proxy):
-    names = _names(real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", server=proxy.url))
+    names = _names(real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", server=proxy.url, extra=PAGED))
     assert sorted(names) == [f"b{i:04d}" for i in range(BINDINGS)]
     pages = _pages(proxy)
     assert [p.status for p in pages] == [200] * 3
@@ -93,7 +113,7 @@ def test_a_continue_token_expired_by_compaction_mid_list_restarts_the_list(real,
     410 Expired, and the plugin reads the list again from the start, judging each object once."""
     plane = real.plane
     proxy.after(lambda exchange: plane.compact(), "GET", LISTS, when=lambda e: "continue" not in e.query)
-    names = _names(real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", server=proxy.url))
+    names = _names(real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", server=proxy.url, extra=PAGED))
     assert sorted(names) == [f"b{i:04d}" for i in range(BINDINGS)]
     pages = _pages(proxy)
     assert [p.status for p in pages] == [200, 410] + [200] * 3
@@ -105,7 +125,7 @@ def test_a_list_whose_continue_token_expires_every_time_ends_in_one_sentence(rea
     plane = real.plane
     proxy.after(lambda exchange: plane.compact(), "GET", LISTS, when=lambda e: "continue" not in e.query,
                 times=None)
-    result = real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", server=proxy.url)
+    result = real.kvdtype("check", "-n", crowded, "-o", "json", user="reader", server=proxy.url, extra=PAGED)
     assert result.returncode == 3 and result.stdout == ""
     assert_one_clean_line(result.stderr)
     assert "kvcachepoolbindings.worker.gpustack.ai" in result.stderr and "410 Expired" in result.stderr

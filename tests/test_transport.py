@@ -11,6 +11,7 @@ import base64
 import datetime
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -34,6 +35,7 @@ from _support import (
     imported_by,
     kubeconfig,
     kvdtype,
+    paged,
     report,
     seed,
     user_of,
@@ -149,11 +151,13 @@ def _sent(fake: FakeKube) -> list[tuple[str, str, list[tuple[str, str]]]]:
 def test_both_transports_send_the_same_requests_and_answer_alike(fake, kube_env, tmp_path):
     """The same run over a token kubeconfig (direct) and one whose user has an exec plugin beside
     its token (the client, ``_support.client_kubeconfig``): the same requests with the same header
-    lines (the impersonation's repeated group a line each), and the same report."""
+    lines (the impersonation's repeated group a line each), and the same report. The direct one
+    asked for pages (KUBECTL_KVDTYPE_PAGED_LISTS) sends the client's very requests; by default,
+    the same without a page's ``limit`` (each LIST one request, read as it comes)."""
     seed(fake, documents(EXAMPLES))
     flags = ("check", "-A", "-o", "json", "--as", "fake-user", "--as-group", "a", "--as-group", "b")
     fake.clear_log()
-    direct, took_client = _probe(kube_env, *flags)
+    direct, took_client = _probe(dict(kube_env, KUBECTL_KVDTYPE_PAGED_LISTS="1"), *flags)
     assert not took_client and direct.returncode == 1, direct.stderr
     by_direct = _sent(fake)
     fake.clear_log()
@@ -162,6 +166,11 @@ def test_both_transports_send_the_same_requests_and_answer_alike(fake, kube_env,
     assert by_direct == _sent(fake)
     assert ("Impersonate-Group", "a") in by_direct[0][2] and ("Impersonate-Group", "b") in by_direct[0][2]
     assert direct.stdout == client.stdout and len(json.loads(direct.stdout)["items"]) == 8
+    fake.clear_log()
+    streamed, _ = _probe(kube_env, *flags)
+    unpaged = [(method, re.sub(r"limit=500&?", "", target).rstrip("?"), lines) for method, target, lines in by_direct]
+    assert sum("limit=500" in target for _, target, _ in by_direct) >= 3
+    assert sorted(_sent(fake)) == sorted(unpaged) and streamed.stdout == direct.stdout
 
 
 def _on_both(fake: FakeKube, env: dict, tmp_path: Path, edit, *args: str):
@@ -401,12 +410,18 @@ _LIST_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
     (_LIST_HEAD + b"Transfer-Encoding: chunked\r\n\r\n40000001\r\n{", "holds more than 1024 MiB"),
 ], ids=["not-http", "endless-headers", "endless-line", "short-body", "short-chunks", "negative-length", "nothing",
         "claims-2-GiB", "a-chunk-past-the-bound"])
-def test_an_answer_that_is_no_http_or_breaks_off_is_one_sentence(kube_env, tmp_path, answer, said):
+@pytest.mark.parametrize("paged", [True, False], ids=["paged", "streamed"])
+def test_an_answer_that_is_no_http_or_breaks_off_is_one_sentence(kube_env, tmp_path, answer, said, paged):
+    """Read whole (pages), a body past ``MAX_BODY`` is refused at once; streamed, a LIST's body is
+    not bounded as a whole (its objects are, ``_sources.lists``): the claim is a body cut short."""
+    if not paged and "1024 MiB" in said:
+        said = "bytes short of its length"
     server = _Canned(answer)
     try:
         config = tmp_path / "canned-kc"
         _write(config, {"server": server.url}, {"token": "t"})
-        result = kvdtype(with_kubeconfig(kube_env, config), "check", "-A", "--request-timeout", "20s")
+        result = kvdtype(with_kubeconfig(dict(kube_env, KUBECTL_KVDTYPE_PAGED_LISTS="1" if paged else ""), config),
+                         "check", "-A", "--request-timeout", "20s")
     finally:
         server.close()
     assert result.returncode == 3, result.stderr
@@ -415,6 +430,7 @@ def test_an_answer_that_is_no_http_or_breaks_off_is_one_sentence(kube_env, tmp_p
 
 
 # --- The next page of a LIST asked for while this one is decoded -----------------------------------
+
 
 def _bindings(count: int, namespace: str = "team-a") -> list[dict]:
     return [{"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
@@ -432,7 +448,7 @@ def test_pages_asked_ahead_are_the_servers_pages_and_no_more(fake, kube_env):
     more: the run's requests are the server's pages, though each is sent ahead of the decoding."""
     seed(fake, _bindings(1100))
     fake.clear_log()
-    result = kvdtype(kube_env, "check", "-n", "team-a", "-o", "json")
+    result = kvdtype(paged(kube_env), "check", "-n", "team-a", "-o", "json")
     assert sorted(item["name"] for item in report(result)["items"]) == [f"b{i:04d}" for i in range(1100)]
     pages = _binding_pages(fake)
     assert [r.status for r in pages] == [200] * 2  # 500, then the rest in a page measured by the first
@@ -448,7 +464,8 @@ def test_the_next_page_is_asked_for_before_this_one_is_decoded(fake, tmp_path):
     from kubectl_kvdtype._sources.kinds import BINDING
 
     seed(fake, _bindings(1100))
-    source = ClusterSource(ConnectionOptions(), environ={"KUBECONFIG": str(kubeconfig(fake, tmp_path / "kc"))})
+    source = ClusterSource(ConnectionOptions(), environ={"KUBECONFIG": str(kubeconfig(fake, tmp_path / "kc")),
+                                                         **paged({})})
     fake.clear_log()
     asked_by_then: list[int] = []
 
@@ -471,6 +488,7 @@ def test_a_page_whose_text_belies_its_decoded_token_is_read_by_the_decoded_one(f
     from _proxy import ApiProxy
 
     seed(fake, _bindings(600))
+    kube_env = paged(kube_env)
     with ApiProxy(fake.url) as proxy:
         kvdtype(with_kubeconfig(kube_env, kubeconfig(fake, tmp_path / "kc",
                                                      lambda config: cluster_of(config).update(server=proxy.url))),
@@ -501,7 +519,7 @@ def test_a_page_asked_ahead_on_a_kept_connection_the_server_closed_is_asked_agai
     fake.clear_log()
     fake.delay(0.3, "GET", r"/kvcachepoolbindings$", times=1)
     fake.drop_kept(times=1, method="GET", target=r"/kvcachepoolbindings\?.*continue=")
-    result = kvdtype(kube_env, "check", "-n", "team-a", "-o", "json")
+    result = kvdtype(paged(kube_env), "check", "-n", "team-a", "-o", "json")
     assert len(report(result)["items"]) == 600
     dropped = [r for r in fake.requests if r.status is None]
     assert len(dropped) == 1 and "continue" in dropped[0].query  # the page asked ahead, on a kept connection
@@ -535,7 +553,7 @@ def _page_text(page: dict) -> bytes:
 @settings(max_examples=300, deadline=None)
 @given(_LIST_PAGE)
 def test_a_page_s_continue_token_is_read_off_its_text_as_the_decoded_page_names_it(page):
-    from kubectl_kvdtype._sources.cluster import peek_continue
+    from kubectl_kvdtype._sources.lists import peek_continue
 
     expected = page["continue"] or None  # an empty token ends the list, as none does
     assert peek_continue(_page_text(page)) == expected
@@ -551,7 +569,7 @@ _ANY_TEXT = (st.binary(max_size=600)
 @settings(max_examples=300, deadline=None)
 @given(_ANY_TEXT)
 def test_any_text_peeked_for_a_token_answers_a_token_or_none(data):
-    from kubectl_kvdtype._sources.cluster import peek_continue
+    from kubectl_kvdtype._sources.lists import peek_continue
 
     token = peek_continue(data)
     assert token is None or (isinstance(token, str) and token)

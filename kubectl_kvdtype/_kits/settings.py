@@ -108,8 +108,14 @@ MAX_FILE_MB = Setting(
     1, 1 << 20, "MiB")
 MAX_PAGES = Setting(
     "KUBECTL_KVDTYPE_MAX_PAGES",
-    "the most pages (of 500 objects or more) one LIST may take before it is abandoned as endless",
+    "the most pages (of 500 objects or more) one LIST may take before it is abandoned as endless; a LIST read in one "
+    "request may hold 500 objects for each",
     WHOLE, 1000, 1, 10 ** 9, "pages")
+PAGED_LISTS = Setting(
+    "KUBECTL_KVDTYPE_PAGED_LISTS",
+    "1: every LIST read in pages, the first of 500 objects, as kubectl reads them, where each is otherwise one request "
+    "whose objects are decoded as they arrive (the kubernetes client's transport always reads pages)",
+    SWITCH, False)
 COMPLETION_TIMEOUT = Setting(
     "KUBECTL_KVDTYPE_COMPLETION_TIMEOUT", "seconds shell completion waits for names from the cluster", SECONDS, 2.0,
     0, 60)
@@ -123,8 +129,8 @@ SERVICE_ACCOUNT_DIR = Setting(
     "/var/run/secrets/kubernetes.io/serviceaccount", audience=TEST)
 
 #: Every setting, in the order the docs list them.
-SETTINGS: tuple[Setting, ...] = (DEBUG, ENGINE_TABLES, MAX_FILE_MB, MAX_PAGES, COMPLETION_TIMEOUT, PROGRESS_DELAY,
-                                 SERVICE_ACCOUNT_DIR)
+SETTINGS: tuple[Setting, ...] = (DEBUG, ENGINE_TABLES, MAX_FILE_MB, MAX_PAGES, PAGED_LISTS, COMPLETION_TIMEOUT,
+                                 PROGRESS_DELAY, SERVICE_ACCOUNT_DIR)
 
 
 def check(environ: Mapping[str, str], settings: tuple[Setting, ...] = SETTINGS) -> None:

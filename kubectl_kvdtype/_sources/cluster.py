@@ -9,7 +9,6 @@ client's for auth providers and in-cluster configuration; only a live run import
 from __future__ import annotations
 
 import builtins
-import json
 import os
 import re
 import threading
@@ -38,7 +37,8 @@ from kubectl_kvdtype._sources import server_warnings as _server_warnings
 from kubectl_kvdtype._sources.chooser import connect
 from kubectl_kvdtype._sources.kinds import FIELD_MANAGER, OPERATOR_GROUPS, Kind, Projection
 from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions, Resolved, resolve
-from kubectl_kvdtype._sources.transport import Ahead, Clock, HeaderLines, first_line
+from kubectl_kvdtype._sources.lists import Collector, continue_token, list_items, peek_continue, read_streamed
+from kubectl_kvdtype._sources.transport import Ahead, Clock, Exchange, HeaderLines
 
 #: The first page of a LIST (kubectl's --chunk-size): a small LIST is one page, a first answer comes soon.
 PAGE_SIZE = 500
@@ -110,6 +110,10 @@ class ClusterSource:
         self._discovery_errors: dict[str, KvdtypeError] = {}  # met once, not again per waiting LIST
         self.request_count = 0
         self._max_pages = int(_settings.value(environ, _settings.MAX_PAGES))
+        #: Whether a LIST is one request, its objects decoded as they come (``_sources.lists``): the
+        #: direct transport's way unless pages are asked for (KUBECTL_KVDTYPE_PAGED_LISTS).
+        self._stream: Optional[Callable[..., tuple[Exchange, Any]]] = None if _settings.value(
+            environ, _settings.PAGED_LISTS) else getattr(self._transport, "stream", None)  # the client's cannot
         #: Objects the cluster answered with names the API server refuses (``_sources.names.refusal``).
         self.findings: builtins.list[Finding] = []
 
@@ -291,21 +295,30 @@ class ClusterSource:
 
     def _list_pages(self, path: str, selector: str, kind: Kind, namespace: Optional[str],
                     project: Optional[Projection]) -> tuple[builtins.list[dict], bool]:
-        """A LIST's pages, one after another, each asked for as soon as the page before it names its
-        continue token (``_ask_ahead``), so the server writes it while this one is decoded."""
-        items: builtins.list[dict] = []
-        query: dict[str, Any] = {"limit": PAGE_SIZE}
+        """A LIST: one unpaged request read as it comes (``lists.read_streamed``) where the
+        transport can, else pages one after another, each asked for as soon as the page before it names its
+        continue token (``_ask_ahead``), so the server writes it while this one is decoded. A
+        continue token in an unpaged answer is followed too, as client-go's pager follows one."""
+        collector = Collector(kind, project)
+        paged = self._stream is None
+        query: dict[str, Any] = {"limit": PAGE_SIZE} if paged else {}
         if selector:
             query["labelSelector"] = selector
         seen: set[str] = set()  # continue tokens already followed: one met again is a loop
         ahead: Optional[_AskedAhead] = None
+        what = _describe("list", kind, namespace, path)
         try:
             for number in range(1, self._max_pages + 1):
-                so_far = f" ({len(items)} so far)" if items else ""
+                so_far = f" ({len(collector.items)} so far)" if collector.items else ""
                 _progress.note(f"listing {kind.resource}{_where(kind, namespace)}{so_far}")
                 try:
-                    data = self._answered("GET", path, query, None, "", "list", kind, namespace,
-                                          ahead.request if ahead else None)
+                    if paged:
+                        data = self._answered("GET", path, query, None, "", "list", kind, namespace,
+                                              ahead.request if ahead else None)
+                    else:
+                        token = self._answered("GET", path, query, None, "", "list", kind, namespace, read=lambda
+                                               pieces: read_streamed(pieces, collector, what,
+                                                                     self._max_pages * PAGE_SIZE))
                 except ApiError as error:
                     if error.code == 410 and "continue" in query:
                         return [], True
@@ -313,20 +326,20 @@ class ClusterSource:
                 finally:
                     ahead = None
                     _progress.done()
-                query["limit"] = next_limit(query["limit"], len(data))
-                if number < self._max_pages:  # past the budget, no page is asked for
-                    ahead = self._ask_ahead(path, query, data, seen, kind, namespace)
-                page = _json(data, "list", kind, namespace, path)
-                objects, refused = _names.listed_refusals(kind, _list_items(page, kind, namespace, path),
-                                                          f"the cluster's list of {kind.resource}")
-                self.findings += refused  # a proxy or a server that answers otherwise: the object is not judged
-                items.extend(map(project, objects) if project else objects)
-                token = _continue_token(page)
+                if paged:
+                    query["limit"] = next_limit(query["limit"], len(data))
+                    if number < self._max_pages:  # past the budget, no page is asked for
+                        ahead = self._ask_ahead(path, query, data, seen, kind, namespace)
+                    page = _json(data, "list", kind, namespace, path)
+                    collector.take(list_items(page, kind, what))
+                    token = continue_token(page)
+                self.findings += collector.findings
+                collector.findings = []
                 if not token:
-                    return items, False
+                    return collector.items, False
                 if token in seen:
-                    raise ClusterError(f"{_describe('list', kind, namespace, path)}: the API server answered a "
-                                       f"continue token it had answered before, so the list would never end")
+                    raise ClusterError(f"{what}: the API server answered a continue token it had answered before, "
+                                       f"so the list would never end")
                 seen.add(token)
                 query["continue"] = token
                 if ahead is not None and ahead.token != token:  # the page's own token is another: not that one
@@ -335,7 +348,7 @@ class ClusterSource:
         finally:
             if ahead is not None:
                 ahead.request.drop()
-        raise ClusterError(f"{_describe('list', kind, namespace, path)}: still not complete after {self._max_pages} "
+        raise ClusterError(f"{what}: still not complete after {self._max_pages} "
                            f"pages, the most one LIST may take (set {MAX_PAGES_VARIABLE} for more)")
 
     def _ask_ahead(self, path: str, query: dict[str, Any], data: bytes, seen: set[str], kind: Kind,
@@ -382,8 +395,10 @@ class ClusterSource:
         return _json(data, verb or method.lower(), kind, namespace, path)
 
     def _answered(self, method: str, path: str, query: Optional[dict], body: Any, content_type: str, verb: str,
-                  kind: Optional[Kind], namespace: Optional[str], ahead: Optional[Ahead] = None) -> bytes:
-        """The body of a successful answer; ``ahead``: the first attempt, already sent."""
+                  kind: Optional[Kind], namespace: Optional[str], ahead: Optional[Ahead] = None,
+                  read: Optional[Callable[[Iterator[bytes]], Any]] = None) -> Any:
+        """The body of a successful answer; ``ahead``: the first attempt, already sent; ``read``: a
+        GET streamed (the transport's ``stream``), what ``read`` made of its body instead."""
         target = _encoded(path) + (f"?{urlencode(query)}" if query else "")
         headers = self._headers + ([("Content-Type", content_type)] if body is not None else [])
         clock = ahead.clock if ahead else self._clock(verb or method.lower(), kind, namespace, path)
@@ -396,10 +411,13 @@ class ClusterSource:
             else:
                 self.request_count += 1
                 with clock.watching():  # connect, headers and body: all of it within what is left
-                    answer = self._transport.exchange(method, target, self._signed(headers), body, clock)
+                    if read is not None and self._stream is not None:
+                        answer, made = self._stream(target, self._signed(headers), clock, read)
+                    else:
+                        answer = self._transport.exchange(method, target, self._signed(headers), body, clock)
             _server_warnings.heard(answer.warning, self._warned)
             if answer.status < 300:
-                return answer.data
+                return made if read is not None else answer.data
             retryable = answer.status == 429 or (method == "GET" and answer.status in _RETRY_READ)
             if retryable and attempt < ATTEMPTS:
                 clock.sleep(_backoff(attempt, answer.retry_after))
@@ -441,42 +459,6 @@ class _AskedAhead(NamedTuple):
     request: Ahead
 
 
-#: Where an API server writes a List's metadata: first after ``kind`` and ``apiVersion`` (a built-in
-#: kind's List), or last, after ``items`` and ``kind`` (a custom resource's, keys in order).
-_HEAD_METADATA = re.compile(rb'\s*\{\s*"kind"\s*:\s*"[A-Za-z0-9]*"\s*,\s*"apiVersion"\s*:\s*"[^"\\]*"\s*,'
-                            rb'\s*"metadata"\s*:\s*')
-_TAIL_METADATA = re.compile(rb'"metadata"\s*:\s*')
-#: How far from either end of a page its metadata is looked for (a continue token is a few hundred bytes).
-_PEEK = 4096
-_DECODE_ONE = json.JSONDecoder().raw_decode
-
-
-def peek_continue(data: bytes) -> Optional[str]:
-    """The continue token a LIST page's text names, read from the metadata at its start or its
-    end without decoding its items; None when it names none there. A guess to ask the next page
-    with: the decoded page is what counts."""
-    head = _HEAD_METADATA.match(data, 0, _PEEK)
-    if head is not None:
-        metadata = _object_at(data[head.end():head.end() + _PEEK])
-    else:
-        tail = data[-_PEEK:]
-        found = list(_TAIL_METADATA.finditer(tail))
-        metadata = _object_at(tail[found[-1].end():], last=True) if found else None
-    return _token_in(metadata)
-
-
-def _object_at(text: bytes, last: bool = False) -> Any:
-    """The JSON object ``text`` starts with (``last``: followed only by the page's closing brace)."""
-    decoded = text.decode("utf-8", "replace")
-    try:
-        found, end = _DECODE_ONE(decoded)
-    except (ValueError, RecursionError):  # not JSON there, or nested past the interpreter's limit
-        return None
-    if last and decoded[end:].strip() != "}":
-        return None
-    return found
-
-
 def request_path(*segments: str) -> str:
     """The one way a request path is built: each segment percent-encoded whole (a ``/``, ``?``,
     ``#`` or ``%`` in a name stays inside its segment), and an empty or dot segment refused,
@@ -507,7 +489,6 @@ def _where(kind: Optional[Kind], namespace: Optional[str]) -> str:
 
 
 
-
 def _dry(dry_run: bool) -> Optional[dict]:
     return {"dryRun": "All"} if dry_run else None
 
@@ -516,32 +497,6 @@ def _written(dry_run: bool) -> dict:
     """The query of a create or patch: the plugin's field manager, so that the object's
     managedFields say which fields it changed (a DELETE has no field manager)."""
     return {"fieldManager": FIELD_MANAGER, **(_dry(dry_run) or {})}
-
-
-def _list_items(page: dict, kind: Kind, namespace: Optional[str], path: str) -> builtins.list:
-    """A LIST page's items; an answer that is not a List of ``kind`` is no answer (an empty one
-    would read as "none exist": every consumer told its Binding is missing). A List of ``kind``
-    whose ``items`` is null is empty: a Go server encodes an empty list so (a nil slice)."""
-    items = page.get("items")
-    if items is None and "items" in page and page.get("kind") == f"{kind.name}List":
-        return []
-    if page.get("kind") != f"{kind.name}List" or not isinstance(items, builtins.list):
-        answered = page.get("kind")
-        shown = f"kind {first_line(answered)[:60]!r}" if isinstance(answered, str) and answered else "no kind"
-        listed = "" if isinstance(items, builtins.list) else ", no list of items"
-        raise ClusterError(f"{_describe('list', kind, namespace, path)}: the API server's answer is not a "
-                           f"{kind.name}List ({shown}{listed})")
-    return items
-
-
-def _continue_token(page: dict) -> Optional[str]:
-    return _token_in(page.get("metadata"))
-
-
-def _token_in(metadata: object) -> Optional[str]:
-    """The continue token a List's metadata names: a string, not empty (an empty one ends the list)."""
-    token = metadata.get("continue") if isinstance(metadata, dict) else None
-    return token if isinstance(token, str) and token else None
 
 
 def _json(data: bytes, verb: str = "", kind: Optional[Kind] = None, namespace: Optional[str] = None,

@@ -228,16 +228,50 @@ class DirectTransport:
         self._on(wire, clock, method, lambda: wire.send(method, target, headers, body), kept)
         return self._answer_on(wire, kept, method, clock)
 
+    def stream(self, path: str, headers: HeaderLines, clock: Clock,
+               read: Callable[[Iterator[bytes]], _Done]) -> tuple[Exchange, Optional[_Done]]:
+        """A GET whose successful answer's body is handed to ``read`` a piece at a time as it comes,
+        with no bound on its size (``read`` bounds what it keeps), and what ``read`` made of it;
+        another answer is read whole, as ``exchange`` reads it (its data, and None)."""
+        target, headers = self._base + path, headers + self._via
+        kept = self._take()
+        if kept is not None:
+            try:
+                return self._stream_on(kept, True, target, headers, clock, read)
+            except _Again:
+                pass  # the server closed it under us: once more, on a new connection
+        return self._stream_on(self._connect(clock), False, target, headers, clock, read)
+
+    def _stream_on(self, wire: Wire, kept: bool, target: str, headers: HeaderLines, clock: Clock,
+                   read: Callable[[Iterator[bytes]], _Done]) -> tuple[Exchange, Optional[_Done]]:
+        self._on(wire, clock, "GET", lambda: wire.send("GET", target, headers, None), kept)
+        head = self._on(wire, clock, "GET", lambda: wire.head("GET"), kept)
+        if head.status >= 300:
+            data = self._on(wire, clock, "GET", lambda: b"".join(wire.body(head)), kept)
+            self._release(wire, head.keep)
+            return Exchange(head.status, head.retry_after, data, head.warning), None
+        try:  # not tried again once the body has begun: ``read`` may have handed some of it on
+            result = self._on(wire, clock, "GET", lambda: read(wire.body(head, None)), False)
+        except BaseException:  # ``read`` refused what came: the rest of the body is unread
+            wire.close()
+            raise
+        self._release(wire, head.keep)
+        return Exchange(head.status, head.retry_after, b"", head.warning), result
+
     def _answer_on(self, wire: Wire, kept: bool, method: str, clock: Clock) -> Exchange:
         """The answer to the request sent on ``wire``; the connection put back in the pool after it
         unless the answer closes it."""
         answer = self._on(wire, clock, method, lambda: wire.answer(method), kept)
-        if answer.keep:
+        self._release(wire, answer.keep)
+        return Exchange(answer.status, answer.retry_after, answer.data, answer.warning)
+
+    def _release(self, wire: Wire, keep: bool) -> None:
+        """A connection whose answer has been read: kept for the next request, or closed."""
+        if keep:
             with self._pool:
                 self._idle.append(wire)
         else:
             wire.close()
-        return Exchange(answer.status, answer.retry_after, answer.data, answer.warning)
 
     def _on(self, wire: Wire, clock: Clock, method: str, step: Callable[[], _Done], kept: bool) -> _Done:
         """``step`` (a request's sending or its answer's reading) on ``wire`` within ``clock``: a

@@ -70,13 +70,24 @@ class Logged:
 
 
 class LoggedAhead(Logged):
-    """``Logged`` of a transport that sends a GET ahead (the direct one): the cluster source looks
-    for ``send_ahead``, so only this one has it."""
+    """``Logged`` of a transport that sends a GET ahead and streams one (the direct one): the
+    cluster source looks for ``send_ahead`` and ``stream``, so only this one has them."""
 
     def send_ahead(self, path: str, headers: HeaderLines, clock: Clock) -> Optional[Any]:
         started = time.monotonic()
         sent = self._inner.send_ahead(path, headers, clock)  # type: ignore[attr-defined]
         return None if sent is None else _LoggedAhead(sent, self._log, path, started)
+
+
+    def stream(self, path: str, headers: HeaderLines, clock: Clock, read: Any) -> tuple[Exchange, Any]:
+        """A LIST read as it comes (``DirectTransport.stream``), logged once its body has been read."""
+        started, status = time.monotonic(), None
+        try:
+            answer, result = self._inner.stream(path, headers, clock, read)  # type: ignore[attr-defined]
+            status = answer.status
+            return answer, result
+        finally:
+            self._log.record("GET", path, status, started)
 
 
 class _LoggedAhead:
