@@ -146,6 +146,19 @@ def test_what_is_not_a_lists_json_or_breaks_a_bound_is_one_sentence(data, said):
         assert said in str(raised.value)
 
 
+def test_an_object_that_never_ends_is_refused_once_past_the_bound_not_later():
+    """Text held while an object is incomplete stays within the bound (and one piece more): a
+    server that sends one endless object is refused then, however small its pieces."""
+    splitter = ItemSplitter(1000)
+    splitter.feed(b'{"items":[{"a":"')
+    fed = 16
+    with pytest.raises(Unreadable, match="longer than 1,000 characters"):
+        while fed < 100_000:
+            splitter.feed(b"x" * 100)
+            fed += 100
+    assert fed <= 1000 + 100 + 16
+
+
 # --- The direct transport, over a socket that writes what a test says --------------------------
 
 _HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"

@@ -85,8 +85,8 @@ class ItemSplitter:
             raise Unreadable("it is not UTF-8 text") from None
         self._text = self._text[self._at:] + text
         self._at = 0
-        if len(self._text) - self._waited < self._waited:  # a value longer than what came since: wait
-            return []
+        if len(self._text) < 2 * self._waited and len(self._text) <= self._max:
+            return []  # a value longer than what came since it was found incomplete: tried again once doubled
         return self._parse()
 
     def end(self) -> list[Any]:
