@@ -69,6 +69,7 @@ class ItemSplitter:
         #: where a later object begins (``_items_at_once``).
         self._head = ""
         self._separator = ""
+        self._tried_at_once = False
         #: The List's members other than ``items``, and their text's length together (bounded).
         self.envelope: dict[str, Any] = {}
         self._envelope_chars = 0
@@ -84,7 +85,7 @@ class ItemSplitter:
         except UnicodeDecodeError:
             raise Unreadable("it is not UTF-8 text") from None
         self._text = self._text[self._at:] + text
-        self._at = 0
+        self._at, self._tried_at_once = 0, False
         if len(self._text) < 2 * self._waited and len(self._text) <= self._max:
             return []  # a value longer than what came since it was found incomplete: tried again once doubled
         return self._parse()
@@ -96,7 +97,7 @@ class ItemSplitter:
             self._text = self._text[self._at:] + self._text_of.decode(b"", final=True)
         except UnicodeDecodeError:
             raise Unreadable("it is not UTF-8 text") from None
-        self._at, self._ended = 0, True
+        self._at, self._ended, self._tried_at_once = 0, True, False
         if self._state == "start" and not self._text.strip():  # no body: no List
             return []
         left = self._parse()
@@ -172,7 +173,7 @@ class ItemSplitter:
             self._state = "next"
             return
         if not self._first_item:
-            if self._separator and self._items_at_once(found):
+            if self._separator and not self._tried_at_once and self._items_at_once(found):
                 return
             self._expect(",")
         start = self._skip()
@@ -197,6 +198,7 @@ class ItemSplitter:
         complete, since no object's text is a part of another's; a place that was not an object's
         start after all (an object nested in one, begun alike) leaves the text unparsed, and its
         objects are taken one at a time. True when some were found."""
+        self._tried_at_once = True  # once a piece: each try searches, and may parse, all the text held
         text, at = self._text, self._at
         cut = text.rfind(self._separator, at + 1)
         if cut < 0 or not text.startswith(",", at):
