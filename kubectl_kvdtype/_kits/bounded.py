@@ -28,6 +28,12 @@ MAX_DEPTH = 100
 
 _KEPT = b'"[]{}'
 _OTHER_BYTES = bytes(b for b in range(256) if b not in _KEPT)
+#: What can follow a backslash in JSON text (``\\"``, ``\\\\``, ``\\/``, ``\\n``, ``\\u00e9``...): kept
+#: through the first reduction of a text with escapes, the letters as ``_``, so that each escape
+#: stays a pair (a backslash and what it escapes) while the rest of the text is dropped.
+_ESCAPED = b"/bfnrtu"
+_MARK_ESCAPED = bytes.maketrans(_ESCAPED, b"_" * len(_ESCAPED))
+_OTHER_THAN_ESCAPES = bytes(b for b in range(256) if b not in _KEPT + b"\\" + _ESCAPED)
 
 
 class TooDeep(ValueError):
@@ -50,7 +56,8 @@ def too_deep(text: Union[str, bytes], limit: int = MAX_DEPTH) -> bool:
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if len(data) < 64 * limit and data.count(b"[") + data.count(b"{") <= limit:  # an annotation, an error body
         return False
-    if b"\\" in data:  # same-length replacements: CPython does them in place, much faster
+    if b"\\" in data:  # escapes undone on the text reduced to them and the structure: a small share of it
+        data = data.translate(_MARK_ESCAPED, _OTHER_THAN_ESCAPES)
         data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
     structure = data.translate(None, _OTHER_BYTES).replace(b'""', b"")
     if b'"' in structure:  # strings holding brackets (a JSON document inside an annotation): drop them
