@@ -144,6 +144,15 @@ def kubeconfig(fake: Any, path: Path, edit: Any = None) -> Path:
     return path
 
 
+def write_kubeconfig(path: Path, cluster: dict, user: dict) -> Path:
+    """A kubeconfig of one context, ``c``: the cluster and the user as given."""
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": cluster}], "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    return path
+
+
 def paged(env: dict) -> dict:
     """``env`` asking for LISTs in pages, as kubectl reads them (KUBECTL_KVDTYPE_PAGED_LISTS): the
     direct transport reads each LIST in one request otherwise, so a test of pages asks for them."""

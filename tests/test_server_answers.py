@@ -1,6 +1,6 @@
 """What the plugin reads of an answer besides its body, in-process: the server's Warning headers read
 as client-go reads them (``_sources/server_warnings.py``) and shown as kubectl shows them, once each
-and escaped; a gzip-coded body decoded within the answer's bound (``_sources/wire.gunzipped``).
+and escaped; a gzip-coded body decoded within the answer's bound (``_sources/wire.gunzip_pieces``).
 Against the real kube-apiserver and kubectl: ``test_real_proxies.py``."""
 
 from __future__ import annotations
@@ -48,18 +48,23 @@ def test_each_warning_is_shown_once_per_run_and_escaped():
     assert server_warnings.count() == 0
 
 
+def _gunzipped(data: bytes, limit: int = wire.MAX_BODY) -> bytes:
+    """``data`` decoded as one piece, as a body read whole is."""
+    return b"".join(wire.gunzip_pieces(iter((data,)), limit))
+
+
 def test_a_gzip_coded_body_is_decoded_and_bounded():
     body = b'{"kind":"List","items":[]}' * 1000
-    assert wire.gunzipped(gzip.compress(body)) == body
+    assert _gunzipped(gzip.compress(body)) == body
     bomb = zlib.compressobj(9, zlib.DEFLATED, 31)
     coded = bomb.compress(b"\0" * (8 << 20)) + bomb.flush()  # 8 MiB of zeros in ~8 kB
     with pytest.raises(wire.Broken, match="holds more than"):
-        wire.gunzipped(coded, limit=4 << 20)
-    assert len(wire.gunzipped(coded, limit=8 << 20)) == 8 << 20
+        _gunzipped(coded, limit=4 << 20)
+    assert len(_gunzipped(coded, limit=8 << 20)) == 8 << 20
     with pytest.raises(wire.Broken, match="does not decode"):
-        wire.gunzipped(b"not gzip at all")
+        _gunzipped(b"not gzip at all")
     with pytest.raises(wire.Broken, match="ends before its data does"):
-        wire.gunzipped(gzip.compress(body)[:-20])
+        _gunzipped(gzip.compress(body)[:-20])
 
 
 # --- On the wire, against the fake: once per run, --warnings-as-errors, a write finished first --------

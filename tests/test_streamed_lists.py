@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _forwardproxy import _Server, read_head
-from _support import assert_one_clean_line, kvdtype, seed
+from _support import assert_one_clean_line, kvdtype, seed, write_kubeconfig
 from kubectl_kvdtype._kits.jsonsplit import ItemSplitter, Unreadable
 from kubectl_kvdtype._kits.status import ClusterError
 from kubectl_kvdtype._sources.connection import ConnectionOptions
@@ -195,12 +195,7 @@ class _Scripted(_Server):
 def _source(tmp_path: Path, server: _Scripted):
     from kubectl_kvdtype._sources.cluster import ClusterSource
 
-    config = tmp_path / "kc"
-    config.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": server.url}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    config = write_kubeconfig(tmp_path / "kc", {"server": server.url}, {"token": "t"})
     return ClusterSource(ConnectionOptions(request_timeout=20), environ={"KUBECONFIG": str(config)})
 
 
@@ -250,8 +245,8 @@ def test_an_answer_of_another_kind_is_not_taken_for_an_empty_list(tmp_path):
 @pytest.mark.e2e  # a socket server
 def test_the_first_object_is_decoded_while_the_rest_is_still_on_its_way(tmp_path):
     """The server sends the first half of the body and holds the rest until the plugin has decoded
-    the first objects (a batch: ``_sources.lists``): read whole, the answer would never have been
-    decoded before it ended."""
+    the first objects (those the first piece completes: ``_sources.lists``): read whole, the answer
+    would never have been decoded before it ended."""
     items = _bindings(1500)
     coded = gzip.compress(_custom_list_text(items))
     release = threading.Event()

@@ -40,6 +40,7 @@ from _support import (
     seed,
     user_of,
     with_kubeconfig,
+    write_kubeconfig,
 )
 from fakekube import TEST_CA_PEM, TEST_CLIENT_CERT_PEM, TEST_CLIENT_KEY_PEM, TEST_KEY_PEM, FakeKube
 from kubectl_kvdtype._kits.records import replace
@@ -51,16 +52,8 @@ SERVER = "https://api.example:6443"
 CA_DATA = base64.b64encode(TEST_CA_PEM.encode()).decode()
 
 
-def _write(path: Path, cluster: dict, user: dict) -> Path:
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": cluster}], "users": [{"name": "u", "user": user}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
-    return path
-
-
 def _settings(tmp_path: Path, cluster: dict, user: dict, environ: dict | None = None):
-    path = _write(tmp_path / "kubeconfig", {"server": SERVER, **cluster}, user)
+    path = write_kubeconfig(tmp_path / "kubeconfig", {"server": SERVER, **cluster}, user)
     return direct_settings(resolve(ConnectionOptions(kubeconfig=str(path)), environ or {}))
 
 
@@ -419,7 +412,7 @@ def test_an_answer_that_is_no_http_or_breaks_off_is_one_sentence(kube_env, tmp_p
     server = _Canned(answer)
     try:
         config = tmp_path / "canned-kc"
-        _write(config, {"server": server.url}, {"token": "t"})
+        write_kubeconfig(config, {"server": server.url}, {"token": "t"})
         result = kvdtype(with_kubeconfig(dict(kube_env, KUBECTL_KVDTYPE_PAGED_LISTS="1" if paged else ""), config),
                          "check", "-A", "--request-timeout", "20s")
     finally:

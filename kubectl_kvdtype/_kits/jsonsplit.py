@@ -27,7 +27,6 @@ _WORD = 32
 
 _DECODE = json.JSONDecoder().raw_decode
 _BLANKS = re.compile(r"[ \t\n\r]*")
-_DECODE_LIST = json.JSONDecoder().decode
 #: How much of an object's text is compared with the next one's (``_separator``).
 _HEAD_CHARS = 256
 
@@ -204,11 +203,11 @@ class ItemSplitter:
         if cut < 0 or not text.startswith(",", at):
             return False
         batch = text[at + 1:cut]
-        if len(batch) > self._max or _bounded.too_deep(batch):  # one at a time: each is then bounded and said
+        if len(batch) > self._max:  # one at a time: each is then bounded, and said so
             return False
-        try:
-            objects = _DECODE_LIST(f"[{batch}]")
-        except (ValueError, RecursionError):
+        try:  # nested past the bound, or no objects after all: one at a time, each then said so
+            objects = _bounded.loads(f"[{batch}]", _bounded.MAX_DEPTH + 1)  # (the list around them a level)
+        except ValueError:
             return False
         found.extend(objects)
         self._at = cut
@@ -239,18 +238,15 @@ class ItemSplitter:
         return value
 
     def _expect(self, allowed: str) -> str:
-        at = self._skip()
-        if at == len(self._text):
-            if self._ended:
-                raise Unreadable("it ends before its JSON does")
-            raise _More()
-        found = self._text[at]
+        """The next non-blank character, taken: one of ``allowed``, or the text is no List."""
+        found = self._peek()
         if found not in allowed:
             raise Unreadable("it is not the JSON of a List")
-        self._at = at + 1
+        self._at += 1
         return found
 
     def _peek(self) -> str:
+        """The next non-blank character, not taken (the blanks before it are)."""
         at = self._skip()
         if at == len(self._text):
             if self._ended:

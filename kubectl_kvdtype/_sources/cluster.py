@@ -37,7 +37,7 @@ from kubectl_kvdtype._sources import server_warnings as _server_warnings
 from kubectl_kvdtype._sources.chooser import connect
 from kubectl_kvdtype._sources.kinds import FIELD_MANAGER, OPERATOR_GROUPS, Kind, Projection
 from kubectl_kvdtype._sources.kubeconfig import ConnectionOptions, Resolved, resolve
-from kubectl_kvdtype._sources.lists import Collector, continue_token, list_items, peek_continue, read_streamed
+from kubectl_kvdtype._sources.lists import Collector, continue_token, endless, list_items, peek_continue, read_streamed
 from kubectl_kvdtype._sources.transport import Ahead, Clock, Exchange, HeaderLines
 
 #: The first page of a LIST (kubectl's --chunk-size): a small LIST is one page, a first answer comes soon.
@@ -49,9 +49,8 @@ PAGE_BYTES = 2 * 1024 * 1024
 #: The most objects a page asks for, however small they are.
 MAX_PAGE_SIZE = 5000
 #: Pages one LIST may take before it is abandoned as endless: 500,000 objects or more (a page holds
-#: PAGE_SIZE or more), five times a 100,000-Pod cluster; ``MAX_PAGES_VARIABLE`` sets another.
+#: PAGE_SIZE or more), five times a 100,000-Pod cluster; ``_kits.settings.MAX_PAGES`` sets another.
 MAX_PAGES: int = _settings.MAX_PAGES.default
-MAX_PAGES_VARIABLE = _settings.MAX_PAGES.name
 #: Attempts for a request answered 429 or 5xx (reads), or 429 (writes, which a 5xx may have done).
 ATTEMPTS = 4
 _RETRY_READ = {429, 500, 502, 503, 504}
@@ -348,8 +347,7 @@ class ClusterSource:
         finally:
             if ahead is not None:
                 ahead.request.drop()
-        raise ClusterError(f"{what}: still not complete after {self._max_pages} "
-                           f"pages, the most one LIST may take (set {MAX_PAGES_VARIABLE} for more)")
+        raise endless(what, f"{self._max_pages} pages")
 
     def _ask_ahead(self, path: str, query: dict[str, Any], data: bytes, seen: set[str], kind: Kind,
                    namespace: Optional[str]) -> Optional[_AskedAhead]:

@@ -198,13 +198,19 @@ class DirectTransport:
     def exchange(self, method: str, path: str, headers: HeaderLines, body: Any, clock: Clock) -> Exchange:
         encoded = None if body is None else json.dumps(body).encode("utf-8")  # as the client encodes a JSON body
         headers = headers + self._via
+        return self._on_a_connection(clock, lambda wire, kept: self._exchange_on(
+            wire, kept, method, self._base + path, headers, encoded, clock))
+
+    def _on_a_connection(self, clock: Clock, request: Callable[[Wire, bool], _Done]) -> _Done:
+        """``request(wire, kept)`` on a kept connection if there is one, else on a new one; once
+        more on a new one when the server had closed the kept one under it (``_Again``)."""
         kept = self._take()
         if kept is not None:
             try:
-                return self._exchange_on(kept, True, method, self._base + path, headers, encoded, clock)
+                return request(kept, True)
             except _Again:
                 pass  # the server closed it under us: once more, on a new connection
-        return self._exchange_on(self._connect(clock), False, method, self._base + path, headers, encoded, clock)
+        return request(self._connect(clock), False)
 
     def send_ahead(self, path: str, headers: HeaderLines, clock: Clock) -> Optional[SentAhead]:
         """A GET of ``path`` sent now, its answer read later (``Ahead.answer``, within ``clock``):
@@ -234,13 +240,8 @@ class DirectTransport:
         with no bound on its size (``read`` bounds what it keeps), and what ``read`` made of it;
         another answer is read whole, as ``exchange`` reads it (its data, and None)."""
         target, headers = self._base + path, headers + self._via
-        kept = self._take()
-        if kept is not None:
-            try:
-                return self._stream_on(kept, True, target, headers, clock, read)
-            except _Again:
-                pass  # the server closed it under us: once more, on a new connection
-        return self._stream_on(self._connect(clock), False, target, headers, clock, read)
+        return self._on_a_connection(clock, lambda wire, kept: self._stream_on(
+            wire, kept, target, headers, clock, read))
 
     def _stream_on(self, wire: Wire, kept: bool, target: str, headers: HeaderLines, clock: Clock,
                    read: Callable[[Iterator[bytes]], _Done]) -> tuple[Exchange, Optional[_Done]]:

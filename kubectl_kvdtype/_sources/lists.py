@@ -17,6 +17,7 @@ import json
 import re
 from typing import Any, Iterable, Iterator, Optional
 
+from kubectl_kvdtype._kits import settings as _settings
 from kubectl_kvdtype._kits.jsonsplit import ItemSplitter, Unreadable
 from kubectl_kvdtype._kits.report import Finding
 from kubectl_kvdtype._kits.status import ClusterError
@@ -24,8 +25,6 @@ from kubectl_kvdtype._sources import names as _names
 from kubectl_kvdtype._sources.kinds import Kind, Projection
 from kubectl_kvdtype._sources.transport import first_line
 
-#: How many decoded objects are handed on together (to ``Collector.take``).
-_BATCH = 500
 _DECODE = json.JSONDecoder().raw_decode
 
 
@@ -47,32 +46,34 @@ class Collector:
 
 def read_streamed(pieces: Iterator[bytes], collector: Collector, what: str, most: int) -> Optional[str]:
     """An unpaged LIST's answer, its body's ``pieces`` (decoded from gzip) split into objects
-    handed to ``collector`` as they come; its continue token, if the answer names one (a server
-    may page what was not asked in pages: it is followed, as client-go's pager follows it).
-    ``most``: the objects one LIST may hold before it is abandoned as endless."""
-    splitter, batch, count = ItemSplitter(), [], 0
+    handed to ``collector`` as each piece completes them; its continue token, if the answer names
+    one (a server may page what was not asked in pages: it is followed, as client-go's pager
+    follows it). ``most``: the objects one LIST may hold before it is abandoned as endless."""
+    splitter, count = ItemSplitter(), 0
     try:
         for piece in pieces:
-            for item in splitter.feed(piece):
-                batch.append(item)
-                if len(batch) >= _BATCH:
-                    count = _handed(collector, batch, count, what, most)
-                    batch = []
-        batch += splitter.end()
+            count = _handed(collector, splitter.feed(piece), count, what, most)
+        count = _handed(collector, splitter.end(), count, what, most)
     except Unreadable as error:
         raise ClusterError(f"{what}: the API server's answer cannot be read: {error}") from None
-    _handed(collector, batch, count, what, most)
     page = splitter.envelope
     list_items({**page, "items": []} if splitter.items_seen else page, collector.kind, what)
     return continue_token(page)
 
 
-def _handed(collector: Collector, batch: list[Any], count: int, what: str, most: int) -> int:
-    count += len(batch)
+def _handed(collector: Collector, objects: list[Any], count: int, what: str, most: int) -> int:
+    count += len(objects)
     if count > most:
-        raise ClusterError(f"{what}: still not complete after {most:,} objects, the most one LIST may hold")
-    collector.take(batch)
+        raise endless(what, f"{most:,} objects")
+    collector.take(objects)
     return count
+
+
+def endless(what: str, reached: str) -> ClusterError:
+    """The sentence of a LIST past what one may take (``reached``: ``1000 pages``, ``500,000
+    objects``), paged or read in one request: the setting that allows more is the same."""
+    return ClusterError(f"{what}: still not complete after {reached}, the most one LIST may take "
+                        f"(set {_settings.MAX_PAGES.name} for more)")
 
 
 def list_items(page: dict, kind: Kind, what: str) -> list:

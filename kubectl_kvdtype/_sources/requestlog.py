@@ -24,7 +24,7 @@ import json
 import os
 import threading
 import time
-from typing import Any, Optional, TextIO
+from typing import Any, Callable, Optional, TextIO
 
 from kubectl_kvdtype._kits.display import shown
 from kubectl_kvdtype._kits.secrets import without_password
@@ -56,13 +56,8 @@ class Logged:
         return self._inner.authorization()
 
     def exchange(self, method: str, url: str, headers: HeaderLines, body: Optional[Any], clock: Clock) -> Exchange:
-        started, status = time.monotonic(), None
-        try:
-            answer = self._inner.exchange(method, url, headers, body, clock)
-            status = answer.status
-            return answer
-        finally:
-            self._log.record(method, url, status, started)
+        return self._log.around(method, url, time.monotonic(),
+                                lambda: self._inner.exchange(method, url, headers, body, clock))
 
     def __getattr__(self, name: str) -> Any:
         """Whatever else the transport offers, as it offers it (``send_ahead`` aside: ``LoggedAhead``)."""
@@ -81,13 +76,14 @@ class LoggedAhead(Logged):
 
     def stream(self, path: str, headers: HeaderLines, clock: Clock, read: Any) -> tuple[Exchange, Any]:
         """A LIST read as it comes (``DirectTransport.stream``), logged once its body has been read."""
-        started, status = time.monotonic(), None
-        try:
+        streamed: list[Any] = []  # what ``read`` made of the body
+
+        def exchange() -> Exchange:
             answer, result = self._inner.stream(path, headers, clock, read)  # type: ignore[attr-defined]
-            status = answer.status
-            return answer, result
-        finally:
-            self._log.record("GET", path, status, started)
+            streamed.append(result)
+            return answer
+
+        return self._log.around("GET", path, time.monotonic(), exchange), streamed[0]
 
 
 class _LoggedAhead:
@@ -98,13 +94,7 @@ class _LoggedAhead:
         self._inner, self._log, self._path, self._started = inner, log, path, started
 
     def answer(self) -> Exchange:
-        status = None
-        try:
-            answer = self._inner.answer()
-            status = answer.status
-            return answer
-        finally:
-            self._log.record("GET", self._path, status, self._started)
+        return self._log.around("GET", self._path, self._started, self._inner.answer)
 
     def drop(self) -> None:
         self._inner.drop()
@@ -116,6 +106,16 @@ class Line:
     def __init__(self, stream: TextIO, host: str) -> None:
         self._stream, self._host = stream, host
         self._lock = threading.Lock()
+
+    def around(self, method: str, target: str, started: float, exchange: Callable[[], Exchange]) -> Exchange:
+        """``exchange()``'s answer, its line written once it has ended (an empty status if none came)."""
+        status = None
+        try:
+            answer = exchange()
+            status = answer.status
+            return answer
+        finally:
+            self.record(method, target, status, started)
 
     def record(self, method: str, target: str, status: Optional[int], started: float) -> None:
         milliseconds = int((time.monotonic() - started) * 1000)

@@ -183,11 +183,6 @@ class Wire:
         return line
 
 
-def gunzipped(data: bytes, limit: int = MAX_BODY) -> bytes:
-    """A gzip-coded body decoded whole (``gunzip_pieces``)."""
-    return b"".join(gunzip_pieces(iter((data,)), limit))
-
-
 def gunzip_pieces(pieces: Iterator[bytes], limit: Optional[int] = MAX_BODY) -> Iterator[bytes]:
     """A gzip-coded body decoded as its pieces come (as kubectl asks for it: ``Accept-Encoding:
     gzip``), no more of it than ``limit`` (``MAX_BODY``; None: no bound): a small body that decodes
