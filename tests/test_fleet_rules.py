@@ -143,22 +143,48 @@ def test_todo_commands_name_the_context_quoted_for_the_shell():
 
 
 def test_a_report_kept_as_its_json_text_gives_the_same_fleet_document():
-    from kubectl_kvdtype._output.documents import to_json
-    from kubectl_kvdtype._output.render import render_fleet
+    from kubectl_kvdtype._output.documents import json_lines, to_json
+    from kubectl_kvdtype._output.render import FORMATS, render_fleet
 
     def fleet() -> FleetReport:
         return FleetReport("check", [_member("a", ERROR), _member("b"), _member("c", error="unreachable")])
 
+    assert [f.context_encoder.function for f in FORMATS if f.context_encoder] == ["json_lines"]  # what run() keeps
     plain, encoded = fleet(), fleet()
     for member in encoded.members:
-        member.encode(to_json)
+        member.encode(json_lines)
     assert [m.encoded is not None for m in encoded.members] == [True, True, False]
     assert encoded.members[0].report is not None and encoded.members[0].report.findings == []  # objects let go
     assert (encoded.exit_status(), encoded.counts()) == (plain.exit_status(), plain.counts())
-    document = json.loads(render_fleet(encoded, "json"))
-    assert document == json.loads(render_fleet(plain, "json"))
+    # A small fleet is indented throughout, byte for byte as the fleet of reports still held is.
+    text = render_fleet(encoded, "json")
+    assert text == render_fleet(plain, "json") and '\n        "findings": [\n          {\n' in text
+    document = json.loads(text)
     assert document["contexts"][0]["report"] == json.loads(to_json(plain.members[0].report.to_dict()))
     assert document["summary"]["failing"] == ["a"]
+
+
+def test_a_fleet_past_the_pretty_threshold_in_all_is_one_entry_per_line_though_each_report_is_small():
+    from kubectl_kvdtype._output.documents import PRETTY_JSON_ENTRIES, json_lines
+    from kubectl_kvdtype._output.render import render_fleet
+
+    def fleet() -> FleetReport:
+        members = []
+        for name in ("a", "b", "c"):  # each under the threshold, the three past it
+            report = Report(kind="CheckReport")
+            report.findings += [Finding("dtype-rejected", ERROR, ObjectRef("KVCachePoolBinding", "ns", f"b{i}"), "m.")
+                                for i in range(PRETTY_JSON_ENTRIES // 2)]
+            members.append(FleetMember(name, report.exit_status(), report=report))
+        return FleetReport("check", members)
+
+    plain, encoded = fleet(), fleet()
+    for member in encoded.members:
+        member.encode(json_lines)
+    text = render_fleet(encoded, "json")
+    assert text == render_fleet(plain, "json") and json.loads(text) == plain.to_dict() | {
+        "contexts": [{**m.to_dict(), "report": m.report.to_dict()} for m in plain.members]}
+    one_line = '          {"code": "dtype-rejected", "severity": "error", "object": {"kind": "KVCachePoolBinding", '
+    assert sum(line.startswith(one_line) for line in text.splitlines()) == 3 * (PRETTY_JSON_ENTRIES // 2)
 
 
 def test_the_helper_budget_lets_the_default_fleets_reads_all_go_side_by_side():

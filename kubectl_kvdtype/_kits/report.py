@@ -241,6 +241,12 @@ class Report:
         return ", ".join(parts)
 
 
+def entries(document: dict) -> int:
+    """The entries of a report's document (``Report.to_dict``): its items, findings and sections'
+    rows, what decides how ``-o json`` lays it out (``_output.documents``)."""
+    return sum(len(value) for value in document.values() if isinstance(value, list))
+
+
 def added_tables(findings: Sequence[Finding]) -> list[dict]:
     """The engine tables added for the run (KUBECTL_KVDTYPE_ENGINE_TABLES) that verdicts rest on, once
     each, from the ``engine-table-added`` findings: file, engine, release, whether it replaced the
@@ -288,6 +294,8 @@ class FleetMember:
     error: Optional[str] = None
     #: The report as its ``-o json`` text, once ``encode`` has let the report's objects go.
     encoded: Optional[str] = None
+    #: The entries of the encoded report's document (``entries``).
+    entries: int = 0
     _failing: bool = False
     _counts: dict = field(default_factory=dict)
     _added: list = field(default_factory=list)
@@ -326,7 +334,8 @@ class FleetMember:
         if report is None:
             return
         self._failing, self._counts, self._added = bool(report.failing()), report.counts(), self.added_tables
-        self.encoded = to_text(report.to_dict())
+        document = report.to_dict()
+        self.entries, self.encoded = entries(document), to_text(document)
         self.report = Report(kind=report.kind, warnings=report.warnings, headline=report.summary_lines(),
                              empty_message=report.empty_message, fail_on=report.fail_on, unread=report.unread)
 

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from kubectl_kvdtype._kits.report import FleetReport, Report
+from kubectl_kvdtype._kits.report import FleetReport, Report, entries
 from kubectl_kvdtype._output.format import Rendering
 
 
@@ -34,18 +34,25 @@ def write_fleet_yaml(fleet: FleetReport, _how: Rendering) -> str:
 
 
 def _fleet_json(fleet: FleetReport) -> str:
-    """Indented, or, past ``PRETTY_JSON_ENTRIES`` items and findings, each context's entry on one
-    line; a report kept as its JSON text (``FleetMember.encode``) is written as that text."""
+    """The fleet as one document, its size decided as one report's is (``to_json``): indented
+    throughout up to ``PRETTY_JSON_ENTRIES`` items and findings across every context, past it
+    each entry on one line. A report kept as its JSON text (``FleetMember.encode``, one entry per
+    line) is embedded as that text, or decoded again for the indented document (at most the
+    threshold's entries, so the decoding is small where the indenting encoder is slow)."""
     document = fleet.to_dict()
-    if not any(member.encoded is not None for member in fleet.members):
-        entries = sum(len(entry.get("report", {}).get(key) or []) for entry in document["contexts"]
-                      for key in ("items", "findings"))
-        return json.dumps(document, indent=2) + "\n" if entries <= PRETTY_JSON_ENTRIES else to_json(document)
+    total = sum(member.entries if member.encoded is not None else entries(entry.get("report") or {})
+                for member, entry in zip(fleet.members, document["contexts"], strict=True))
+    if total <= PRETTY_JSON_ENTRIES:
+        for member, entry in zip(fleet.members, document["contexts"], strict=True):
+            if member.encoded is not None:
+                entry["report"] = json.loads(member.encoded)
+        return json.dumps(document, indent=2) + "\n"
     contexts = []
     for member, entry in zip(fleet.members, document["contexts"], strict=True):
         fields = [f"{json.dumps(key)}: {json.dumps(value)}" for key, value in entry.items() if key != "report"]
-        if member.encoded is not None:  # JSON text holds no raw line break: re-indenting it is safe
-            fields.append('"report": ' + member.encoded.rstrip("\n").replace("\n", "\n      "))
+        if "report" in entry:  # JSON text holds no raw line break: re-indenting it is safe
+            text = member.encoded if member.encoded is not None else json_lines(entry["report"])
+            fields.append('"report": ' + text.rstrip("\n").replace("\n", "\n      "))
         contexts.append("    {\n      " + ",\n      ".join(fields) + "\n    }")
     head = "".join(f"  {json.dumps(key)}: {json.dumps(document[key])},\n" for key in ("kind", "command"))
     summary = json.dumps(document["summary"], indent=2).replace("\n", "\n  ")
@@ -65,14 +72,20 @@ _ENTRY_ENCODER = json.JSONEncoder(separators=(", ", ": "), check_circular=False)
 
 
 def to_json(document: dict) -> str:
-    """The JSON document: indented, or one entry per line when the report is large.
-
-    A large one is joined once from its pieces: joining each list and then the fields, as the
-    text was built before, held three or four copies of a report's text at once (10 MB each for
-    ``verify -A`` at 10,000 deployments)."""
-    lists = [value for value in document.values() if isinstance(value, list)]
-    if sum(len(value) for value in lists) <= PRETTY_JSON_ENTRIES:
+    """The JSON document: indented, or one entry per line (``json_lines``) when the report is large."""
+    if entries(document) <= PRETTY_JSON_ENTRIES:
         return json.dumps(document, indent=2) + "\n"
+    return json_lines(document)
+
+
+def json_lines(document: dict) -> str:
+    """The JSON document with each entry of its lists on one line, whatever its size: what a
+    fleet keeps of each context's report (``Format.context_encoder``), since only the whole
+    fleet's size says whether it is indented (``_fleet_json``).
+
+    It is joined once from its pieces: joining each list and then the fields, as the text was
+    built before, held three or four copies of a report's text at once (10 MB each for
+    ``verify -A`` at 10,000 deployments)."""
     encode = _ENTRY_ENCODER.encode
     pieces = ["{"]
     for number, (key, value) in enumerate(document.items()):

@@ -74,7 +74,7 @@ FORMATS: tuple[Format, ...] = (
     Format("wide", "", Lazily("tables", "write_wide"), Lazily("tables", "write_fleet_wide"),
            tabular=True, machine_readable=False),
     Format("json", "", Lazily("documents", "write_json"), Lazily("documents", "write_fleet_json"),
-           context_encoder=Lazily("documents", "to_json")),
+           context_encoder=Lazily("documents", "json_lines")),
     Format("yaml", "", Lazily("documents", "write_yaml"), Lazily("documents", "write_fleet_yaml"), manifests=True),
     Format("junit", "JUnit XML for CI test reports", Lazily("junit", "write_junit"),
            Lazily("junit", "write_fleet_junit"), takes=JUDGING, why="reports what a judging subcommand judged"),
