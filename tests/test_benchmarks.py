@@ -58,6 +58,16 @@ def test_judging_judges_two_replicas_a_deployment():
     assert re.search(r"CPU: first run \(cold caches\) [\d.]+ s; median of the next 1: [\d.]+ s", out), out
 
 
+def test_judging_times_each_judging_subcommand_on_objects_read_once():
+    out = _script("judging.py", "--every-command", "--deployments", "20", "--repeat", "1")
+    lines = re.findall(r"^(\S+) -A: ([\d,]+) items, ([\d,]+) findings; CPU judging \(the objects read already\): "
+                       r"median of 1 ([\d.]+) s \(the first run, reading the file too, ([\d.]+) s\)$", out, re.M)
+    assert [line[0] for line in lines] == ["check", "find-flags", "verify", "preflight"], out
+    items = {line[0]: int(line[1].replace(",", "")) for line in lines}
+    assert (items["check"], items["verify"]) == (20, 40)  # a Binding each, two replicas each
+    assert all(float(line[4]) > 0 <= float(line[3]) for line in lines), out  # the first run reads the file
+
+
 def _module(name: str) -> ModuleType:
     """benchmarks/NAME as a module (nothing started: its servers start in main())."""
     spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), BENCHMARKS / name)
