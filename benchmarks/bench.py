@@ -679,6 +679,11 @@ def import_profile(argv: list[str], env: dict, name: str, top: int = 12) -> None
         print(f"| `{name}` | {us / 1000:.1f} ms |")
 
 
+def listed(n: int) -> dict:
+    """``objects(n)`` as one ``kind: List``, as kubectl get -o json/yaml writes a dump."""
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": objects(n)}
+
+
 def offline(n: int, repeat: int, plugin: Plugin) -> list[tuple[str, float, float, float, int, float]]:
     """`check -f` on a dump of n deployments, as JSON and as YAML, with -o json and with -o sarif
     (whose second, position-keeping parse the other formats never make):
@@ -686,7 +691,7 @@ def offline(n: int, repeat: int, plugin: Plugin) -> list[tuple[str, float, float
     import yaml
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    dump = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": objects(n)}
+    dump = listed(n)
     results = []
     with tempfile.TemporaryDirectory() as directory:
         for form in ("json", "yaml"):

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench import objects  # noqa: E402
+from bench import listed, objects  # noqa: E402
 from kubectl_kvdtype._judging import replicas as verify  # noqa: E402
 from kubectl_kvdtype._sources import model as _model
 
@@ -68,7 +68,7 @@ def every_command(n: int, repeat: int) -> None:
 
     with tempfile.TemporaryDirectory(prefix="kvdtype-judging-") as work:
         dump = Path(work) / "cluster.json"
-        dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects(n)}), encoding="utf-8")
+        dump.write_text(json.dumps(listed(n)), encoding="utf-8")
         for command in COMMANDS:
             options = parse([command, "-A", "-f", str(dump), "-o", "json"])
             context = Context(options=options, common=CommonOptions.of(options), env=Environment())

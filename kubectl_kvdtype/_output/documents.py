@@ -40,15 +40,16 @@ def _fleet_json(fleet: FleetReport) -> str:
     line) is embedded as that text, or decoded again for the indented document (at most the
     threshold's entries, so the decoding is small where the indenting encoder is slow)."""
     document = fleet.to_dict()
+    pairs = list(zip(fleet.members, document["contexts"], strict=True))
     total = sum(member.entries if member.encoded is not None else entries(entry.get("report") or {})
-                for member, entry in zip(fleet.members, document["contexts"], strict=True))
+                for member, entry in pairs)
     if total <= PRETTY_JSON_ENTRIES:
-        for member, entry in zip(fleet.members, document["contexts"], strict=True):
+        for member, entry in pairs:
             if member.encoded is not None:
                 entry["report"] = json.loads(member.encoded)
         return json.dumps(document, indent=2) + "\n"
     contexts = []
-    for member, entry in zip(fleet.members, document["contexts"], strict=True):
+    for member, entry in pairs:
         fields = [f"{json.dumps(key)}: {json.dumps(value)}" for key, value in entry.items() if key != "report"]
         if "report" in entry:  # JSON text holds no raw line break: re-indenting it is safe
             text = member.encoded if member.encoded is not None else json_lines(entry["report"])

@@ -409,13 +409,14 @@ class ClusterSource:
             else:
                 self.request_count += 1
                 with clock.watching():  # connect, headers and body: all of it within what is left
-                    if read is not None and self._stream is not None:
-                        answer, made = self._stream(target, self._signed(headers), clock, read)
-                    else:
+                    if read is None:
                         answer = self._transport.exchange(method, target, self._signed(headers), body, clock)
+                    else:
+                        assert self._stream is not None, "a streamed read is asked for only of a transport that streams"
+                        answer, made = self._stream(target, self._signed(headers), clock, read)
             _server_warnings.heard(answer.warning, self._warned)
             if answer.status < 300:
-                return made if read is not None else answer.data
+                return answer.data if read is None else made
             retryable = answer.status == 429 or (method == "GET" and answer.status in _RETRY_READ)
             if retryable and attempt < ATTEMPTS:
                 clock.sleep(_backoff(attempt, answer.retry_after))

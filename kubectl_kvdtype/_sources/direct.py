@@ -248,7 +248,7 @@ class DirectTransport:
         self._on(wire, clock, "GET", lambda: wire.send("GET", target, headers, None), kept)
         head = self._on(wire, clock, "GET", lambda: wire.head("GET"), kept)
         if head.status >= 300:
-            data = self._on(wire, clock, "GET", lambda: b"".join(wire.body(head)), kept)
+            data = self._on(wire, clock, "GET", lambda: wire.whole(head), kept)
             self._release(wire, head.keep)
             return Exchange(head.status, head.retry_after, data, head.warning), None
         try:  # not tried again once the body has begun: ``read`` may have handed some of it on

@@ -85,8 +85,7 @@ class Wire:
     def answer(self, method: str) -> Answer:
         """The answer to the request sent (an interim 1xx answer skipped), its body read whole."""
         head = self.head(method)
-        data = b"".join(self.body(head))
-        return Answer(head.status, head.retry_after, data, head.keep, head.warning)
+        return Answer(head.status, head.retry_after, self.whole(head), head.keep, head.warning)
 
     def head(self, method: str) -> Head:
         """The status line and headers of the answer to the request sent (an interim 1xx skipped)."""
@@ -114,6 +113,10 @@ class Wire:
         for the next request."""
         raw = self._raw(head, limit)
         return gunzip_pieces(raw, limit) if head.gzip else raw
+
+    def whole(self, head: Head) -> bytes:
+        """The body of the answer ``head`` began, read whole (``MAX_BODY`` at most) and decoded."""
+        return b"".join(self.body(head))
 
     def _raw(self, head: Head, limit: Optional[int]) -> Iterator[bytes]:
         left = [limit]  # what is left of the bound, shared by the framing's reads
