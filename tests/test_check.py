@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any, Callable
 
 import pytest
 import yaml
@@ -327,28 +328,38 @@ def test_take_over_only_deployments_are_not_judged(fake, kube_env):
     assert [(c, o) for c, o in codes(again)] == [("dtype-rejected", "team-a/b")]
 
 
-@pytest.mark.parametrize("command", ["check", "verify", "preflight"])
-def test_the_setting_is_read_beside_the_lists(cluster, fake, command):
-    """The Setting's GET does not wait for the LISTs (``kinds.list_many``): it reaches the server
-    while the Bindings' LIST is still unanswered."""
-    held = fake.hold("GET", r"/kvcachepoolbindings$")
-    seen: list = []
+def _while_held(fake, path: str, seen: Callable[[list], list], run: Callable[[], Any]) -> tuple[Any, list]:
+    """``run()`` with the first GET of ``path`` held until ``seen`` finds what it looks for in the
+    requests the server has had (up to 20 s: then the request is let go, and nothing was seen
+    while it was held): what ``run`` gave, and what ``seen`` found."""
+    held = fake.hold("GET", path)
+    found: list = []
 
     def watch() -> None:
         try:
             held.wait_arrived()
-            waited = 0
-            while waited < 400 and not seen:  # up to 20 s: a Setting read after the LISTs never comes
-                seen.extend(r for r in list(fake.requests) if r.path.endswith(f"/settings/{SETTING}"))
+            for _ in range(400):
+                found[:] = seen(list(fake.requests))
+                if found:
+                    break
                 time.sleep(0.05)
-                waited += 1
         finally:
             held.release()
 
     thread = threading.Thread(target=watch)
     thread.start()
-    result = kvdtype(cluster, command, "-A", "-o", "json")
+    result = run()
     thread.join()
+    return result, found
+
+
+@pytest.mark.parametrize("command", ["check", "verify", "preflight"])
+def test_the_setting_is_read_beside_the_lists(cluster, fake, command):
+    """The Setting's GET does not wait for the LISTs (``kinds.list_many``): it reaches the server
+    while the Bindings' LIST is still unanswered."""
+    result, seen = _while_held(fake, r"/kvcachepoolbindings$",
+                               lambda requests: [r for r in requests if r.path.endswith(f"/settings/{SETTING}")],
+                               lambda: kvdtype(cluster, command, "-A", "-o", "json"))
     assert result.returncode in (0, 1, 4), result.stderr
     assert seen, "the Setting was read only once the LISTs were answered"
 
@@ -380,24 +391,13 @@ def test_the_owners_of_a_bindings_injected_consumers_are_read_side_by_side_a_lev
             "name": f"web-{r}", "namespace": "team-a", "labels": {"app.kubernetes.io/managed-by": "Helm"},
             "annotations": {"meta.helm.sh/release-name": f"web-{r}"}}} for r in range(3))])
     fake.clear_log()
-    held = fake.hold("GET", r"/replicasets/rs-0$")
-    others: list = []
 
-    def watch() -> None:
-        try:
-            held.wait_arrived()
-            for _ in range(400):  # up to 20 s: ReplicaSets read one after another never arrive while one is held
-                others[:] = [r.path for r in list(fake.requests) if r.path.endswith(("/rs-1", "/rs-2"))]
-                if len(others) == 2:
-                    break
-                time.sleep(0.05)
-        finally:
-            held.release()
+    def both(requests: list) -> list:  # ReplicaSets read one after another never arrive while one is held
+        found = [r.path for r in requests if r.path.endswith(("/rs-1", "/rs-2"))]
+        return found if len(found) == 2 else []
 
-    thread = threading.Thread(target=watch)
-    thread.start()
-    result = kvdtype(cluster, "check", "-n", "team-a", "-o", "json")
-    thread.join()
+    result, others = _while_held(fake, r"/replicasets/rs-0$", both,
+                                 lambda: kvdtype(cluster, "check", "-n", "team-a", "-o", "json"))
     assert result.returncode == 1, result.stderr
     assert sorted(others) == [f"/apis/apps/v1/namespaces/team-a/replicasets/rs-{r}" for r in (1, 2)]
     owners = [r.path.rsplit("/", 2)[-2:] for r in fake.requests
@@ -410,3 +410,48 @@ def test_the_owners_of_a_bindings_injected_consumers_are_read_side_by_side_a_lev
     consumers = json.loads(result.stdout)["findings"][0]["consumers"]
     assert {c["name"]: c["managedBy"][0]["object"]["name"] for c in consumers} == {
         f"w-{r}-{p}": f"web-{r}" for r in range(3) for p in "ab"}
+
+
+@pytest.mark.parametrize("command", ["check", "verify"])
+def test_the_owners_are_read_while_the_deployments_are_still_coming_and_only_those_named(cluster, fake, command):
+    """The owners of the injected Pods check and verify name are asked for while the
+    ModelDeployments' LIST is still unanswered (``check._owners_early``, ``rollout._owners_early``):
+    their round trip is no longer one after the LISTs. Only those: a Pod the report does not name
+    (its engine accepts the Binding's dtype, and runs it) has its owner left unread, and a Pod owned
+    by a ModelDeployment is climbed from the LIST, never a GET. The climb goes on from what was read
+    early (the StatefulSet's own owner)."""
+    def pod(name: str, binding: str, owner_kind: str, owner: str, api: str = "apps/v1", args: tuple = ()) -> dict:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": "team-a", "labels": {"kvcache.gpustack.ai/inject": "true"},
+            "annotations": {"kvcache.gpustack.ai/binding": binding, "kvcache.gpustack.ai/engine": "vLLM"},
+            "ownerReferences": [{"apiVersion": api, "kind": owner_kind, "name": owner, "uid": f"u-{owner}",
+                                 "controller": True}]},
+            "spec": {"containers": [{"name": "vllm", "command": ["vllm", "serve", "m"], "args": list(args)}]}}
+
+    def binding(name: str, dtype: str) -> dict:
+        return {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
+                "metadata": {"name": name, "namespace": "team-a"},
+                "spec": {"poolRef": {"name": "shared-dram"}, "domain": {"name": name, "dtype": dtype}}}
+
+    seed(fake, [binding("rejected", "bf16"), binding("accepted", "fp8"),
+                pod("named", "rejected", "StatefulSet", "named-set"),
+                pod("fine", "accepted", "StatefulSet", "fine-set", args=("--kv-cache-dtype", "fp8")),
+                pod("of-a-deployment", "rejected", "ModelDeployment", "md", "worker.gpustack.ai/v1"),
+                _owned_by("StatefulSet", "named-set", "Deployment", "web"),
+                _owned_by("StatefulSet", "fine-set", "Deployment", "web"),
+                {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+                 "metadata": {"name": "md", "namespace": "team-a"},
+                 "spec": {"engine": {"name": "vLLM", "version": "0.29.0"}, "kvCache": {"poolRef": {"name": "accepted"}},
+                          "roles": [{"name": "server", "replicas": 1}]}}])
+    fake.clear_log()
+    result, seen = _while_held(fake, r"/modeldeployments$",
+                               lambda requests: [r.path for r in requests if "/statefulsets/" in r.path],
+                               lambda: kvdtype(cluster, command, "-n", "team-a", "-o", "json"))
+    assert result.returncode == 1, result.stderr
+    assert seen == ["/apis/apps/v1/namespaces/team-a/statefulsets/named-set"], "not read while the LIST was held"
+    owners = [r.path.rsplit("/", 2)[-2:] for r in fake.requests if r.method == "GET" and "/apis/apps/" in r.path]
+    assert sorted(map(tuple, owners)) == [("deployments", "web"), ("statefulsets", "named-set")]  # each once
+    findings = json.loads(result.stdout)["findings"]
+    about = {f["object"]["name"] for f in findings if f["object"]["kind"] == "Pod"}
+    about |= {c["name"] for f in findings if f["object"]["name"] == "rejected" for c in f.get("consumers") or []}
+    assert about >= {"named", "of-a-deployment"} and "fine" not in about

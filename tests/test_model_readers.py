@@ -1,5 +1,6 @@
 """The object readers of ``_sources.model`` written out for their own path (``namespace_of``,
-``deployment_engine``, ...) give what the general ``dig`` reading gives, for any JSON value where
+``deployment_engine``, ...) give what the general ``dig`` reading gives, and ``managed_roles`` what
+its two questions asked of the roles one by one give, for any JSON value where
 an object, its metadata or its spec is expected: a hand-written manifest may hold anything there."""
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def test_each_written_out_reader_gives_what_dig_gives(obj):
                                              if attached else None)
     roles = dig(obj, "spec", "roles")
     assert model.roles_of(obj) == [r for r in (roles if isinstance(roles, list) else []) if isinstance(r, dict)]
+    listed = model.roles_of(obj)
+    assert model.managed_roles(obj) == (sum(model.role_replicas(r) for r in listed if not model.role_is_takeover(r)),
+                                        bool(listed) and all(model.role_is_takeover(r) for r in listed))
     engine = model.deployment_engine(obj)
     assert (engine.declared, engine.version) == _engine_by_dig(obj)
     assert engine.name == (None if engine.declared is None else

@@ -141,3 +141,29 @@ def test_the_init_is_compiled_at_the_first_construction_and_serves_subclasses():
         Base()  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         Base("a", 1, 2)  # type: ignore[call-arg]
+
+
+def test_a_frozen_record_stores_its_fields_where_a_frozen_dataclass_does():
+    """A frozen record writes its fields straight into ``__dict__`` (``records._stored_in_dict``)
+    only where ``object.__setattr__``, which a frozen dataclass calls, would store them there: a
+    base with ``__slots__`` keeps them in its slots, and a property a base declares is called."""
+    class Slotted:
+        __slots__ = ("name",)
+
+    class Named:
+        @property
+        def name(self) -> str:
+            return "from the property"
+
+        @name.setter
+        def name(self, value: str) -> None:
+            object.__setattr__(self, "_set", value)
+
+    for base in (Slotted, Named, object):
+        dc, rec = (decorate(frozen=True)(type("Thing", (base,), {"__annotations__": {"name": "str"}}))
+                   for decorate in (dataclasses.dataclass, records.record_type))
+        d, r = dc("given"), rec("given")
+        assert r.name == d.name
+        assert getattr(r, "__dict__", None) == getattr(d, "__dict__", None)
+        with pytest.raises(AttributeError):  # FrozenInstanceError, both
+            r.name = "again"

@@ -10,7 +10,7 @@ the same way. A layer below the subcommands, so that none of them imports anothe
 from __future__ import annotations
 
 import functools
-from typing import Iterable, Optional, Sequence, Union
+from typing import Callable, Iterable, Optional, Sequence, Union
 
 from kubectl_kvdtype._engines import records as _records
 from kubectl_kvdtype._engines import verdicts as _verdicts
@@ -38,6 +38,7 @@ from kubectl_kvdtype._sources.kinds import (
     Get,
     Query,
     Source,
+    list_early,
     list_many,
     unwrap,
 )
@@ -87,31 +88,56 @@ class BindingInventory:
     pods: list[dict] = field(default_factory=list)
     #: What the ``beside`` GETs of ``read`` answered, in order (each a list or the error it met).
     beside: list[Union[list[dict], KvdtypeError]] = field(default_factory=list)
+    #: ``model.rollout_counts`` of ``deployments``, when already known (``read``: off the consumers).
+    rollout: Optional[tuple[int, int]] = None
 
     @classmethod
     def read(cls, source: Source, namespace: Optional[str], system_namespace: str,
-             whole: bool = False, beside: Sequence[Get] = ()) -> "BindingInventory":
+             whole: bool = False, beside: Sequence[Get] = (), early: Optional[Early] = None) -> "BindingInventory":
         """One LIST per kind, side by side; ``whole``: the Bindings and deployments as they come
         (a write backs them up), else without what judging never reads. ``beside``: GETs sent
-        alongside (whether a guard is installed), answered in ``beside``, never raised."""
+        alongside (whether a guard is installed), answered in ``beside``, never raised. ``early``:
+        called with the Bindings and the injected Pods once both are in, while the deployments,
+        most of a big cluster's bytes, may still be coming: there a caller starts the reads that
+        its findings about Pods will need (``check``'s owners)."""
         project = _model.judged_only(whole)
-        results = list_many(source, [
+        queries: list[Union[Query, Get]] = [
             Query(BINDING, namespace, project=project), Query(DEPLOYMENT, namespace, project=project),
             Query(POD, namespace, f"{_model.INJECT_LABEL}=true", _model.slim_pod), setting_get(system_namespace),
-            *beside])
+            *beside]
+        results = list_many(source, queries) if early is None else \
+            list_early(source, queries, (0, 2), functools.partial(_then, early))
         bindings, deployments, pods = unwrap(results[:3])
         setting, error = setting_of(results[3], system_namespace)
-        return cls(bindings, consumers_of(deployments, pods), deployments, setting, error, pods, results[4:])
+        consumers = consumers_of(deployments, pods)
+        return cls(bindings, consumers, deployments, setting, error, pods, results[4:], rollout_of(consumers))
+
+
+#: ``BindingInventory.read``'s ``early``: given the Bindings and the injected Pods as soon as both are in.
+Early = Callable[[list[dict], list[dict]], None]
+
+
+def _then(early: Early, answers: list[Union[list[dict], KvdtypeError]]) -> None:
+    """``early`` given the Bindings and the injected Pods (the first two ``answers``), unless either
+    read failed: the run then ends on that error."""
+    bindings, pods = answers[:2]
+    if not isinstance(bindings, KvdtypeError) and not isinstance(pods, KvdtypeError):
+        early(bindings, pods)
+
+
+def pods_judged(bindings: list[dict], pods: list[dict], system_namespace: str) -> Report:
+    """``check``'s report of the Bindings and the injected Pods alone, without the deployments.
+    Each of its findings about a Pod, and each Pod a Binding's finding names as a consumer, is the
+    whole report's too: what check says of a Pod is the Pod's own engine against its Binding's dtype
+    (tests/test_early_owners.py ties the two). So ``check`` knows which Pods' owners it will read before
+    the deployments have come in."""
+    return build_check_report(BindingInventory(bindings, consumers_of((), pods), [], None, None, pods),
+                              system_namespace)
 
 
 def consumers_of(deployments: Iterable[dict], pods: Iterable[dict]) -> list[Consumer]:
     """Pool-attached deployments and opted-in Pods, each with the Binding it names."""
-    found = [
-        Consumer(DEPLOYMENT.name, _model.namespace_of(d), _model.name_of(d), _model.deployment_binding(d) or "",
-                 _model.deployment_engine(d), _model.managed_replicas(d), not _takeover_only(d),
-                 _model.engine_path(d, is_pod=False))
-        for d in deployments if _model.is_pool_attached(d)
-    ]
+    found = [_deployment_consumer(d) for d in deployments if _model.is_pool_attached(d)]
     found += [
         Consumer(POD.name, _model.namespace_of(p), _model.name_of(p), _model.pod_binding(p) or "",
                  _model.pod_engine(p), 1, engine_path=_model.engine_path(p, is_pod=True))
@@ -120,9 +146,18 @@ def consumers_of(deployments: Iterable[dict], pods: Iterable[dict]) -> list[Cons
     return found
 
 
-def _takeover_only(deployment: dict) -> bool:
-    roles = _model.roles_of(deployment)
-    return bool(roles) and all(_model.role_is_takeover(r) for r in roles)
+def rollout_of(consumers: Iterable[Consumer]) -> tuple[int, int]:
+    """``model.rollout_counts`` of the deployments ``consumers`` were made of (``consumers_of``),
+    read off them: each pool-attached deployment is one consumer, holding its managed replicas."""
+    deployments = [consumer.replicas for consumer in consumers if consumer.kind == DEPLOYMENT.name]
+    return len(deployments), sum(deployments)
+
+
+def _deployment_consumer(deployment: dict) -> Consumer:
+    replicas, takeover_only = _model.managed_roles(deployment)
+    return Consumer(DEPLOYMENT.name, _model.namespace_of(deployment), _model.name_of(deployment),
+                    _model.deployment_binding(deployment) or "", _model.deployment_engine(deployment), replicas,
+                    not takeover_only, _model.engine_path(deployment, is_pod=False))
 
 
 def read_setting(source: Source, system_namespace: str) -> tuple[Optional[dict], Optional[str]]:
@@ -357,7 +392,7 @@ def add_table_added(report: Report, ref: ObjectRef, engine: str, version: object
 
 
 def _summary(inventory: BindingInventory, system_namespace: str, report: Report) -> dict:
-    rolling, replaced = _model.rollout_counts(inventory.deployments)
+    rolling, replaced = inventory.rollout or _model.rollout_counts(inventory.deployments)
     requested, in_force = _model.setting_values(inventory.setting) if inventory.setting else (None, None)
     return {
         "bindings": len(inventory.bindings),

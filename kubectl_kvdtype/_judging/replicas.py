@@ -40,8 +40,10 @@ from kubectl_kvdtype._sources.kinds import (
     DEPLOYMENT,
     POD,
     SETTING,
+    Get,
     Query,
     Source,
+    list_early,
     list_many,
     not_readable,
     unwrap,
@@ -88,19 +90,41 @@ class PodInventory:
                    pods, [], setting, error, named=True, setting_refused_in=refused)
 
     @classmethod
-    def read_all(cls, source: Source, namespace: Optional[str], system_namespace: str) -> "PodInventory":
-        """Everything in scope: one LIST per kind (two for Pods: replicas, injected)."""
-        *lists, setting_read = list_many(source, [
+    def read_all(cls, source: Source, namespace: Optional[str], system_namespace: str,
+                 early: Optional[Callable[["PodInventory"], None]] = None) -> "PodInventory":
+        """Everything in scope: one LIST per kind (two for Pods: replicas, injected). ``early``:
+        given the inventory of the Bindings, the injected Pods and the Setting (no deployment, no
+        replica) once those are in, while the deployments and their replicas, most of a big
+        cluster's bytes, may still be coming: there a caller starts the reads that its findings
+        about the injected Pods will need (``verify``'s owners)."""
+        queries: list[Union[Query, Get]] = [
             Query(DEPLOYMENT, namespace, project=_model.without_status),  # judged only: verify writes nothing
             Query(BINDING, namespace, project=_model.without_status),
             Query(POD, namespace, REPLICA_SELECTOR, _model.slim_pod),
-            Query(POD, namespace, f"{_model.INJECT_LABEL}=true", _model.slim_pod), setting_get(system_namespace),
-        ])
-        listed, bindings, replicas, injected = unwrap(lists)
-        setting, error, refused = _setting_with_refusal(setting_read, system_namespace)
-        by_key = {(_model.namespace_of(b), _model.name_of(b)): b for b in bindings}
-        return cls([d for d in listed if _model.is_pool_attached(d)], by_key, replicas, injected, setting, error,
-                   setting_refused_in=refused)
+            Query(POD, namespace, f"{_model.INJECT_LABEL}=true", _model.slim_pod), setting_get(system_namespace)]
+        answers = list_many(source, queries) if early is None else \
+            list_early(source, queries, (1, 3, 4), lambda read: _injected_first(read, system_namespace, early))
+        listed, _, replicas, _ = unwrap(answers[:4])  # the first LIST that failed, in the order asked
+        inventory = _injected_only([answers[1], answers[3], answers[4]], system_namespace)
+        return cls([d for d in listed if _model.is_pool_attached(d)], inventory.bindings, replicas, inventory.injected,
+                   inventory.setting, inventory.setting_error, setting_refused_in=inventory.setting_refused_in)
+
+
+def _injected_only(answers: list[Union[list[dict], KvdtypeError]], system_namespace: str) -> PodInventory:
+    """The inventory of the Bindings, the injected Pods and the Setting ``answers`` hold (raising
+    the first failed read of the two LISTs)."""
+    bindings, injected = unwrap(answers[:2])
+    setting, error, refused = _setting_with_refusal(answers[2], system_namespace)
+    by_key = {(_model.namespace_of(b), _model.name_of(b)): b for b in bindings}
+    return PodInventory([], by_key, [], injected, setting, error, setting_refused_in=refused)
+
+
+def _injected_first(answers: list[Union[list[dict], KvdtypeError]], system_namespace: str,
+                    early: Callable[[PodInventory], None]) -> None:
+    """``early`` given the inventory of the injected Pods alone, unless a LIST failed (the run then
+    ends on that error)."""
+    if not any(isinstance(answer, KvdtypeError) for answer in answers[:2]):
+        early(_injected_only(answers, system_namespace))
 
 
 def _read_setting(source: Source, system_namespace: str) -> tuple[Optional[dict], Optional[str], Optional[str]]:

@@ -4,10 +4,11 @@ judged Pod passes (``--wait``), all within one deadline whatever the server does
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Optional
 
 from kubectl_kvdtype._commands.command import Context
-from kubectl_kvdtype._judging.managed import index, name_managers, reader_for
+from kubectl_kvdtype._judging.managed import index, name_managers, read_owners_early, reader_for
 from kubectl_kvdtype._judging.replicas import NOT_DONE, PodInventory, build_verify_report, headline, progress_line
 from kubectl_kvdtype._kits.codes import REPLICA_NOT_ROLLED
 from kubectl_kvdtype._kits.report import Report
@@ -39,16 +40,26 @@ def _interval(wait: float) -> float:
 
 def _poll(context: Context, name: Optional[str], reader: Optional[ManagerReader] = None) -> Report:
     """One read and its report; ``reader`` (who manages what) is kept across the polls of a --wait."""
+    reader = reader or reader_for(context.source, context.offline)
     if name:
         inventory = PodInventory.read_named(context.source, context.namespace, name, context.system_namespace)
     else:
-        inventory = PodInventory.read_all(context.source, context.namespace, context.system_namespace)
+        inventory = PodInventory.read_all(context.source, context.namespace, context.system_namespace,
+                                          early=None if context.offline else partial(_owners_early, reader))
     report = build_verify_report(inventory, offline=context.offline)
-    reader = reader or reader_for(context.source, context.offline)
     reader.known = index((DEPLOYMENT.name, inventory.deployments), (BINDING.name, inventory.bindings.values()),
                          (POD.name, inventory.replicas), (POD.name, inventory.injected))
     name_managers(report, reader, item_kind=POD.name)
     return report
+
+
+def _owners_early(reader: ManagerReader, injected: PodInventory) -> None:
+    """The owners of the injected Pods the report will name, read as soon as the Bindings, the
+    injected Pods and the Setting are in, while the deployments and their replicas are still coming:
+    what verify says of an injected Pod is the Pod's own argv against its Binding's dtype and the
+    Setting (``injected``'s report names the same ones), and the deployments are never read one by one."""
+    reader.known = index((POD.name, injected.injected))
+    read_owners_early(build_verify_report(injected), reader, listed=(DEPLOYMENT.name,))
 
 
 def _wait(context: Context, name: Optional[str], wait: float, interval: float) -> Report:

@@ -184,8 +184,33 @@ def list_many(source: Source, queries: Sequence[Union[Query, Get]]) -> list[Unio
     return _side_by_side(one, queries)
 
 
-def _side_by_side(one: Callable[[Any], Union[list[dict], KvdtypeError]],
-                  queries: Sequence[Union[Query, Get]]) -> list[Union[list[dict], KvdtypeError]]:
+def list_early(source: Source, queries: Sequence[Union[Query, Get]], soon: Sequence[int],
+               then: Callable[[list[Union[list[dict], KvdtypeError]]], None]) -> list[Union[list[dict], KvdtypeError]]:
+    """``list_many(source, queries)``, with ``then`` given the answers of the queries at ``soon``
+    (indexes, in that order) as soon as those are all in, while the others (the big LISTs) may
+    still be coming: there a caller starts the reads that its findings about the soon objects
+    will need, and their round trip is no longer one after the LISTs. ``then`` runs in the thread
+    that read them; what it raises is raised here, once every read has ended."""
+    later = [index for index in range(len(queries)) if index not in soon]
+
+    def first() -> list[Union[list[dict], KvdtypeError]]:
+        answers = list_many(source, [queries[index] for index in soon])
+        then(answers)
+        return answers
+
+    def rest() -> list[Union[list[dict], KvdtypeError]]:
+        return list_many(source, [queries[index] for index in later])
+
+    if getattr(source, "parallel", False):
+        late, early = _side_by_side(lambda call: call(), [rest, first])
+    else:
+        late, early = rest(), first()
+    answers = dict(zip(later, late, strict=True)) | dict(zip(soon, early, strict=True))
+    return [answers[index] for index in range(len(queries))]
+
+
+def _side_by_side(one: Callable[[Any], Any],
+                  queries: Sequence[Any]) -> list[Any]:
     """``one(query)`` for each query, up to ``MAX_IN_FLIGHT`` at once: in this thread and in
     plain daemon helper threads (``concurrent.futures`` would import ``logging`` too, and its exit
     joins its threads, which on Ctrl-C is a silent server's answer). The helpers come from the

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Collection, Iterable, Mapping, Optional, Sequence, Union
 
 from kubectl_kvdtype._kits.records import field, record_type, replace
 from kubectl_kvdtype._kits.status import ApiError, KvdtypeError, NotServed
@@ -333,20 +333,29 @@ class ManagerReader:
             found, current = (owner_kind.name, owner), owner
         return found
 
-    def read_owners(self, pods: Iterable[dict]) -> None:
+    def read_owners(self, pods: Iterable[dict], listed: Collection[str] = ()) -> None:
         """The controllers ``top_owner`` will climb to from ``pods``, read now, side by side, a
         level at a time (``list_many``), where the climb asks for them one after another: on a link
         tens of milliseconds away, a round trip for all in place of one each. Nothing offline
-        (the climb reads the manifests), nothing already read or known."""
+        (the climb reads the manifests), nothing already read or known, and no object of the
+        ``listed`` kinds: the run lists those whole, and their LIST may still be coming in (the
+        climb stops there; a later call, once they are ``known``, goes on from it)."""
         if self.offline:
             return
         current = [pod for pod in pods if isinstance(pod, dict)]
         for _ in range(_MAX_CHAIN):
-            wanted = {key: Get(_CLIMBED[key[0]], key[1], key[2]) for key in map(_climbed_to, current)
-                      if key is not None and key not in self.known and key not in self._reads}
+            climbed = [key for key in dict.fromkeys(map(_climbed_to, current))
+                       if key is not None and key[0] not in listed]
+            wanted = {key: Get(_CLIMBED[key[0]], key[1], key[2]) for key in climbed
+                      if key not in self.known and key not in self._reads}
             for key, answer in zip(wanted, list_many(self.source, list(wanted.values())), strict=True):
                 self._reads[key] = _answered(answer, _CLIMBED[key[0]], key[1])
-            current = [read.obj for read in (self._reads[key] for key in wanted) if read.obj is not None]
+            current = [obj for obj in map(self._had, climbed) if obj is not None]  # read now, or early
+
+    def _had(self, key: ObjectKey) -> Optional[dict]:
+        """The object ``key`` names as the run has it, known or read, without asking."""
+        read = self._reads.get(key)
+        return self.known.get(key) or (read.obj if read is not None else None)
 
     # --- Each manager --------------------------------------------------------------------------
 
@@ -431,11 +440,7 @@ class ManagerReader:
 
     def _object(self, kind: Kind, namespace: str, name: str) -> Optional[dict]:
         """An owner: from what the run read, else from the cluster (None when it cannot be read)."""
-        known = self.known.get((kind.name, namespace, name))
-        if known is not None:
-            return known
-        read = self._read_object(kind, namespace, name, offline_reads=True)
-        return read.obj
+        return self._had((kind.name, namespace, name)) or self._read_object(kind, namespace, name, True).obj
 
     def _read_object(self, kind: Kind, namespace: str, name: str, offline_reads: bool = False) -> _Read:
         if self.offline and not offline_reads:

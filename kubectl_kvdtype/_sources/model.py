@@ -185,7 +185,20 @@ def role_extra_args(role: dict) -> list[str]:
 
 def managed_replicas(deployment: dict) -> int:
     """Replicas of the roles the operator builds the argv of (take-over roles are not counted)."""
-    return sum(role_replicas(r) for r in roles_of(deployment) if not role_is_takeover(r))
+    return managed_roles(deployment)[0]
+
+
+def managed_roles(deployment: dict) -> tuple[int, bool]:
+    """(``managed_replicas``, whether the deployment has a role at all and every one is a
+    take-over, so that the operator renders no flag there), read in one pass over the roles:
+    judging asks both of every deployment."""
+    replicas, roles, managed = 0, 0, False
+    for role in roles_of(deployment):
+        roles += 1
+        if not role_is_takeover(role):
+            managed = True
+            replicas += role_replicas(role)
+    return replicas, roles > 0 and not managed
 
 
 def rollout_counts(deployments: list[dict]) -> tuple[int, int]:
