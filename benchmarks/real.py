@@ -38,8 +38,9 @@ from one more run of each side through a counting TCP relay in front of the link
 discovery cache warmed there first), the requests kube-apiserver served (apiserver_request_total,
 less what an idle server serves itself), the LISTs among them and those it read from etcd rather
 than its watch cache (apiserver_storage_list_total), the TCP connections opened (TLS handshakes)
-and the bytes received from the server. Before each link's rows it prints how busy the machine
-was over a second in which nothing is timed (`busy`).
+and the bytes received from the server. Before each link's rows it waits for the machine to settle
+(`SETTLED`, `MOST_SETTLING`) and prints how busy it was over a second in which nothing is timed
+(`busy`).
 
 Then the fleet, at the first size: --fleet contexts (default 20), each its own toxiproxy listener
 shaped the same way in front of the one kube-apiserver, in one `check -A --all-contexts` run
@@ -365,10 +366,24 @@ def busy(seconds: float = 1.0) -> Optional[float]:
     return 1 - idle / sum(spent) if sum(spent) else None
 
 
+#: How busy the machine may be (a share of its CPU time over a second) before a link's rows are timed,
+#: and the most seconds waited for it: a server still settling after a load (its garbage collection,
+#: its watch cache) is something else running, and slowed the first rows after it.
+SETTLED, MOST_SETTLING = 0.10, 120
+
+
 def print_busy(where: str) -> None:
+    """Wait until the machine is at most SETTLED busy (MOST_SETTLING seconds at most), then print
+    how busy it was over the last second and how long that took."""
+    start = time.monotonic()
     share = busy()
+    while share is not None and share > SETTLED and time.monotonic() - start < MOST_SETTLING:
+        share = busy()
     if share is not None:
-        print(f"# {where}: the machine {100 * share:.0f}% busy over 1 s before it (nothing timed)", flush=True)
+        waited = time.monotonic() - start - 1
+        settling = f", after {waited:.0f} s waiting for it to settle" if waited >= 1 else ""
+        print(f"# {where}: the machine {100 * share:.0f}% busy over 1 s before it (nothing timed){settling}",
+              flush=True)
 
 
 def judged(kubectl: str) -> dict[str, tuple[str, list[str]]]:
