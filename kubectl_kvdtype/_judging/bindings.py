@@ -126,13 +126,16 @@ def _then(early: Early, answers: list[Union[list[dict], KvdtypeError]]) -> None:
 
 
 def pods_judged(bindings: list[dict], pods: list[dict], system_namespace: str) -> Report:
-    """``check``'s report of the Bindings and the injected Pods alone, without the deployments.
+    """``check``'s report of the injected Pods and the Bindings they name, without the deployments.
     Each of its findings about a Pod, and each Pod a Binding's finding names as a consumer, is the
     whole report's too: what check says of a Pod is the Pod's own engine against its Binding's dtype
     (tests/test_early_owners.py ties the two). So ``check`` knows which Pods' owners it will read before
-    the deployments have come in."""
-    return build_check_report(BindingInventory(bindings, consumers_of((), pods), [], None, None, pods),
-                              system_namespace)
+    the deployments have come in; the other Bindings are left to the whole report (most of a cluster's)."""
+    consumers = consumers_of((), pods)
+    named = {(consumer.namespace, consumer.binding) for consumer in consumers}
+    return build_check_report(BindingInventory(
+        [b for b in bindings if (_model.namespace_of(b), _model.name_of(b)) in named], consumers, [], None, None, pods),
+        system_namespace)
 
 
 def consumers_of(deployments: Iterable[dict], pods: Iterable[dict]) -> list[Consumer]:
