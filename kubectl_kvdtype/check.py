@@ -6,15 +6,12 @@ Replaces Step 1 of the upgrade guide. The judgement itself is ``_judging.binding
 
 from __future__ import annotations
 
-from functools import partial
-
 from kubectl_kvdtype._commands.command import Command, Context
 from kubectl_kvdtype._judging.bindings import BindingInventory, build_check_report, pods_judged
 from kubectl_kvdtype._judging.guard import GUARD_NOTED, guard_gets, note_guard
 from kubectl_kvdtype._judging.managed import index, name_managers, read_owners_early, reader_for
 from kubectl_kvdtype._kits.report import Report
 from kubectl_kvdtype._sources.kinds import BINDING, DEPLOYMENT, POD
-from kubectl_kvdtype._sources.managers import ManagerReader
 
 
 class CheckCommand(Command):
@@ -32,9 +29,12 @@ class CheckCommand(Command):
 
     def run(self, context: Context) -> Report:
         reader = reader_for(context.source, context.offline)
+        # The owners of the Pods the report will name, read while the deployments are still coming:
+        # the Pods' findings are theirs alone (``pods_judged``).
+        early = None if context.offline else lambda bindings, pods: read_owners_early(
+            pods_judged(bindings, pods, context.system_namespace), reader, pods)
         inventory = BindingInventory.read(context.source, context.namespace, context.system_namespace,
-                                          beside=() if context.offline else guard_gets(GUARD_NOTED),
-                                          early=None if context.offline else partial(_owners_early, context, reader))
+                                          beside=() if context.offline else guard_gets(GUARD_NOTED), early=early)
         report = build_check_report(inventory, context.system_namespace, offline=context.offline)
         reader.known = index((BINDING.name, inventory.bindings), (DEPLOYMENT.name, inventory.deployments),
                              (POD.name, inventory.pods))
@@ -42,11 +42,3 @@ class CheckCommand(Command):
         if not context.offline:
             note_guard(report, inventory.beside)
         return report
-
-
-def _owners_early(context: Context, reader: ManagerReader, bindings: list[dict], pods: list[dict]) -> None:
-    """The owners of the Pods the report will name, read as soon as the Bindings and the injected
-    Pods are in, while the deployments are still coming: the Pods' findings are theirs alone
-    (``pods_judged``), and the deployments are never read one by one."""
-    reader.known = index((POD.name, pods))
-    read_owners_early(pods_judged(bindings, pods, context.system_namespace), reader, listed=(DEPLOYMENT.name,))

@@ -1,6 +1,6 @@
 """check and verify read the owners of the injected Pods their findings name before the
-ModelDeployments (and verify's replicas) have come in (``check._owners_early``,
-``rollout._owners_early``). What makes that exact is that the report of the Bindings and the
+ModelDeployments (and verify's replicas) have come in (``managed.read_owners_early``, from
+``CheckCommand.run`` and ``rollout._poll``). What makes that exact is that the report of the Bindings and the
 injected Pods alone (``bindings.pods_judged``; verify's report of an inventory without deployments
 or replicas) names the very injected Pods the whole report names. Tied here on the bundled
 examples and on any spelling, engine, version or Binding a Pod or a deployment may carry, odd
@@ -62,7 +62,7 @@ def _both(objects: list[dict]) -> tuple[set, set]:
     deployments = [_model.without_status(d) for d in _kind(objects, "ModelDeployment")]
     pods = _labelled(objects, _model.INJECT_LABEL, "true")
     whole = BindingInventory(bindings, consumers_of(deployments, pods), deployments, None, None, pods)
-    assert rollout_of(whole.consumers) == _model.rollout_counts(deployments)  # what read() gives the summary
+    assert rollout_of(whole.consumers) == _model.rollout_counts(deployments)  # what the summary says
     return _named_pods(build_check_report(whole, SYSTEM)), _named_pods(pods_judged(bindings, pods, SYSTEM))
 
 

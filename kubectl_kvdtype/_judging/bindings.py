@@ -88,8 +88,6 @@ class BindingInventory:
     pods: list[dict] = field(default_factory=list)
     #: What the ``beside`` GETs of ``read`` answered, in order (each a list or the error it met).
     beside: list[Union[list[dict], KvdtypeError]] = field(default_factory=list)
-    #: ``model.rollout_counts`` of ``deployments``, when already known (``read``: off the consumers).
-    rollout: Optional[tuple[int, int]] = None
 
     @classmethod
     def read(cls, source: Source, namespace: Optional[str], system_namespace: str,
@@ -106,23 +104,14 @@ class BindingInventory:
             Query(POD, namespace, f"{_model.INJECT_LABEL}=true", _model.slim_pod), setting_get(system_namespace),
             *beside]
         results = list_many(source, queries) if early is None else \
-            list_early(source, queries, (0, 2), functools.partial(_then, early))
+            list_early(source, queries, (0, 2), lambda read: early(*unwrap(read)))
         bindings, deployments, pods = unwrap(results[:3])
         setting, error = setting_of(results[3], system_namespace)
-        consumers = consumers_of(deployments, pods)
-        return cls(bindings, consumers, deployments, setting, error, pods, results[4:], rollout_of(consumers))
+        return cls(bindings, consumers_of(deployments, pods), deployments, setting, error, pods, results[4:])
 
 
 #: ``BindingInventory.read``'s ``early``: given the Bindings and the injected Pods as soon as both are in.
 Early = Callable[[list[dict], list[dict]], None]
-
-
-def _then(early: Early, answers: list[Union[list[dict], KvdtypeError]]) -> None:
-    """``early`` given the Bindings and the injected Pods (the first two ``answers``), unless either
-    read failed: the run then ends on that error."""
-    bindings, pods = answers[:2]
-    if not isinstance(bindings, KvdtypeError) and not isinstance(pods, KvdtypeError):
-        early(bindings, pods)
 
 
 def pods_judged(bindings: list[dict], pods: list[dict], system_namespace: str) -> Report:
@@ -150,8 +139,9 @@ def consumers_of(deployments: Iterable[dict], pods: Iterable[dict]) -> list[Cons
 
 
 def rollout_of(consumers: Iterable[Consumer]) -> tuple[int, int]:
-    """``model.rollout_counts`` of the deployments ``consumers`` were made of (``consumers_of``),
-    read off them: each pool-attached deployment is one consumer, holding its managed replicas."""
+    """What the upgrade rolls (``model.rollout_counts`` of the deployments ``consumers`` were made
+    of, ``consumers_of``), read off them: each pool-attached deployment is one consumer, holding its
+    managed replicas."""
     deployments = [consumer.replicas for consumer in consumers if consumer.kind == DEPLOYMENT.name]
     return len(deployments), sum(deployments)
 
@@ -395,7 +385,7 @@ def add_table_added(report: Report, ref: ObjectRef, engine: str, version: object
 
 
 def _summary(inventory: BindingInventory, system_namespace: str, report: Report) -> dict:
-    rolling, replaced = inventory.rollout or _model.rollout_counts(inventory.deployments)
+    rolling, replaced = rollout_of(inventory.consumers)
     requested, in_force = _model.setting_values(inventory.setting) if inventory.setting else (None, None)
     return {
         "bindings": len(inventory.bindings),

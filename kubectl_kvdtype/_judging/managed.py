@@ -14,7 +14,7 @@ other fields are unchanged for every unmanaged cluster.
 
 from __future__ import annotations
 
-from typing import Collection, Iterable, Iterator, Mapping, Optional
+from typing import Iterable, Iterator, Mapping, Optional
 
 from kubectl_kvdtype._kits.codes import ROLE_FLAG
 from kubectl_kvdtype._kits.records import replace
@@ -88,13 +88,15 @@ def name_managers(report: Report, reader: ManagerReader, item_kind: Optional[str
             item["managedBy"] = by_object[ref]
 
 
-def read_owners_early(report: Report, reader: ManagerReader, listed: Collection[str]) -> None:
-    """The owners ``name_managers`` will climb to from the Pods ``report`` names, read now, while
-    the run's LISTs of the ``listed`` kinds may still be coming in (none of those is read here): on
-    a link tens of milliseconds away, the round trip of those GETs is then no longer one after the
-    LISTs. ``report``: one that names the very Pods the run's whole report will (``reader.known``
-    holding them), so that no GET is made that the run would not make."""
-    reader.read_owners(_pods_named(report, reader), listed)
+def read_owners_early(report: Report, reader: ManagerReader, pods: Iterable[dict]) -> None:
+    """The owners ``name_managers`` will climb to from the Pods ``report`` names (of ``pods``), read
+    now, while the run's ModelDeployments may still be coming in (none is read here: the run lists
+    them): on a link tens of milliseconds away, the round trip of those GETs is then no longer one
+    after the LISTs. ``report``: one that names the very Pods the run's whole report will, so that
+    no GET is made that the run would not make. ``reader.known`` is the run's to set again once
+    everything is read."""
+    reader.known = index((POD.name, pods))
+    reader.read_owners(_pods_named(report, reader), listed=(DEPLOYMENT.name,))
 
 
 def _pods_named(report: Report, reader: ManagerReader) -> list[dict]:

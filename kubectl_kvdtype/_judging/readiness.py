@@ -46,9 +46,9 @@ def preflight(context: Context) -> Report:
     flags_inventory = FlagInventory.read(context.source, context.namespace, setting_in=context.system_namespace,
                                          beside=() if context.offline else guard_gets(GUARD_NOTED))
     setting, setting_error = _bindings.setting_of(flags_inventory.setting_read or [], context.system_namespace)
-    consumers = _bindings.consumers_of(flags_inventory.deployments, flags_inventory.pods)
-    check_inventory = _bindings.BindingInventory(flags_inventory.bindings, consumers, flags_inventory.deployments,
-                                                 setting, setting_error, rollout=_bindings.rollout_of(consumers))
+    check_inventory = _bindings.BindingInventory(
+        flags_inventory.bindings, _bindings.consumers_of(flags_inventory.deployments, flags_inventory.pods),
+        flags_inventory.deployments, setting, setting_error)
     report = build_report(check_inventory, flags_inventory, context.system_namespace, offline=context.offline,
                           ignore=set(context.common.ignore), fail_on=context.common.fail_on or ERROR,
                           source_findings=getattr(context.source, "findings", []),

@@ -103,7 +103,7 @@ class PodInventory:
             Query(POD, namespace, REPLICA_SELECTOR, _model.slim_pod),
             Query(POD, namespace, f"{_model.INJECT_LABEL}=true", _model.slim_pod), setting_get(system_namespace)]
         answers = list_many(source, queries) if early is None else \
-            list_early(source, queries, (1, 3, 4), lambda read: _injected_first(read, system_namespace, early))
+            list_early(source, queries, (1, 3, 4), lambda read: early(_injected_only(read, system_namespace)))
         listed, _, replicas, _ = unwrap(answers[:4])  # the first LIST that failed, in the order asked
         inventory = _injected_only([answers[1], answers[3], answers[4]], system_namespace)
         return cls([d for d in listed if _model.is_pool_attached(d)], inventory.bindings, replicas, inventory.injected,
@@ -117,14 +117,6 @@ def _injected_only(answers: list[Union[list[dict], KvdtypeError]], system_namesp
     setting, error, refused = _setting_with_refusal(answers[2], system_namespace)
     by_key = {(_model.namespace_of(b), _model.name_of(b)): b for b in bindings}
     return PodInventory([], by_key, [], injected, setting, error, setting_refused_in=refused)
-
-
-def _injected_first(answers: list[Union[list[dict], KvdtypeError]], system_namespace: str,
-                    early: Callable[[PodInventory], None]) -> None:
-    """``early`` given the inventory of the injected Pods alone, unless a LIST failed (the run then
-    ends on that error)."""
-    if not any(isinstance(answer, KvdtypeError) for answer in answers[:2]):
-        early(_injected_only(answers, system_namespace))
 
 
 def _read_setting(source: Source, system_namespace: str) -> tuple[Optional[dict], Optional[str], Optional[str]]:

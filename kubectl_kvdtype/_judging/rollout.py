@@ -4,7 +4,6 @@ judged Pod passes (``--wait``), all within one deadline whatever the server does
 from __future__ import annotations
 
 import time
-from functools import partial
 from typing import Optional
 
 from kubectl_kvdtype._commands.command import Context
@@ -44,22 +43,16 @@ def _poll(context: Context, name: Optional[str], reader: Optional[ManagerReader]
     if name:
         inventory = PodInventory.read_named(context.source, context.namespace, name, context.system_namespace)
     else:
-        inventory = PodInventory.read_all(context.source, context.namespace, context.system_namespace,
-                                          early=None if context.offline else partial(_owners_early, reader))
+        # The owners of the injected Pods the report will name, read while the deployments and their
+        # replicas are still coming: what verify says of one rests on it, its Binding and the Setting.
+        inventory = PodInventory.read_all(
+            context.source, context.namespace, context.system_namespace, early=None if context.offline else
+            lambda injected: read_owners_early(build_verify_report(injected), reader, injected.injected))
     report = build_verify_report(inventory, offline=context.offline)
     reader.known = index((DEPLOYMENT.name, inventory.deployments), (BINDING.name, inventory.bindings.values()),
                          (POD.name, inventory.replicas), (POD.name, inventory.injected))
     name_managers(report, reader, item_kind=POD.name)
     return report
-
-
-def _owners_early(reader: ManagerReader, injected: PodInventory) -> None:
-    """The owners of the injected Pods the report will name, read as soon as the Bindings, the
-    injected Pods and the Setting are in, while the deployments and their replicas are still coming:
-    what verify says of an injected Pod is the Pod's own argv against its Binding's dtype and the
-    Setting (``injected``'s report names the same ones), and the deployments are never read one by one."""
-    reader.known = index((POD.name, injected.injected))
-    read_owners_early(build_verify_report(injected), reader, listed=(DEPLOYMENT.name,))
 
 
 def _wait(context: Context, name: Optional[str], wait: float, interval: float) -> Report:

@@ -189,13 +189,17 @@ def list_early(source: Source, queries: Sequence[Union[Query, Get]], soon: Seque
     """``list_many(source, queries)``, with ``then`` given the answers of the queries at ``soon``
     (indexes, in that order) as soon as those are all in, while the others (the big LISTs) may
     still be coming: there a caller starts the reads that its findings about the soon objects
-    will need, and their round trip is no longer one after the LISTs. ``then`` runs in the thread
-    that read them; what it raises is raised here, once every read has ended."""
+    will need, and their round trip is no longer one after the LISTs. Not when a LIST among them
+    failed: the run ends on that error (a GET's may be forgiven, a missing Setting). ``then`` runs
+    in the thread that read them; what it raises is raised here, once every read has ended."""
     later = [index for index in range(len(queries)) if index not in soon]
 
     def first() -> list[Union[list[dict], KvdtypeError]]:
-        answers = list_many(source, [queries[index] for index in soon])
-        then(answers)
+        asked = [queries[index] for index in soon]
+        answers = list_many(source, asked)
+        if not any(isinstance(query, Query) and isinstance(answer, KvdtypeError)
+                   for query, answer in zip(asked, answers, strict=True)):
+            then(answers)
         return answers
 
     def rest() -> list[Union[list[dict], KvdtypeError]]:
