@@ -415,18 +415,23 @@ def test_the_owners_of_a_bindings_injected_consumers_are_read_side_by_side_a_lev
 @pytest.mark.parametrize("command", ["check", "verify"])
 def test_the_owners_are_read_while_the_deployments_are_still_coming_and_only_those_named(cluster, fake, command):
     """The owners of the injected Pods check and verify name are asked for while the
-    ModelDeployments' LIST is still unanswered (``check._owners_early``, ``rollout._owners_early``):
+    ModelDeployments' LIST is still unanswered (``managed.read_owners_early``):
     their round trip is no longer one after the LISTs. Only those: a Pod the report does not name
     (its engine accepts the Binding's dtype, and runs it) has its owner left unread, and a Pod owned
     by a ModelDeployment is climbed from the LIST, never a GET. The climb goes on from what was read
     early (the StatefulSet's own owner)."""
-    def pod(name: str, binding: str, owner_kind: str, owner: str, api: str = "apps/v1", args: tuple = ()) -> dict:
+    def pod(name: str, binding: str, owner_kind: str, owner: str, api: str = "apps/v1", injected: str = "") -> dict:
+        """``injected``: the webhook's copy of the dtype and its record (a real server refuses a Pod's own)."""
+        annotations = {"kvcache.gpustack.ai/binding": binding, "kvcache.gpustack.ai/engine": "vLLM"}
+        if injected:
+            annotations["kvcache.gpustack.ai/injected"] = json.dumps({"binding": binding, "engine": "vllm"})
         return {"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": name, "namespace": "team-a", "labels": {"kvcache.gpustack.ai/inject": "true"},
-            "annotations": {"kvcache.gpustack.ai/binding": binding, "kvcache.gpustack.ai/engine": "vLLM"},
+            "annotations": annotations,
             "ownerReferences": [{"apiVersion": api, "kind": owner_kind, "name": owner, "uid": f"u-{owner}",
                                  "controller": True}]},
-            "spec": {"containers": [{"name": "vllm", "command": ["vllm", "serve", "m"], "args": list(args)}]}}
+            "spec": {"containers": [{"name": "vllm", "command": ["vllm", "serve", "m"],
+                                     "args": ["--kv-cache-dtype", injected] if injected else []}]}}
 
     def binding(name: str, dtype: str) -> dict:
         return {"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
@@ -435,7 +440,7 @@ def test_the_owners_are_read_while_the_deployments_are_still_coming_and_only_tho
 
     seed(fake, [binding("rejected", "bf16"), binding("accepted", "fp8"),
                 pod("named", "rejected", "StatefulSet", "named-set"),
-                pod("fine", "accepted", "StatefulSet", "fine-set", args=("--kv-cache-dtype", "fp8")),
+                pod("fine", "accepted", "StatefulSet", "fine-set", injected="fp8"),
                 pod("of-a-deployment", "rejected", "ModelDeployment", "md", "worker.gpustack.ai/v1"),
                 _owned_by("StatefulSet", "named-set", "Deployment", "web"),
                 _owned_by("StatefulSet", "fine-set", "Deployment", "web"),

@@ -233,3 +233,59 @@ def test_a_client_certificate_given_as_data_is_authenticated_by_the_real_server(
     certified.write_text(json.dumps(other), encoding="utf-8")
     refused = real.kvdtype("check", "--kubeconfig", str(certified), user="ci-bot")
     assert refused.returncode == 3 and len(refused.stderr.splitlines()) == 1, refused.stderr
+
+
+def _owned_pod(name: str, binding: str, owner: dict, injected: str = "") -> dict:
+    """An injected Pod (vLLM) naming ``binding``, controlled by the stored ``owner``; ``injected``:
+    the Binding's dtype, as the webhook appends it to the args and records it (the server's
+    pod-flag policy refuses a Pod's own copy)."""
+    reference = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+                 "uid": owner["metadata"]["uid"], "controller": True}
+    annotations = {"kvcache.gpustack.ai/binding": binding, "kvcache.gpustack.ai/engine": "vLLM"}
+    if injected:
+        annotations["kvcache.gpustack.ai/injected"] = json.dumps({"binding": binding, "engine": "vllm",
+                                                                  "domain": binding})
+    args = ["--kv-cache-dtype", injected] if injected else []
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"kvcache.gpustack.ai/inject": "true"}, "annotations": annotations,
+                         "ownerReferences": [reference]},
+            "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.29.0",
+                                     "command": ["vllm", "serve", "m"], "args": args}]}}
+
+
+def _helm_set(name: str) -> dict:
+    """A StatefulSet Helm manages (its labels and annotations), as the real server validates one."""
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                         "annotations": {"meta.helm.sh/release-name": name}},
+            "spec": {"serviceName": name, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}}
+
+
+@pytest.mark.parametrize("command", ["check", "verify"])
+def test_the_owners_read_early_are_those_named_each_once_on_the_real_server(real, command):
+    """check and verify read the owners of the injected Pods they name while the deployments are
+    still coming (``managed.read_owners_early``): on the real server, exactly those (not the owner
+    of a Pod no finding names, never a ModelDeployment one by one), each once, and the finding
+    names the manager the real server's stored owner says."""
+    from _proxy import ApiProxy
+
+    real.apply([_binding("rejected", "bf16"), _binding("accepted", "fp8"), _helm_set("named-set"),
+                _helm_set("fine-set"), _deployment("md", "accepted", [])])
+    named_set, fine_set, md = (real.get(kind, name) for kind, name in
+                               (("StatefulSet", "named-set"), ("StatefulSet", "fine-set"), ("ModelDeployment", "md")))
+    real.apply([_owned_pod("named", "rejected", named_set), _owned_pod("of-md", "rejected", md),
+                _owned_pod("fine", "accepted", fine_set, injected="fp8")])
+    with ApiProxy(real.plane.url) as proxy:
+        result = real.kvdtype(command, "-n", real.namespace, "-o", "json", user="reader", server=proxy.url)
+        asked = [e.path for e in proxy.log if e.method == "GET"]
+    assert result.returncode == 1, result.stderr
+    owners = [path for path in asked if "/statefulsets/" in path or "/modeldeployments/" in path]
+    assert owners == [f"/apis/apps/v1/namespaces/{real.namespace}/statefulsets/named-set"]
+    findings = json.loads(result.stdout)["findings"]
+    about = {f["object"]["name"]: f for f in findings if f["object"]["kind"] == "Pod"}
+    consumers = [c for f in findings if f["object"]["name"] == "rejected" for c in f.get("consumers") or []]
+    named = about.get("named") or next(c for c in consumers if c["name"] == "named")
+    assert [m["object"]["name"] for m in named["managedBy"]] == ["named-set"]
+    assert "fine" not in about and "fine" not in {c["name"] for c in consumers}
