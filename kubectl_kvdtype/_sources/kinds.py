@@ -173,15 +173,7 @@ def list_many(source: Source, queries: Sequence[Union[Query, Get]]) -> list[Unio
     waits on the network and the API server, so a subcommand reading four kinds and a Setting pays
     for about the slowest, not the sum. Errors are returned, not raised, so a caller can forgive some kinds.
     """
-    def one(query: Union[Query, Get]) -> Union[list[dict], KvdtypeError]:
-        try:
-            return query.read(source)
-        except KvdtypeError as error:
-            return error
-
-    if not getattr(source, "parallel", False) or len(queries) < 2:
-        return [one(query) for query in queries]
-    return _side_by_side(one, queries)
+    return list_early(source, queries, (), lambda _: None)
 
 
 def list_early(source: Source, queries: Sequence[Union[Query, Get]], soon: Sequence[int],
@@ -191,26 +183,29 @@ def list_early(source: Source, queries: Sequence[Union[Query, Get]], soon: Seque
     still be coming: there a caller starts the reads that its findings about the soon objects
     will need, and their round trip is no longer one after the LISTs. Not when a LIST among them
     failed: the run ends on that error (a GET's may be forgiven, a missing Setting). ``then`` runs
-    in the thread that read them; what it raises is raised here, once every read has ended."""
-    later = [index for index in range(len(queries)) if index not in soon]
+    in the thread that read the last of them; what it raises is raised here, once every read has
+    ended. All the queries are read side by side as ``list_many``'s are (every helper started
+    before the first request leaves)."""
+    answers: dict[int, Union[list[dict], KvdtypeError]] = {}
+    waiting = set(soon)
+    answered = threading.Lock()
 
-    def first() -> list[Union[list[dict], KvdtypeError]]:
-        asked = [queries[index] for index in soon]
-        answers = list_many(source, asked)
-        if not any(isinstance(query, Query) and isinstance(answer, KvdtypeError)
-                   for query, answer in zip(asked, answers, strict=True)):
-            then(answers)
-        return answers
+    def read(index: int) -> Union[list[dict], KvdtypeError]:
+        try:
+            answer: Union[list[dict], KvdtypeError] = queries[index].read(source)
+        except KvdtypeError as error:
+            answer = error
+        with answered:
+            answers[index] = answer
+            last = index in waiting and len(waiting) == 1
+            waiting.discard(index)
+        if last and not any(isinstance(queries[i], Query) and isinstance(answers[i], KvdtypeError) for i in soon):
+            then([answers[i] for i in soon])
+        return answer
 
-    def rest() -> list[Union[list[dict], KvdtypeError]]:
-        return list_many(source, [queries[index] for index in later])
-
-    if getattr(source, "parallel", False):
-        late, early = _side_by_side(lambda call: call(), [rest, first])
-    else:
-        late, early = rest(), first()
-    answers = dict(zip(later, late, strict=True)) | dict(zip(soon, early, strict=True))
-    return [answers[index] for index in range(len(queries))]
+    if not getattr(source, "parallel", False) or len(queries) < 2:
+        return [read(index) for index in range(len(queries))]
+    return _side_by_side(read, range(len(queries)))
 
 
 def _side_by_side(one: Callable[[Any], Any],
